@@ -1,0 +1,236 @@
+"""In-memory scans side by side: fastfinite against NumPy, scikit-learn, bottleneck and the
+machine's limit (a parallel Numba loop that reads every element once).
+
+    python benchmarks/bench_memory.py            # 1e8 float32, 5e7 float64, a 4 GB .npy
+    python benchmarks/bench_memory.py --quick    # small smoke run (CI)
+
+Prints GB/s and ratios; with ``--write`` records them in benchmarks/RESULTS.md.
+Problems are planted in the last 1% of each array, so functions that stop at the first NaN
+(bottleneck's ``anynan``) still read almost everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+import fastfinite
+from fastfinite import slow
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def bandwidth_kernel():
+    from numba import njit, prange
+
+    @njit(parallel=True, nogil=True, cache=True)
+    def count_self_unequal(x):
+        c = 0
+        for i in prange(x.shape[0]):
+            c += x[i] != x[i]
+        return c
+
+    return count_self_unequal
+
+
+def best_time(fn: Callable[[], object], repeat: int) -> float:
+    fn()  # warm: compile, fault pages in
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def make_array(n: int, dtype) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(n).astype(dtype)
+    tail = n - max(1, n // 100)
+    idx = rng.integers(tail, n, 40)
+    x[idx[:10]] = np.nan
+    x[idx[10:20]] = np.inf
+    x[idx[20:30]] = -np.inf
+    if np.dtype(dtype).itemsize == 8:
+        x[idx[30:]] = 1e100  # float32 overflow
+    return x
+
+
+def peers(x: np.ndarray) -> dict[str, Callable[[], object]]:
+    bw = bandwidth_kernel()
+    out: dict[str, Callable[[], object]] = {
+        "bandwidth (parallel x != x)": lambda: bw(x),
+        "fastfinite.scan (full report)": lambda: fastfinite.scan(x),
+        "np.isfinite(x).all()": lambda: np.isfinite(x).all(),
+        "NumPy full report": lambda: slow.scan(x, cast=("float32",)),
+    }
+    try:
+        from sklearn.utils import assert_all_finite
+
+        def sk():
+            try:
+                assert_all_finite(x)
+            except ValueError:
+                pass
+
+        out["sklearn assert_all_finite"] = sk
+    except ImportError:
+        print("  (scikit-learn not installed: skipped)")
+    try:
+        import bottleneck as bn
+
+        out["bottleneck.anynan"] = lambda: bn.anynan(x)
+    except ImportError:
+        print("  (bottleneck not installed: skipped)")
+    return out
+
+
+def run_memory(n32: int, n64: int, repeat: int) -> list[str]:
+    rows = []
+    for dtype, n in ((np.float32, n32), (np.float64, n64)):
+        x = make_array(n, dtype)
+        gb = x.nbytes / 1e9
+        print(f"\n{np.dtype(dtype).name}: {n:.0e} elements, {gb:.2f} GB")
+        fns = peers(x)
+        times = {}
+        for name, fn in fns.items():
+            reps = 1 if name == "NumPy full report" else repeat
+            times[name] = best_time(fn, reps)
+        t_ff = times["fastfinite.scan (full report)"]
+        t_bw = times["bandwidth (parallel x != x)"]
+        rows.append(f"\n**{np.dtype(dtype).name}, {n:.0e} elements ({gb:.2f} GB)**\n")
+        rows.append("| method | time (s) | GB/s | fastfinite speed-up | share of bandwidth |")
+        rows.append("| --- | ---: | ---: | ---: | ---: |")
+        for name, t in times.items():
+            line = (
+                f"| {name} | {t:.4f} | {gb / t:.2f} | {t / t_ff:.2f}x | {t_bw / t:.2f} |"
+            )
+            rows.append(line)
+            print(f"  {name:32s} {t:8.4f} s  {gb / t:6.2f} GB/s  "
+                  f"fastfinite is {t / t_ff:6.2f}x faster  ({t_bw / t:.2f} of bandwidth)")
+        del x
+    return rows
+
+
+def run_cli_times() -> list[str]:
+    """Cold (fresh Numba cache) and warm ``fastfinite scan small.npy`` in fresh processes."""
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        small = os.path.join(d, "small.npy")
+        np.save(small, make_array(10_000, np.float64))
+        env = dict(os.environ, NUMBA_CACHE_DIR=os.path.join(d, "numba-cache"))
+        cmd = [sys.executable, "-m", "fastfinite", "scan", small, "--no-progress"]
+        for label in ("cold (empty Numba cache)", "warm", "warm"):
+            t0 = time.perf_counter()
+            subprocess.run(cmd, env=env, capture_output=True, check=False)
+            t = time.perf_counter() - t0
+            print(f"  fastfinite scan small.npy, {label}: {t:.2f} s")
+            rows.append(f"| `fastfinite scan small.npy`, {label} | {t:.2f} s |")
+    return rows
+
+
+NPY_CHILD = textwrap.dedent(
+    """
+    import resource, sys, time, numpy as np, fastfinite
+    fastfinite.scan(np.zeros(10, np.float32))  # compile before the baseline
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    r = fastfinite.scan(sys.argv[1])
+    t = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(base, peak, t, r.nonfinite)
+    """
+)
+
+
+def run_npy(gb: float) -> list[str]:
+    """Peak resident memory scanning a large .npy file (a read-only memmap)."""
+    n = int(gb * 1e9 / 4)
+    with tempfile.TemporaryDirectory(dir="/tmp") as d:
+        path = os.path.join(d, "big.npy")
+        mm = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n,))
+        step = 1 << 24
+        rng = np.random.default_rng(1)
+        for a in range(0, n, step):
+            mm[a : a + step] = rng.standard_normal(min(step, n - a), dtype=np.float32)
+        mm[n // 2] = np.nan
+        mm.flush()
+        del mm
+        out = subprocess.run(
+            [sys.executable, "-c", NPY_CHILD, path], capture_output=True, text=True, check=True
+        ).stdout.split()
+    base, peak, t, nonfinite = int(out[0]), int(out[1]), float(out[2]), int(out[3])
+    above = (peak - base) / 1024
+    print(f"\n.npy {gb:.1f} GB: {t:.2f} s ({n * 4 / 1e9 / t:.2f} GB/s), peak RSS "
+          f"{peak / 1024:.0f} MB, {above:.0f} MB above the baseline; nonfinite {nonfinite}")
+    return [
+        f"| `.npy` of {gb:.1f} GB float32, read-only memmap | {t:.2f} s, "
+        f"{n * 4 / 1e9 / t:.2f} GB/s | peak RSS {above:.0f} MB above the baseline "
+        f"({base / 1024:.0f} MB) |"
+    ]
+
+
+def machine() -> str:
+    import platform
+
+    import numba
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB; Python {platform.python_version()}, "
+        f"NumPy {np.__version__}, Numba {numba.__version__}, fastfinite {fastfinite.__version__}"
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="small arrays, for a smoke run")
+    p.add_argument("--write", action="store_true", help="write benchmarks/RESULTS.md's section")
+    p.add_argument("--npy-gb", type=float, default=None, help="size of the .npy test (GB)")
+    args = p.parse_args()
+    if args.quick:
+        n32, n64, repeat, npy_gb = 1_000_000, 500_000, 2, args.npy_gb or 0.05
+    else:
+        n32, n64, repeat, npy_gb = 100_000_000, 50_000_000, 5, args.npy_gb or 4.0
+    print(machine())
+    rows = run_memory(n32, n64, repeat)
+    rows += ["", "| start-up | wall |", "| --- | ---: |", *run_cli_times()]
+    rows += ["", "| out of core | time | memory |", "| --- | --- | --- |", *run_npy(npy_gb)]
+    if args.write:
+        section = "\n".join(["## In memory (issue 2)", "", f"Machine: {machine()}", *rows, ""])
+        write_section(section, "## In memory (issue 2)")
+
+
+def write_section(section: str, heading: str) -> None:
+    """Replace (or append) one ``## `` section of RESULTS.md."""
+    path = os.path.join(HERE, "RESULTS.md")
+    text = open(path).read() if os.path.exists(path) else "# Benchmark results\n\n"
+    start = text.find(heading)
+    if start >= 0:
+        end = text.find("\n## ", start + len(heading))
+        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    with open(path, "w") as f:
+        f.write(text)
+
+
+if __name__ == "__main__":
+    main()

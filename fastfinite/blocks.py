@@ -1,0 +1,154 @@
+"""From any ndarray region to the contiguous 1-D float block a kernel can scan, and back.
+
+A region is a tuple of slices of the global array. Its data (a view or a freshly read array)
+is laid out in memory order: axes sorted by stride, negative strides flipped. When that view
+is contiguous it is scanned in place; otherwise it is copied, one bounded block at a time.
+Positions found in the block are mapped back to C-order flat indices of the global array.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+
+from .errors import UnsupportedDtypeError
+
+Region = tuple[slice, ...]
+
+
+def check_dtype(dtype: np.dtype) -> np.dtype:
+    """Return ``dtype`` if the kernels can scan it, else raise ``UnsupportedDtypeError``."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "biu":
+        return dtype
+    if dtype.kind in "fc" and dtype.itemsize // (2 if dtype.kind == "c" else 1) in (2, 4, 8):
+        return dtype
+    raise UnsupportedDtypeError(
+        f"cannot scan data of dtype {dtype!s} ({_dtype_label(dtype)}); fastfinite scans "
+        "float16/32/64, complex64/128, integer and bool arrays"
+    )
+
+
+def _dtype_label(dtype: np.dtype) -> str:
+    if dtype.fields is not None:
+        return "structured"
+    return {
+        "O": "object",
+        "U": "string",
+        "S": "bytes",
+        "V": "void",
+        "M": "datetime",
+        "m": "timedelta",
+        "T": "string",
+    }.get(dtype.kind, "extended precision" if dtype.kind in "fc" else dtype.kind)
+
+
+def component_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype of the values kernels see: float32 for float16, parts of complex, float64
+    for integers and bool."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        return np.dtype(f"f{dtype.itemsize // 2}")
+    if dtype.kind == "f":
+        return np.dtype(dtype.newbyteorder("="))
+    return np.dtype(np.float64)
+
+
+def memory_order(strides: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Axes from outermost to innermost in memory (largest |stride| first, stable)."""
+    keyed = [(-(abs(s) if n > 1 else 0), ax) for ax, (s, n) in enumerate(zip(strides, shape))]
+    # length-1 axes carry no layout information: keep them outermost, in order
+    return tuple(ax for _, ax in sorted(keyed, key=lambda t: (t[0] != 0, t[0], t[1])))
+
+
+def plan_regions(shape: tuple[int, ...], order: tuple[int, ...], budget: int) -> Iterator[Region]:
+    """Cut ``shape`` into regions of at most ``budget`` elements, contiguous along ``order``.
+
+    Axes inner to the split axis are taken whole, the split axis in runs, the outer axes one
+    index at a time; regions come out in memory order.
+    """
+    ndim = len(shape)
+    if ndim == 0:
+        yield ()
+        return
+    if math.prod(shape) == 0:
+        return
+    budget = max(1, int(budget))
+    inner = 1
+    d = ndim  # position in ``order`` of the split axis
+    while d > 0 and inner * shape[order[d - 1]] <= budget:
+        d -= 1
+        inner *= shape[order[d]]
+    if d == 0:
+        yield tuple(slice(0, n) for n in shape)
+        return
+    split = order[d - 1]
+    run = max(1, budget // inner)
+    outer = order[: d - 1]
+    full = {ax: slice(0, shape[ax]) for ax in order[d:]}
+    for idx in np.ndindex(*[shape[ax] for ax in outer]):
+        sl = dict(full)
+        for ax, i in zip(outer, idx):
+            sl[ax] = slice(i, i + 1)
+        for a in range(0, shape[split], run):
+            sl[split] = slice(a, min(a + run, shape[split]))
+            yield tuple(sl[ax] for ax in range(ndim))
+
+
+class Block:
+    """A region's data as a contiguous 1-D array in the kernels' dtype.
+
+    Attributes
+    ----------
+    x : ndarray
+        1-D contiguous native float32/float64 values (complex parts interleaved).
+    ncomp : int
+        Values per element (2 for complex, else 1).
+    in_c_order : bool
+        True when the order of ``x`` is the C order of the global array, so the first
+        positions found are the first in C order.
+    """
+
+    __slots__ = ("x", "xi", "ncomp", "perm", "flips", "bshape", "dshape", "start", "in_c_order")
+
+    def __init__(self, data: np.ndarray, start: tuple[int, ...]):
+        data = np.asarray(data)
+        self.start = start
+        self.ncomp = 2 if data.dtype.kind == "c" else 1
+        order = memory_order(data.strides, data.shape)
+        flips = tuple(ax for ax in range(data.ndim) if data.strides[ax] < 0 and data.shape[ax] > 1)
+        view = data
+        if flips:
+            view = np.flip(view, axis=flips)
+        view = view.transpose(order)
+        self.perm = order
+        self.flips = flips
+        self.bshape = view.shape
+        self.dshape = data.shape
+        # length-1 axes may be anywhere without changing the order of elements
+        moved = [ax for ax in order if data.shape[ax] > 1]
+        self.in_c_order = not flips and moved == sorted(moved)
+        comp = component_dtype(data.dtype)
+        flat = view.reshape(-1)  # a view when the layout allows, else one bounded copy
+        if self.ncomp == 2:
+            flat = np.ascontiguousarray(flat.astype(flat.dtype.newbyteorder("="), copy=False))
+            flat = flat.view(comp)
+        x = flat.astype(comp if comp.itemsize >= 4 else np.float32, copy=False)
+        self.x = np.ascontiguousarray(x)
+        self.xi = self.x.view(np.int32 if self.x.itemsize == 4 else np.int64)
+
+    def to_global(self, j: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        """Map positions in ``x`` to C-order flat indices of the global array ``shape``."""
+        j = np.asarray(j, dtype=np.int64) // self.ncomp
+        if len(shape) == 0:
+            return np.zeros(len(j), dtype=np.int64)
+        coords_v = np.unravel_index(j, self.bshape)
+        coords = [None] * len(shape)
+        for pos, ax in enumerate(self.perm):
+            coords[ax] = coords_v[pos]
+        for ax in self.flips:
+            coords[ax] = self.dshape[ax] - 1 - coords[ax]
+        glob = [c + s for c, s in zip(coords, self.start)]
+        return np.ravel_multi_index(glob, shape).astype(np.int64)

@@ -1,0 +1,178 @@
+"""Run the kernel over a source's regions: serially, or on a bounded local thread pool.
+
+Reads and kernels overlap (both release the GIL); at most ``2 * workers`` regions are in
+flight, so memory stays O(workers x region). Summaries are folded as they arrive, in region
+order, by a streaming pairwise merge (O(log n) partial summaries held).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from .summary import Summary, merge
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+# Below this many bytes, threads cost more than they save.
+PARALLEL_MIN_BYTES = 32 << 20
+REGION_BYTES = 4 << 20
+
+
+def default_workers() -> int:
+    """Cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def bounded_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
+    """``map(fn, items)`` in order, on ``workers`` threads, at most ``2 * workers`` in flight."""
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fastfinite") as pool:
+        pending: deque = deque()
+        try:
+            for item in items:
+                pending.append(pool.submit(fn, item))
+                if len(pending) >= 2 * workers:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for f in pending:
+                f.cancel()
+
+
+class PairwiseMerger:
+    """Fold summaries as they come, merging equal-sized partial results like a binary counter."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self._stack: list[tuple[int, Summary]] = []
+
+    def add(self, s: Summary) -> None:
+        level = 0
+        while self._stack and self._stack[-1][0] == level:
+            _, top = self._stack.pop()
+            s = merge(top, s, self.cap)
+            level += 1
+        self._stack.append((level, s))
+
+    def result(self) -> Summary:
+        out = Summary()
+        for _, s in reversed(self._stack):
+            out = merge(s, out, self.cap)
+        return out
+
+
+class RunResult:
+    """What a local run produced besides the merged summary."""
+
+    __slots__ = ("summary", "failed", "complete")
+
+    def __init__(self, summary: Summary, failed: list, complete: bool):
+        self.summary = summary
+        self.failed = failed  # (region, ChunkReadError) pairs when on_error="report"
+        self.complete = complete
+
+
+def run(
+    source,
+    spec,
+    *,
+    workers: int | None = None,
+    region_bytes: int = REGION_BYTES,
+    progress: bool = False,
+    fail_fast: bool = False,
+    on_error: str = "raise",
+) -> RunResult:
+    """Scan every region of ``source`` and merge the summaries.
+
+    Parameters
+    ----------
+    source : a source (see ``fastfinite.sources``)
+    spec : ScanSpec
+    workers : int, optional
+        Threads; default all cores for large or out-of-core input, 1 for small arrays.
+    region_bytes : int
+        Target size of one region.
+    progress : bool
+        Show a tqdm bar in bytes.
+    fail_fast : bool
+        Stop after the first region holding a non-finite value.
+    on_error : {"raise", "report"}
+        What to do with a chunk that cannot be read.
+    """
+    from .errors import ChunkReadError
+    from .summary import summarize
+
+    if workers is None:
+        small = getattr(source, "in_memory", False) and source.nbytes < PARALLEL_MIN_BYTES
+        workers = 1 if small else default_workers()
+    bar = _progress_bar(source, progress)
+    failed: list = []
+    release = getattr(source, "release", None)
+
+    def task(region):
+        try:
+            data = source.read(region)
+        except ChunkReadError as e:
+            if on_error != "report":
+                raise
+            return region, None, e
+        start = tuple(s.start for s in region)
+        summary = summarize(data, start, spec)
+        if release is not None:
+            release(region)
+        return region, summary, None
+
+    merger = PairwiseMerger(spec.max_locations)
+    done = 0
+    results = bounded_map(task, source.regions(region_bytes), workers)
+    try:
+        for region, summary, error in results:
+            if error is not None:
+                failed.append((region, error))
+            else:
+                merger.add(summary)
+            nbytes = _region_bytes(region, source.dtype.itemsize)
+            done += nbytes
+            if bar is not None:
+                bar.update(nbytes)
+            if fail_fast and summary is not None and summary.counts[:3].sum():
+                break
+    finally:
+        results.close()
+        if bar is not None:
+            bar.close()
+    return RunResult(merger.result(), failed, done >= source.nbytes)
+
+
+def _region_bytes(region, itemsize: int) -> int:
+    n = itemsize
+    for s in region:
+        n *= s.stop - s.start
+    return n
+
+
+def _progress_bar(source, progress: bool):
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        total=source.nbytes,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        desc=source.name or "scan",
+        dynamic_ncols=True,
+        leave=False,
+    )

@@ -1,0 +1,57 @@
+"""The exceptions fastfinite raises. All derive from ``FastFiniteError``."""
+
+from __future__ import annotations
+
+
+class FastFiniteError(Exception):
+    """Base class of every fastfinite exception."""
+
+
+class InvalidArgumentError(FastFiniteError, ValueError):
+    """An argument has a value fastfinite cannot use (the message shows it)."""
+
+
+class UnsupportedDtypeError(FastFiniteError, TypeError):
+    """The data's dtype cannot hold NaN or numbers (object, string, structured...)."""
+
+
+class SourceError(FastFiniteError, ValueError):
+    """The data source cannot be opened: missing file, unknown format, bad path."""
+
+
+class ChunkReadError(FastFiniteError, OSError):
+    """A chunk of the source could not be read or decoded.
+
+    Attributes
+    ----------
+    array : str
+        The array's name or path.
+    chunk : tuple of int
+        The chunk's coordinates in the chunk grid.
+    """
+
+    def __init__(self, array: str, chunk: tuple[int, ...], cause: BaseException | str):
+        self.array = array
+        self.chunk = tuple(int(c) for c in chunk)
+        self.cause = cause
+        super().__init__(f"cannot read chunk {self.chunk} of {array}: {cause}")
+
+    def __reduce__(self):
+        return (type(self), (self.array, self.chunk, str(self.cause)))
+
+
+class NonFiniteError(FastFiniteError, ValueError):
+    """Raised by :func:`fastfinite.assert_finite` when the data has findings.
+
+    Attributes
+    ----------
+    report : ScanReport
+        The full report of the scan.
+    """
+
+    def __init__(self, message: str, report=None):
+        super().__init__(message)
+        self.report = report
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.report))

@@ -1,0 +1,276 @@
+"""Numba kernels: one pass over a contiguous 1-D block of float32 or float64.
+
+The kernels know nothing of axes, sources or Python objects. The caller turns float16,
+big-endian, strided, integer and bool data into a contiguous float32/float64 block first
+(see ``fastfinite.blocks``).
+
+Never ``fastmath=True``: its ``nnan``/``ninf`` flags let LLVM delete the NaN and inf tests
+this package exists for. ``reassoc`` and ``contract`` only allow reordering the sums, which
+the vectorizer needs for float reductions.
+
+How the pass stays fast: the block is cut into sub-blocks of ``SUB_BLOCK`` elements. A
+branch-free integer loop over the values' bits (``_keys``) takes the largest magnitude (is
+anything non-finite?) and the extrema; another (``_sums``) the shifted sums in float64; each
+vectorizes at its own width. LLVM cannot vectorize float min/max reductions without ``nnan``,
+so the extrema are taken over integer keys that order like the floats; integer min/max
+vectorize. A sub-block holding a non-finite value runs the masked variants (``_keys_finite``,
+``_sums_finite``); one holding a non-finite value or crossing a cast threshold goes through the
+exact classifying loop (``_classify``) and, while locations are still wanted, ``_record``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .kinds import N_KINDS, NAN, NEGINF, POSINF
+
+SUB_BLOCK = 16384
+
+_FLAGS = {"reassoc", "contract"}
+
+
+# Integer work below is kept at the width of ``xi`` (``T(...)``): numba widens int32
+# arithmetic to int64, which halves the vector width. Keys are order-preserving integer
+# images of floats (sign-magnitude bits folded to two's complement).
+
+
+@njit(nogil=True, cache=True)
+def _keys(xi, sh, big):
+    """Fast pass over the bits ``xi`` of a float block: ``(max_abs_bits, min_key, max_key)``.
+
+    A value is finite when its magnitude bits are below those of inf, so the block is clean
+    when ``max_abs_bits`` is; only then are the keys' extrema those of the finite values.
+    """
+    T = xi.dtype.type
+    amax = T(0)
+    mn = big
+    mx = T(~big)
+    for i in range(xi.shape[0]):  # a loop from 0 vectorizes twice as well as range(s, e)
+        b = xi[i]
+        amax = max(amax, T(b & big))
+        key = T(b ^ T(T(b >> sh) & big))
+        mn = min(mn, key)
+        mx = max(mx, key)
+    return amax, mn, mx
+
+
+@njit(nogil=True, cache=True)
+def _keys_tiny(xi, sh, big):
+    """``_keys`` plus the magnitude bits of the smallest non-zero value (underflow check)."""
+    T = xi.dtype.type
+    amax = T(0)
+    mn = big
+    mx = T(~big)
+    mz = big
+    for i in range(xi.shape[0]):
+        b = xi[i]
+        ab = T(b & big)
+        amax = max(amax, ab)
+        key = T(b ^ T(T(b >> sh) & big))
+        mn = min(mn, key)
+        mx = max(mx, key)
+        mz = min(mz, ab if ab > T(0) else big)
+    return amax, mn, mx, mz
+
+
+@njit(nogil=True, cache=True)
+def _keys_finite(xi, kk, sh, big, inf_bits):
+    """Extrema of the keys of the finite values only (non-finite ones count as key ``kk``),
+    and the magnitude bits of the smallest non-zero value: for blocks holding NaN or inf."""
+    T = xi.dtype.type
+    mn = big
+    mx = T(~big)
+    mz = big
+    for i in range(xi.shape[0]):
+        b = xi[i]
+        ab = T(b & big)
+        key = T(b ^ T(T(b >> sh) & big))
+        key = key if ab < inf_bits else kk
+        mn = min(mn, key)
+        mx = max(mx, key)
+        mz = min(mz, ab if ab > T(0) else big)
+    return mn, mx, mz
+
+
+@njit(nogil=True, cache=True, fastmath=_FLAGS)
+def _sums(x, k):
+    """``(sum(x - k), sum((x - k)**2))`` in float64, for a block of finite values."""
+    k64 = np.float64(k)
+    s1 = 0.0
+    s2 = 0.0
+    for i in range(x.shape[0]):
+        d = np.float64(x[i]) - k64
+        s1 += d
+        s2 += d * d
+    return s1, s2
+
+
+@njit(nogil=True, cache=True, fastmath=_FLAGS)
+def _sums_finite(x, k):
+    """``_sums`` over the finite values: non-finite ones are replaced by the finite shift
+    ``k``, so they add nothing."""
+    k64 = np.float64(k)
+    s1 = 0.0
+    s2 = 0.0
+    for i in range(x.shape[0]):
+        v = x[i]
+        y = v if (v - v) == 0 else k
+        d = np.float64(y) - k64
+        s1 += d
+        s2 += d * d
+    return s1, s2
+
+
+@njit(nogil=True, cache=True, fastmath=_FLAGS)
+def _classify(x, thr, cnt):
+    """Exact counts over ``x`` of NaN, +inf, -inf and the cast risks, added to ``cnt``."""
+    inf = np.inf
+    o0, u0, o1, u1, o2, u2 = thr[0], thr[1], thr[2], thr[3], thr[4], thr[5]
+    c_nan = 0
+    c_pos = 0
+    c_neg = 0
+    c_o0 = 0
+    c_u0 = 0
+    c_o1 = 0
+    c_u1 = 0
+    c_o2 = 0
+    c_u2 = 0
+    for i in range(x.shape[0]):
+        v = x[i]
+        a = abs(v)
+        fin = (v - v) == 0
+        nz = a > 0
+        c_nan += v != v
+        c_pos += v == inf
+        c_neg += v == -inf
+        c_o0 += (a >= o0) & fin
+        c_u0 += (a <= u0) & nz
+        c_o1 += (a >= o1) & fin
+        c_u1 += (a <= u1) & nz
+        c_o2 += (a >= o2) & fin
+        c_u2 += (a <= u2) & nz
+    cnt[0] = c_nan
+    cnt[1] = c_pos
+    cnt[2] = c_neg
+    cnt[3] = c_o0
+    cnt[4] = c_u0
+    cnt[5] = c_o1
+    cnt[6] = c_u1
+    cnt[7] = c_o2
+    cnt[8] = c_u2
+
+
+@njit(nogil=True, cache=True)
+def _record(x, s, e, thr, want, locs, vals, nlocs):
+    """Slow path: record positions in ``x[s:e]`` for the kinds flagged in ``want``."""
+    cap = locs.shape[1]
+    for i in range(s, e):
+        v = x[i]
+        a = abs(v)
+        fin = (v - v) == 0
+        for kind in range(N_KINDS):
+            if not want[kind] or nlocs[kind] >= cap:
+                continue
+            if kind == NAN:
+                hit = v != v
+            elif kind == POSINF:
+                hit = v == np.inf
+            elif kind == NEGINF:
+                hit = v == -np.inf
+            elif (kind - 3) % 2 == 0:
+                hit = fin and a >= thr[kind - 3]
+            else:
+                hit = a > 0 and a <= thr[kind - 3]
+            if hit:
+                locs[kind, nlocs[kind]] = i
+                vals[kind, nlocs[kind]] = v
+                nlocs[kind] += 1
+
+
+@njit(nogil=True, cache=True)
+def scan_block(x, xi, thr, counts, stats, locs, vals, nlocs):
+    """Scan a contiguous 1-D block in one pass.
+
+    Parameters
+    ----------
+    x : 1-D contiguous float32 or float64 array
+    xi : the same memory viewed as int32 or int64
+    thr : array of 6 values of ``x.dtype``
+        ``(overflow, underflow)`` thresholds of three cast targets (see ``casts``).
+    counts : int64 array of ``N_KINDS``
+        Incremented by the counts of NaN, +inf, -inf and (overflow, underflow) per target.
+    stats : float64 array of 5
+        Set to ``[shift, sum(y - shift), sum((y - shift)**2), min, max]`` over finite values.
+    locs : int64 array (N_KINDS, cap)
+        Receives the first ``cap`` positions (indices into ``x``) of each kind.
+    vals : float64 array (N_KINDS, cap)
+        The values found at those positions.
+    nlocs : int64 array of ``N_KINDS``
+        Number of positions recorded per kind.
+    """
+    n = x.shape[0]
+    T = xi.dtype.type
+    big = T(np.iinfo(xi.dtype).max)
+    sh = T(8 * xi.itemsize - 1)
+    # Shift by a finite value of the block: sums of (y - k) stay small for data with a large
+    # offset, and the cancellation error is at most eps * n relative to M2.
+    first = 0
+    while first < n and not (x[first] - x[first]) == 0:
+        first += 1
+    k = x[first] if first < n else x.dtype.type(0)
+    kb = xi[first] if first < n else xi.dtype.type(0)
+    kk = T(kb ^ T(T(kb >> sh) & big))
+    over_min = min(thr[0], min(thr[2], thr[4]))
+    under_max = max(thr[1], max(thr[3], thr[5]))
+    cap = locs.shape[1]
+    cnt = np.zeros(N_KINDS, dtype=np.int64)
+    want = np.zeros(N_KINDS, dtype=np.bool_)
+    s1 = 0.0
+    s2 = 0.0
+    mn = big
+    mx = T(~big)
+    keys = np.empty(3, dtype=xi.dtype)
+    fl = keys.view(x.dtype)
+    fl[0] = np.inf
+    inf_bits = keys[0]
+    tiny = under_max >= 0
+    for s in range(0, n, SUB_BLOCK):
+        e = min(s + SUB_BLOCK, n)
+        xs = x[s:e]
+        xis = xi[s:e]
+        smz = big
+        if tiny:
+            amax, smn, smx, smz = _keys_tiny(xis, sh, big)
+        else:
+            amax, smn, smx = _keys(xis, sh, big)
+        clean = amax < inf_bits
+        if clean:
+            a1, a2 = _sums(xs, k)
+        else:
+            smn, smx, smz = _keys_finite(xis, kk, sh, big, inf_bits)
+            a1, a2 = _sums_finite(xs, k)
+        s1 += a1
+        s2 += a2
+        mn = min(mn, smn)
+        mx = max(mx, smx)
+        keys[0] = T(smn ^ T(T(smn >> sh) & big))
+        keys[1] = T(smx ^ T(T(smx >> sh) & big))
+        keys[2] = smz
+        if clean and max(abs(fl[0]), abs(fl[1])) < over_min and not fl[2] <= under_max:
+            continue
+        _classify(xs, thr, cnt)
+        need = False
+        for kind in range(N_KINDS):
+            counts[kind] += cnt[kind]
+            want[kind] = cnt[kind] > 0 and nlocs[kind] < cap
+            need |= want[kind]
+        if need:
+            _record(x, s, e, thr, want, locs, vals, nlocs)
+    keys[0] = mn ^ ((mn >> sh) & big)
+    keys[1] = mx ^ ((mx >> sh) & big)
+    stats[0] = np.float64(k)
+    stats[1] = s1
+    stats[2] = s2
+    stats[3] = np.float64(fl[0]) if first < n else np.inf
+    stats[4] = np.float64(fl[1]) if first < n else -np.inf

@@ -1,0 +1,285 @@
+"""The public face of a scan: ScanReport, Location, CastRisk, Finding."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .summary import BASE_KINDS, ScanSpec, Summary
+
+SCHEMA = "fastfinite.report/1"
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where one finding sits.
+
+    Attributes
+    ----------
+    kind : str
+        ``"nan"``, ``"posinf"``, ``"neginf"``, ``"overflow:TARGET"`` or ``"underflow:TARGET"``.
+    index : tuple of int
+        Coordinates in the scanned array (``()`` for a 0-d array).
+    value : float
+        The value found there (for complex data, the offending part).
+    """
+
+    kind: str
+    index: tuple[int, ...]
+    value: float = field(default=math.nan, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "index": list(self.index), "value": _num(self.value)}
+
+
+@dataclass(frozen=True)
+class CastRisk:
+    """Finite values that become inf (``overflow``) or non-zero values that become 0
+    (``underflow``) when cast to a narrower float."""
+
+    overflow: int = 0
+    underflow: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.overflow or self.underflow)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something wrong that is not a single value: a missing chunk, an unreadable chunk.
+
+    Attributes
+    ----------
+    kind : str
+        e.g. ``"missing_chunk"``, ``"unreadable_chunk"``.
+    where : tuple of int
+        Grid coordinates of the chunk (or index of the slice) concerned.
+    message : str
+        What happened and what it means.
+    """
+
+    kind: str
+    where: tuple[int, ...]
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "where": list(self.where), "message": self.message}
+
+
+def _num(v: float) -> float | None | str:
+    """A float as JSON allows: NaN becomes None, infinities the strings "inf"/"-inf"."""
+    v = float(v)
+    if math.isnan(v):
+        return None
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+def _fmt_index(index: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(i) for i in index) + ("," if len(index) == 1 else "") + ")"
+
+
+@dataclass
+class ScanReport:
+    """What a scan found.
+
+    Attributes
+    ----------
+    nan, posinf, neginf : int
+        Exact counts (complex data: counted per part).
+    cast : dict of str to CastRisk
+        Cast risks per requested target.
+    locations : list of Location
+        First positions of each kind (at most ``max_locations`` each), sorted in C order.
+    count, min, max, mean, std, sum : statistics of the finite values (population std).
+    findings : list of Finding
+        Missing or unreadable chunks and other problems that are not single values.
+    missing_chunks : int
+        Chunks the store never wrote (read as its fill value).
+    complete : bool
+        False when the scan stopped early (``fail_fast``).
+    arrays : dict of str to ScanReport
+        For a group: one report per array, by path.
+    """
+
+    name: str = ""
+    shape: tuple[int, ...] = ()
+    dtype: str = ""
+    nan: int = 0
+    posinf: int = 0
+    neginf: int = 0
+    cast: dict[str, CastRisk] = field(default_factory=dict)
+    locations: list[Location] = field(default_factory=list)
+    count: int = 0
+    min: float = math.nan
+    max: float = math.nan
+    mean: float = math.nan
+    std: float = math.nan
+    sum: float = 0.0
+    elements: int = 0
+    max_locations: int = 100
+    findings: list[Finding] = field(default_factory=list)
+    missing_chunks: int = 0
+    complete: bool = True
+    arrays: dict[str, ScanReport] = field(default_factory=dict)
+
+    @property
+    def nonfinite(self) -> int:
+        """NaN, +inf and -inf together."""
+        return self.nan + self.posinf + self.neginf
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing at all was found."""
+        return (
+            self.nonfinite == 0
+            and not any(self.cast.values())
+            and not self.findings
+            and all(r.ok for r in self.arrays.values())
+        )
+
+    @classmethod
+    def from_summary(cls, s: Summary, spec: ScanSpec, name: str = "", **extra: Any) -> ScanReport:
+        """Build the report of a whole scan from its merged summary."""
+        kinds = spec.kinds
+        cast = {
+            t: CastRisk(int(s.counts[3 + 2 * i]), int(s.counts[4 + 2 * i]))
+            for i, t in enumerate(spec.cast)
+        }
+        locs = []
+        for k, kind in enumerate(kinds):
+            if not kind:
+                continue
+            for flat, val in zip(s.loc_index[k], s.loc_value[k]):
+                index = tuple(int(i) for i in np.unravel_index(int(flat), spec.shape))
+                locs.append((int(flat), k, Location(kind, index, float(val))))
+        locs.sort(key=lambda t: (t[0], t[1]))
+        n = int(s.n)
+        return cls(
+            name=name,
+            shape=tuple(int(d) for d in spec.shape),
+            dtype=str(spec.dtype),
+            nan=int(s.counts[0]),
+            posinf=int(s.counts[1]),
+            neginf=int(s.counts[2]),
+            cast=cast,
+            locations=[t[2] for t in locs],
+            count=n,
+            min=float(s.min) if n else math.nan,
+            max=float(s.max) if n else math.nan,
+            mean=float(s.mean) if n else math.nan,
+            std=math.sqrt(s.m2 / n) if n else math.nan,
+            sum=float(s.total),
+            elements=int(s.elements),
+            max_locations=spec.max_locations,
+            **extra,
+        )
+
+    def locations_of(self, kind: str) -> list[Location]:
+        """The recorded locations of one kind."""
+        return [loc for loc in self.locations if loc.kind == kind]
+
+    def counts(self) -> dict[str, int]:
+        """Count per location kind (``nan``, ``posinf``, ``overflow:float32``...)."""
+        out = {k: getattr(self, k) for k in BASE_KINDS}
+        for t, risk in self.cast.items():
+            out[f"overflow:{t}"] = risk.overflow
+            out[f"underflow:{t}"] = risk.underflow
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (NaN statistics become ``None``)."""
+        return {
+            "schema": SCHEMA,
+            "name": self.name,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "ok": self.ok,
+            "complete": self.complete,
+            "elements": self.elements,
+            "nan": self.nan,
+            "posinf": self.posinf,
+            "neginf": self.neginf,
+            "nonfinite": self.nonfinite,
+            "cast": {
+                t: {"overflow": r.overflow, "underflow": r.underflow} for t, r in self.cast.items()
+            },
+            "stats": {
+                "count": self.count,
+                "min": _num(self.min),
+                "max": _num(self.max),
+                "mean": _num(self.mean),
+                "std": _num(self.std),
+                "sum": _num(self.sum),
+            },
+            "max_locations": self.max_locations,
+            "locations": [loc.to_dict() for loc in self.locations],
+            "missing_chunks": self.missing_chunks,
+            "findings": [f.to_dict() for f in self.findings],
+            "arrays": {k: r.to_dict() for k, r in self.arrays.items()},
+        }
+
+    def to_json(self, **kwargs: Any) -> str:
+        """The report as JSON text (see ``to_dict``)."""
+        kwargs.setdefault("indent", 2)
+        return json.dumps(self.to_dict(), **kwargs)
+
+    def first_locations(self, per_kind: int = 3) -> Mapping[str, list[tuple[int, ...]]]:
+        """The first coordinates of each kind, for messages."""
+        out: dict[str, list[tuple[int, ...]]] = {}
+        for loc in self.locations:
+            lst = out.setdefault(loc.kind, [])
+            if len(lst) < per_kind:
+                lst.append(loc.index)
+        return out
+
+    def problems(self) -> str:
+        """One line: the counts of what was found, e.g. ``nan 2, posinf 1``."""
+        parts = [f"{k} {v}" for k, v in self.counts().items() if v]
+        if self.missing_chunks:
+            parts.append(f"missing chunks {self.missing_chunks}")
+        other = [f for f in self.findings if f.kind != "missing_chunk"]
+        if other:
+            parts.append(f"other findings {len(other)}")
+        return ", ".join(parts) if parts else "nothing found"
+
+    def __str__(self) -> str:
+        head = f"{self.name or 'array'}: {self.dtype} {_fmt_shape(self.shape)}"
+        status = "OK" if self.ok else "PROBLEMS"
+        if not self.complete:
+            status += " (incomplete: stopped early)"
+        lines = [f"{head}  {status}"]
+        lines.append(f"  non-finite: nan {self.nan}, +inf {self.posinf}, -inf {self.neginf}")
+        for t, r in self.cast.items():
+            lines.append(f"  cast to {t}: overflow {r.overflow}, underflow {r.underflow}")
+        if self.count:
+            lines.append(
+                f"  finite {self.count}/{self.elements}: min {self.min:.6g}, max {self.max:.6g}, "
+                f"mean {self.mean:.6g}, std {self.std:.6g}"
+            )
+        else:
+            lines.append(f"  finite 0/{self.elements}")
+        for kind, idx in self.first_locations().items():
+            total = self.counts().get(kind, 0)
+            more = f" (+{total - len(idx)} more)" if total > len(idx) else ""
+            lines.append(f"  {kind} at " + ", ".join(_fmt_index(i) for i in idx) + more)
+        if self.missing_chunks:
+            lines.append(
+                f"  missing chunks (never written, read as fill value): {self.missing_chunks}"
+            )
+        for f in self.findings:
+            if f.kind != "missing_chunk":
+                lines.append(f"  {f.kind} {_fmt_index(f.where)}: {f.message}")
+        for path, sub in self.arrays.items():
+            lines.append(f"  [{path}] {'OK' if sub.ok else sub.problems()}")
+        return "\n".join(lines)
+
+
+def _fmt_shape(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"

@@ -1,0 +1,80 @@
+"""The obvious NumPy twin of a scan: the test oracle, and the benchmark's NumPy baseline.
+
+Whole-array temporaries everywhere: fine for tests and for measuring what fastfinite saves.
+Cast risks are judged by NumPy's own ``astype`` (bfloat16 through ``ml_dtypes`` when given).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .casts import parse_cast
+
+
+def _parts(x: np.ndarray) -> list[np.ndarray]:
+    if x.dtype.kind == "c":
+        return [x.real, x.imag]
+    return [x]
+
+
+def _cast_dtype(target: str):
+    if target == "bfloat16":
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return np.dtype(target)
+
+
+def scan(x: Any, cast=("float32",), max_locations: int = 100) -> dict[str, Any]:
+    """Counts, cast risks, statistics and first locations, computed with plain NumPy."""
+    x = np.asarray(x)
+    parts = _parts(x)
+    fl = [p.astype(np.float64) if p.dtype.kind != "f" else p for p in parts]
+    masks: dict[str, list[np.ndarray]] = {
+        "nan": [np.isnan(p) for p in fl],
+        "posinf": [np.isposinf(p) for p in fl],
+        "neginf": [np.isneginf(p) for p in fl],
+    }
+    casts = {}
+    for t in parse_cast(cast):
+        over, under = [], []
+        for p in parts:
+            if (
+                p.dtype.kind == "f"
+                and p.dtype.itemsize <= np.dtype(_cast_dtype(t)).itemsize
+                and t != "bfloat16"
+            ):
+                over.append(np.zeros(p.shape, bool))
+                under.append(np.zeros(p.shape, bool))
+                continue
+            with np.errstate(all="ignore"):
+                c = p.astype(_cast_dtype(t)).astype(np.float64)
+            pf = p.astype(np.float64) if p.dtype.kind != "f" else p
+            over.append(np.isfinite(pf) & np.isinf(c))
+            under.append((pf != 0) & (c == 0))
+        masks[f"overflow:{t}"] = over
+        masks[f"underflow:{t}"] = under
+        casts[t] = (int(sum(m.sum() for m in over)), int(sum(m.sum() for m in under)))
+    counts = {k: int(sum(m.sum() for m in v)) for k, v in masks.items()}
+    locations = {}
+    for k, v in masks.items():
+        any_part = np.logical_or.reduce(v) if len(v) > 1 else v[0]
+        locations[k] = [tuple(int(i) for i in row) for row in np.argwhere(any_part)[:max_locations]]
+    finite = np.concatenate([p[np.isfinite(p)].astype(np.float64).ravel() for p in fl])
+    with np.errstate(over="ignore", invalid="ignore"):
+        stats = _stats(finite)
+    return {"counts": counts, "cast": casts, "locations": locations, "stats": stats}
+
+
+def _stats(finite: np.ndarray) -> dict[str, float]:
+    n = finite.size
+    return {
+        "count": n,
+        "min": float(finite.min()) if n else np.nan,
+        "max": float(finite.max()) if n else np.nan,
+        "mean": float(finite.mean()) if n else np.nan,
+        "std": float(finite.std()) if n else np.nan,
+        "sum": float(finite.sum()) if n else 0.0,
+    }

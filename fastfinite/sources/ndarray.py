@@ -1,0 +1,81 @@
+"""numpy arrays, memmaps and ``.npy`` files."""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterator
+
+import numpy as np
+
+from ..blocks import Region, check_dtype, memory_order, plan_regions
+from ..errors import SourceError
+
+
+class ArraySource:
+    """An in-memory (or memory-mapped) numpy array, read in place region by region."""
+
+    in_memory = True
+    # Regions of an in-memory array are views: large ones cost nothing and keep the per-region
+    # Python work (which competes with the kernels for the cores) small.
+    region_bytes = 32 << 20
+
+    def __init__(self, array: np.ndarray, name: str = ""):
+        self.array = array
+        self.name = name
+        self.shape = tuple(array.shape)
+        self.dtype = check_dtype(array.dtype)
+        self.nbytes = int(array.nbytes)
+
+    def regions(self, budget_bytes: int) -> Iterator[Region]:
+        """Regions of about ``budget_bytes`` that follow the array's memory layout."""
+        order = memory_order(self.array.strides, self.shape)
+        return plan_regions(self.shape, order, budget_bytes // max(1, self.dtype.itemsize))
+
+    def read(self, region: Region) -> np.ndarray:
+        return self.array[region]
+
+    def release(self, region: Region) -> None:
+        """Unmap the pages of a scanned region of a memmap, so resident memory stays bounded.
+
+        The file's pages stay in the page cache; a later read simply maps them again.
+        """
+        mm = _find_mmap(self.array)
+        if mm is None or not hasattr(mm, "madvise"):
+            return
+        view = self.array[region]
+        if view.size == 0:
+            return
+        base = np.frombuffer(mm, dtype=np.uint8).__array_interface__["data"][0]
+        lo, hi = _byte_bounds(view)
+        start = (lo - base) // mmap.PAGESIZE * mmap.PAGESIZE
+        end = min(hi - base, len(mm))
+        if 0 <= start < end:
+            mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+
+
+_byte_bounds = getattr(getattr(np.lib, "array_utils", np), "byte_bounds", None)
+
+
+def _find_mmap(array: np.ndarray) -> mmap.mmap | None:
+    a = array
+    while a is not None:
+        mm = getattr(a, "_mmap", None)
+        if isinstance(mm, mmap.mmap):
+            return mm
+        a = a.base if isinstance(a.base, np.ndarray) else None
+    return None
+
+
+def open_npy(path: str | os.PathLike) -> ArraySource:
+    """Open a ``.npy`` file as a read-only memmap (never loaded whole)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise SourceError(f"no such file: {path}")
+    try:
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except ValueError as e:  # object arrays, bad header
+        raise SourceError(f"cannot open {path} as a .npy array: {e}") from None
+    except OSError as e:
+        raise SourceError(f"cannot read {path}: {e}") from None
+    return ArraySource(arr, name=path)

@@ -1,0 +1,32 @@
+"""Comparison of a ScanReport with the NumPy oracle (``fastfinite.slow``)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fastfinite import slow
+
+
+def assert_matches_oracle(report, x, cast=("float32",), max_locations=100, rtol=1e-9):
+    ref = slow.scan(x, cast=cast, max_locations=max_locations)
+    got = report.counts()
+    assert got == ref["counts"], (got, ref["counts"])
+    assert {t: (r.overflow, r.underflow) for t, r in report.cast.items()} == ref["cast"]
+    for kind, idx in ref["locations"].items():
+        assert [loc.index for loc in report.locations_of(kind)] == idx, kind
+    flat = [np.ravel_multi_index(loc.index, x.shape) if x.ndim else 0 for loc in report.locations]
+    assert flat == sorted(flat)
+    stats = ref["stats"]
+    assert report.count == stats["count"]
+    if stats["count"]:
+        assert report.min == stats["min"]
+        assert report.max == stats["max"]
+        scale = max(abs(stats["min"]), abs(stats["max"]), 1e-300)
+        if math.isfinite(stats["mean"]):  # NumPy's sum may overflow where the shifted one does not
+            assert math.isclose(report.mean, stats["mean"], rel_tol=rtol, abs_tol=scale * 1e-12)
+        if math.isfinite(stats["std"]):
+            assert math.isclose(report.std, stats["std"], rel_tol=1e-7, abs_tol=scale * 1e-7)
+    else:
+        assert math.isnan(report.mean) and math.isnan(report.min)

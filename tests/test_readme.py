@@ -1,0 +1,34 @@
+"""The README's examples run as shown."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def _blocks(lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", README.read_text(), flags=re.S)
+
+
+def test_python_examples_run_and_print_what_the_readme_shows():
+    blocks = _blocks("python")
+    assert len(blocks) >= 2
+    outputs = []
+    for code in blocks:
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            exec(compile(code, str(README), "exec"), {})
+        outputs.append(buf.getvalue())
+    shown = _blocks("text")[0]
+    assert outputs[0] == shown
+    assert outputs[1].strip() == "float64 array (2, 2): posinf 1 at (1, 1)"
+
+
+def test_quick_start_commands_are_verbatim():
+    text = README.read_text()
+    assert "pip install -e . && fastfinite demo" in text
+    assert 'pip install -e ".[test]" && pytest' in text
