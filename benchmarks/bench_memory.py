@@ -110,12 +110,12 @@ def run_memory(n32: int, n64: int, repeat: int) -> list[str]:
         rows.append("| method | time (s) | GB/s | fastfinite speed-up | share of bandwidth |")
         rows.append("| --- | ---: | ---: | ---: | ---: |")
         for name, t in times.items():
-            line = (
-                f"| {name} | {t:.4f} | {gb / t:.2f} | {t / t_ff:.2f}x | {t_bw / t:.2f} |"
-            )
+            line = f"| {name} | {t:.4f} | {gb / t:.2f} | {t / t_ff:.2f}x | {t_bw / t:.2f} |"
             rows.append(line)
-            print(f"  {name:32s} {t:8.4f} s  {gb / t:6.2f} GB/s  "
-                  f"fastfinite is {t / t_ff:6.2f}x faster  ({t_bw / t:.2f} of bandwidth)")
+            print(
+                f"  {name:32s} {t:8.4f} s  {gb / t:6.2f} GB/s  "
+                f"fastfinite is {t / t_ff:6.2f}x faster  ({t_bw / t:.2f} of bandwidth)"
+            )
         del x
     return rows
 
@@ -169,8 +169,10 @@ def run_npy(gb: float) -> list[str]:
         ).stdout.split()
     base, peak, t, nonfinite = int(out[0]), int(out[1]), float(out[2]), int(out[3])
     above = (peak - base) / 1024
-    print(f"\n.npy {gb:.1f} GB: {t:.2f} s ({n * 4 / 1e9 / t:.2f} GB/s), peak RSS "
-          f"{peak / 1024:.0f} MB, {above:.0f} MB above the baseline; nonfinite {nonfinite}")
+    print(
+        f"\n.npy {gb:.1f} GB: {t:.2f} s ({n * 4 / 1e9 / t:.2f} GB/s), peak RSS "
+        f"{peak / 1024:.0f} MB, {above:.0f} MB above the baseline; nonfinite {nonfinite}"
+    )
     return [
         f"| `.npy` of {gb:.1f} GB float32, read-only memmap | {t:.2f} s, "
         f"{n * 4 / 1e9 / t:.2f} GB/s | peak RSS {above:.0f} MB above the baseline "

@@ -9,30 +9,70 @@ import numpy as np
 
 from .casts import parse_cast
 from .engine import REGION_BYTES, run
-from .errors import InvalidArgumentError, NonFiniteError, SourceError
-from .report import Finding, ScanReport, _fmt_index
+from .errors import InvalidArgumentError, NonFiniteError, SourceError, UnsupportedDtypeError
+from .report import Finding, Location, ScanReport, _fmt_index
 from .summary import ScanSpec
 
+Target = Any  # a source, or a list of (path, source factory) for a group
 
-def open_source(data: Any):
-    """Return a source for ``data``: an array, a memmap, or a path to a ``.npy`` file."""
-    from .sources.ndarray import ArraySource, open_npy
+
+def open_source(data: Any) -> Target:
+    """Return a source for ``data``, or ``[(path, factory), ...]`` for a group of arrays.
+
+    Accepts numpy arrays and memmaps, ``.npy`` paths, Zarr arrays and groups and paths or
+    URLs to them, h5py datasets and groups and ``"file.h5:/dataset"`` paths, and xarray
+    DataArrays and Datasets.
+    """
+    from .sources import hdf5, xarray, zarr
+    from .sources.ndarray import ArraySource
 
     if isinstance(data, (str, os.PathLike)):
-        path = os.fspath(data)
-        if path.endswith(".npy"):
-            return open_npy(path)
-        if not os.path.exists(path):
-            raise SourceError(f"no such file or directory: {path}")
-        raise SourceError(f"do not know how to scan {path!r}: expected a .npy file")
+        return _open_path(os.fspath(data))
     if isinstance(data, np.ndarray):
         return ArraySource(data, name=getattr(data, "filename", None) or "")
-    if isinstance(data, (list, tuple, int, float, complex, bool, np.generic)):
+    if zarr.is_zarr_array(data):
+        return zarr.ZarrSource(data)
+    if zarr.is_zarr_group(data):
+        base = zarr._array_name(data)
+        return [
+            (p, lambda a=a, p=p: zarr.ZarrSource(a, f"{base}/{p}"))
+            for p, a in zarr.group_arrays(data)
+        ]
+    if hdf5.is_h5_dataset(data):
+        return hdf5.H5Source.from_dataset(data)
+    if hdf5.is_h5_group(data):
+        return hdf5.group_datasets(data)
+    if xarray.is_dataarray(data):
+        return xarray.XarraySource(data)
+    if xarray.is_dataset(data):
+        return xarray.dataset_variables(data)
+    if isinstance(data, (list, tuple, int, float, complex, bool, np.generic)) or hasattr(
+        data, "__array__"
+    ):
         return ArraySource(np.asarray(data))
     raise SourceError(
         f"do not know how to scan an object of type {type(data).__module__}."
         f"{type(data).__qualname__}"
     )
+
+
+def _open_path(path: str) -> Target:
+    from .sources import hdf5, zarr
+    from .sources.ndarray import open_npy
+
+    if "://" not in path:
+        if path.endswith(".npy"):
+            return open_npy(path)
+        h5 = hdf5.split_h5_path(path)
+        if h5 is not None:
+            return hdf5.open_h5(*h5)
+    node = zarr.open_zarr(path)
+    if zarr.is_zarr_group(node):
+        return [
+            (p, lambda a=a, p=p: zarr.ZarrSource(a, f"{path.rstrip('/')}/{p}"))
+            for p, a in zarr.group_arrays(node)
+        ]
+    return zarr.ZarrSource(node, name=path)
 
 
 def _parse_max_locations(max_locations: int) -> int:
@@ -64,9 +104,13 @@ def scan(
 
     Parameters
     ----------
-    data : array_like, numpy.memmap, or str
-        A numpy array of any shape, layout and byte order, or a path to a ``.npy`` file
-        (opened as a read-only memmap).
+    data : array_like, numpy.memmap, zarr.Array, zarr.Group, h5py.Dataset, xarray object, or str
+        A numpy array of any shape, layout and byte order; a ``zarr.Array`` or ``zarr.Group``
+        (every array in it, recursively: ``report.arrays``); an ``h5py.Dataset`` or group; an
+        ``xarray.DataArray`` or ``Dataset``; or a path: a ``.npy`` file (opened as a read-only
+        memmap), a Zarr store or an array or group inside it (``"data.zarr/train/x"``, a
+        ``.zip`` store, or an fsspec URL such as ``"s3://bucket/data.zarr"``), or
+        ``"file.h5:/group/dataset"``.
     cast : str or tuple of str, optional
         Narrower float formats to check casts to: ``"float32"``, ``"float16"``,
         ``"bfloat16"``. ``None`` or ``()`` checks none.
@@ -104,10 +148,67 @@ def scan(
     on_error = _parse_on_error(on_error)
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise InvalidArgumentError(f"workers must be an int >= 1, got {workers!r}")
-    source = open_source(data)
-    spec = ScanSpec(source.shape, source.dtype, targets, cap)
     if region_bytes is not None and (not isinstance(region_bytes, int) or region_bytes < 1):
         raise InvalidArgumentError(f"region_bytes must be an int >= 1, got {region_bytes!r}")
+    options = {
+        "workers": workers,
+        "progress": progress,
+        "fail_fast": fail_fast,
+        "on_error": on_error,
+        "region_bytes": region_bytes,
+    }
+    target = open_source(data)
+    if isinstance(target, list):
+        return _scan_group(target, _group_name(data), targets, cap, options)
+    return scan_source(target, targets, cap, **options)
+
+
+def _group_name(data: Any) -> str:
+    if isinstance(data, (str, os.PathLike)):
+        return os.fspath(data)
+    for attr in ("store_path", "filename", "name"):
+        v = getattr(data, attr, None)
+        if v:
+            return str(v)
+    return type(data).__name__
+
+
+def _scan_group(members, name: str, targets, cap: int, options: dict) -> ScanReport:
+    arrays: dict[str, ScanReport] = {}
+    skipped: dict[str, str] = {}
+    stopped = False
+    for path, factory in members:
+        if stopped:
+            skipped[path] = "not scanned: fail_fast stopped at an earlier array"
+            continue
+        try:
+            source = factory()
+        except UnsupportedDtypeError as e:
+            skipped[path] = str(e)
+            continue
+        report = scan_source(source, targets, cap, **options)
+        arrays[path] = report
+        stopped = options["fail_fast"] and (report.nonfinite > 0 or not report.complete)
+    total = ScanReport.total(name, arrays, skipped)
+    if stopped:
+        total.complete = False
+    return total
+
+
+def scan_source(
+    source,
+    targets: tuple[str, ...],
+    cap: int,
+    *,
+    workers: int | None = None,
+    progress: bool = False,
+    fail_fast: bool = False,
+    on_error: str = "raise",
+    region_bytes: int | None = None,
+) -> ScanReport:
+    """Scan one opened source and build its report (missing and unreadable chunks too)."""
+    spec = ScanSpec(source.shape, source.dtype, targets, cap)
+    missing = source.missing_units() if hasattr(source, "missing_units") else None
     result = run(
         source,
         spec,
@@ -117,14 +218,33 @@ def scan(
         fail_fast=fail_fast,
         on_error=on_error,
     )
-    findings = [Finding("unreadable_chunk", err.chunk, str(err)) for _, err in result.failed]
-    return ScanReport.from_summary(
+    findings = []
+    unit = getattr(source, "unit_kind", "chunk")
+    for coords in (missing or [])[:cap]:
+        findings.append(
+            Finding(
+                "missing_chunk",
+                coords,
+                f"{unit} {_fmt_index(coords)} is not in the store: never written (or written as "
+                "all fill_value); it reads as the fill value"
+                + (f" {source.fill_value!r}" if hasattr(source, "fill_value") else ""),
+            )
+        )
+    findings += [Finding("unreadable_chunk", e.chunk, str(e)) for e in result.failed]
+    report = ScanReport.from_summary(
         result.summary,
         spec,
         name=source.name,
         findings=findings,
+        missing_chunks=len(missing or []),
         complete=result.complete,
     )
+    labels = getattr(source, "labels", None)
+    if labels is not None:
+        report.locations = [
+            Location(loc.kind, loc.index, loc.value, labels(loc.index)) for loc in report.locations
+        ]
+    return report
 
 
 def assert_finite(data: Any, **kwargs: Any) -> ScanReport:

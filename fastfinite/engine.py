@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from .summary import Summary, merge
+from .summary import Summary, merge, merge_all
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -79,7 +79,7 @@ class RunResult:
 
     def __init__(self, summary: Summary, failed: list, complete: bool):
         self.summary = summary
-        self.failed = failed  # (region, ChunkReadError) pairs when on_error="report"
+        self.failed = failed  # ChunkReadErrors, when on_error="report"
         self.complete = complete
 
 
@@ -120,33 +120,47 @@ def run(
     failed: list = []
     release = getattr(source, "release", None)
 
-    def task(region):
-        try:
-            data = source.read(region)
-        except ChunkReadError as e:
-            if on_error != "report":
-                raise
-            return region, None, e
-        start = tuple(s.start for s in region)
-        summary = summarize(data, start, spec)
+    def scan_region(region):
+        data = source.read(region)
+        summary = summarize(data, tuple(s.start for s in region), spec)
         if release is not None:
             release(region)
-        return region, summary, None
+        return summary
+
+    def task(region):
+        """Scan one region; on a read error, read its units one by one to name the bad one."""
+        try:
+            return region, scan_region(region), []
+        except Exception as e:
+            units = getattr(source, "units", None)
+            if units is None:
+                raise
+            first_error = e
+        parts, errors = [], []
+        for kind, coords, unit in units(region):
+            try:
+                parts.append(scan_region(unit))
+            except Exception as e:
+                err = ChunkReadError(source.name, coords, f"{type(e).__name__}: {e}", kind)
+                if on_error != "report":
+                    raise err from e
+                errors.append(err)
+        if not errors:  # the region failed but each unit reads: not a chunk's fault
+            raise first_error
+        return region, merge_all(parts, spec.max_locations), errors
 
     merger = PairwiseMerger(spec.max_locations)
     done = 0
     results = bounded_map(task, source.regions(region_bytes), workers)
     try:
-        for region, summary, error in results:
-            if error is not None:
-                failed.append((region, error))
-            else:
-                merger.add(summary)
+        for region, summary, errors in results:
+            failed.extend(errors)
+            merger.add(summary)
             nbytes = _region_bytes(region, source.dtype.itemsize)
             done += nbytes
             if bar is not None:
                 bar.update(nbytes)
-            if fail_fast and summary is not None and summary.counts[:3].sum():
+            if fail_fast and summary.counts[:3].sum():
                 break
     finally:
         results.close()

@@ -30,14 +30,23 @@ class ChunkReadError(FastFiniteError, OSError):
         The chunk's coordinates in the chunk grid.
     """
 
-    def __init__(self, array: str, chunk: tuple[int, ...], cause: BaseException | str):
+    def __init__(
+        self, array: str, chunk: tuple[int, ...], cause: BaseException | str, unit: str = "chunk"
+    ):
         self.array = array
         self.chunk = tuple(int(c) for c in chunk)
         self.cause = cause
-        super().__init__(f"cannot read chunk {self.chunk} of {array}: {cause}")
+        self.unit = unit
+        where = (
+            "("
+            + ", ".join(str(c) for c in self.chunk)
+            + ("," if len(self.chunk) == 1 else "")
+            + ")"
+        )
+        super().__init__(f"cannot read {unit} {where} of {array}: {cause}")
 
     def __reduce__(self):
-        return (type(self), (self.array, self.chunk, str(self.cause)))
+        return (type(self), (self.array, self.chunk, str(self.cause), self.unit))
 
 
 class NonFiniteError(FastFiniteError, ValueError):

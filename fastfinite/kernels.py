@@ -8,7 +8,7 @@ Never ``fastmath=True``: its ``nnan``/``ninf`` flags let LLVM delete the NaN and
 this package exists for. ``reassoc`` and ``contract`` only allow reordering the sums, which
 the vectorizer needs for float reductions.
 
-How the pass stays fast: the block is cut into sub-blocks of ``SUB_BLOCK`` elements. A
+How the pass stays fast: the block is cut into sub-blocks of ``SUB_BLOCK_BYTES``. A
 branch-free integer loop over the values' bits (``_keys``) takes the largest magnitude (is
 anything non-finite?) and the extrema; another (``_sums``) the shifted sums in float64; each
 vectorizes at its own width. LLVM cannot vectorize float min/max reductions without ``nnan``,
@@ -25,18 +25,24 @@ from numba import njit
 
 from .kinds import N_KINDS, NAN, NEGINF, POSINF
 
-SUB_BLOCK = 16384
+SUB_BLOCK_BYTES = 65536  # two passes per sub-block: the second reads it from L2
 
 _FLAGS = {"reassoc", "contract"}
 
 
 # Integer work below is kept at the width of ``xi`` (``T(...)``): numba widens int32
 # arithmetic to int64, which halves the vector width. Keys are order-preserving integer
-# images of floats (sign-magnitude bits folded to two's complement).
+# images of floats: sign-magnitude bits folded to two's complement (an involution).
 
 
 @njit(nogil=True, cache=True)
-def _keys(xi, sh, big):
+def _key(b, big):
+    T = type(b)
+    return T(b ^ big) if b < T(0) else b
+
+
+@njit(nogil=True, cache=True)
+def _keys(xi, big):
     """Fast pass over the bits ``xi`` of a float block: ``(max_abs_bits, min_key, max_key)``.
 
     A value is finite when its magnitude bits are below those of inf, so the block is clean
@@ -49,14 +55,14 @@ def _keys(xi, sh, big):
     for i in range(xi.shape[0]):  # a loop from 0 vectorizes twice as well as range(s, e)
         b = xi[i]
         amax = max(amax, T(b & big))
-        key = T(b ^ T(T(b >> sh) & big))
+        key = T(b ^ big) if b < T(0) else b
         mn = min(mn, key)
         mx = max(mx, key)
     return amax, mn, mx
 
 
 @njit(nogil=True, cache=True)
-def _keys_tiny(xi, sh, big):
+def _keys_tiny(xi, big):
     """``_keys`` plus the magnitude bits of the smallest non-zero value (underflow check)."""
     T = xi.dtype.type
     amax = T(0)
@@ -67,7 +73,7 @@ def _keys_tiny(xi, sh, big):
         b = xi[i]
         ab = T(b & big)
         amax = max(amax, ab)
-        key = T(b ^ T(T(b >> sh) & big))
+        key = T(b ^ big) if b < T(0) else b
         mn = min(mn, key)
         mx = max(mx, key)
         mz = min(mz, ab if ab > T(0) else big)
@@ -75,7 +81,7 @@ def _keys_tiny(xi, sh, big):
 
 
 @njit(nogil=True, cache=True)
-def _keys_finite(xi, kk, sh, big, inf_bits):
+def _keys_finite(xi, kk, big, inf_bits):
     """Extrema of the keys of the finite values only (non-finite ones count as key ``kk``),
     and the magnitude bits of the smallest non-zero value: for blocks holding NaN or inf."""
     T = xi.dtype.type
@@ -85,7 +91,7 @@ def _keys_finite(xi, kk, sh, big, inf_bits):
     for i in range(xi.shape[0]):
         b = xi[i]
         ab = T(b & big)
-        key = T(b ^ T(T(b >> sh) & big))
+        key = T(b ^ big) if b < T(0) else b
         key = key if ab < inf_bits else kk
         mn = min(mn, key)
         mx = max(mx, key)
@@ -212,7 +218,6 @@ def scan_block(x, xi, thr, counts, stats, locs, vals, nlocs):
     n = x.shape[0]
     T = xi.dtype.type
     big = T(np.iinfo(xi.dtype).max)
-    sh = T(8 * xi.itemsize - 1)
     # Shift by a finite value of the block: sums of (y - k) stay small for data with a large
     # offset, and the cancellation error is at most eps * n relative to M2.
     first = 0
@@ -220,7 +225,7 @@ def scan_block(x, xi, thr, counts, stats, locs, vals, nlocs):
         first += 1
     k = x[first] if first < n else x.dtype.type(0)
     kb = xi[first] if first < n else xi.dtype.type(0)
-    kk = T(kb ^ T(T(kb >> sh) & big))
+    kk = _key(kb, big)
     over_min = min(thr[0], min(thr[2], thr[4]))
     under_max = max(thr[1], max(thr[3], thr[5]))
     cap = locs.shape[1]
@@ -235,27 +240,28 @@ def scan_block(x, xi, thr, counts, stats, locs, vals, nlocs):
     fl[0] = np.inf
     inf_bits = keys[0]
     tiny = under_max >= 0
-    for s in range(0, n, SUB_BLOCK):
-        e = min(s + SUB_BLOCK, n)
+    sub = SUB_BLOCK_BYTES // x.itemsize
+    for s in range(0, n, sub):
+        e = min(s + sub, n)
         xs = x[s:e]
         xis = xi[s:e]
         smz = big
         if tiny:
-            amax, smn, smx, smz = _keys_tiny(xis, sh, big)
+            amax, smn, smx, smz = _keys_tiny(xis, big)
         else:
-            amax, smn, smx = _keys(xis, sh, big)
+            amax, smn, smx = _keys(xis, big)
         clean = amax < inf_bits
         if clean:
             a1, a2 = _sums(xs, k)
         else:
-            smn, smx, smz = _keys_finite(xis, kk, sh, big, inf_bits)
+            smn, smx, smz = _keys_finite(xis, kk, big, inf_bits)
             a1, a2 = _sums_finite(xs, k)
         s1 += a1
         s2 += a2
         mn = min(mn, smn)
         mx = max(mx, smx)
-        keys[0] = T(smn ^ T(T(smn >> sh) & big))
-        keys[1] = T(smx ^ T(T(smx >> sh) & big))
+        keys[0] = _key(smn, big)
+        keys[1] = _key(smx, big)
         keys[2] = smz
         if clean and max(abs(fl[0]), abs(fl[1])) < over_min and not fl[2] <= under_max:
             continue
@@ -267,8 +273,8 @@ def scan_block(x, xi, thr, counts, stats, locs, vals, nlocs):
             need |= want[kind]
         if need:
             _record(x, s, e, thr, want, locs, vals, nlocs)
-    keys[0] = mn ^ ((mn >> sh) & big)
-    keys[1] = mx ^ ((mx >> sh) & big)
+    keys[0] = _key(mn, big)
+    keys[1] = _key(mx, big)
     stats[0] = np.float64(k)
     stats[1] = s1
     stats[2] = s2

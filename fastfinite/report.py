@@ -32,9 +32,13 @@ class Location:
     kind: str
     index: tuple[int, ...]
     value: float = field(default=math.nan, compare=False)
+    labels: dict[str, Any] | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "index": list(self.index), "value": _num(self.value)}
+        d = {"kind": self.kind, "index": list(self.index), "value": _num(self.value)}
+        if self.labels is not None:
+            d["labels"] = {k: _label(v) for k, v in self.labels.items()}
+        return d
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,15 @@ def _num(v: float) -> float | None | str:
     return v
 
 
+def _label(v: Any) -> Any:
+    """A coordinate label as JSON allows (dates and other objects become strings)."""
+    if isinstance(v, (bool, int, str)) or v is None:
+        return v
+    if isinstance(v, float):
+        return _num(v)
+    return str(v)
+
+
 def _fmt_index(index: tuple[int, ...]) -> str:
     return "(" + ", ".join(str(i) for i in index) + ("," if len(index) == 1 else "") + ")"
 
@@ -105,7 +118,9 @@ class ScanReport:
     complete : bool
         False when the scan stopped early (``fail_fast``).
     arrays : dict of str to ScanReport
-        For a group: one report per array, by path.
+        For a group: one report per array, by path; the top-level counts are the totals.
+    skipped : dict of str to str
+        For a group: members that were not scanned (non-numeric), with the reason.
     """
 
     name: str = ""
@@ -128,6 +143,7 @@ class ScanReport:
     missing_chunks: int = 0
     complete: bool = True
     arrays: dict[str, ScanReport] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def nonfinite(self) -> int:
@@ -223,6 +239,7 @@ class ScanReport:
             "missing_chunks": self.missing_chunks,
             "findings": [f.to_dict() for f in self.findings],
             "arrays": {k: r.to_dict() for k, r in self.arrays.items()},
+            "skipped": dict(self.skipped),
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -277,8 +294,66 @@ class ScanReport:
             if f.kind != "missing_chunk":
                 lines.append(f"  {f.kind} {_fmt_index(f.where)}: {f.message}")
         for path, sub in self.arrays.items():
-            lines.append(f"  [{path}] {'OK' if sub.ok else sub.problems()}")
+            lines.append(
+                f"  [{path}] {sub.dtype} {_fmt_shape(sub.shape)}: "
+                f"{'OK' if sub.ok else sub.problems()}"
+            )
+            for kind, idx in sub.first_locations().items():
+                lines.append(f"      {kind} at " + ", ".join(_fmt_index(i) for i in idx))
+        for path, why in self.skipped.items():
+            lines.append(f"  [{path}] skipped: {why}")
         return "\n".join(lines)
+
+    @classmethod
+    def total(
+        cls, name: str, arrays: dict[str, ScanReport], skipped: dict[str, str] | None = None
+    ) -> ScanReport:
+        """The report of a group: per-array reports and their totals (statistics merged by
+        Chan's formula; locations stay in the per-array reports)."""
+        subs = list(arrays.values())
+        cast: dict[str, CastRisk] = {}
+        for r in subs:
+            for t, risk in r.cast.items():
+                c = cast.get(t, CastRisk())
+                cast[t] = CastRisk(c.overflow + risk.overflow, c.underflow + risk.underflow)
+        n, mean, m2 = 0, 0.0, 0.0
+        for r in subs:
+            if not r.count:
+                continue
+            rm2 = r.std * r.std * r.count
+            total = n + r.count
+            delta = r.mean - mean
+            mean += delta * (r.count / total)
+            m2 += rm2 + delta * delta * (n * (r.count / total))
+            n = total
+        findings = [
+            Finding(f.kind, f.where, f"{path}: {f.message}")
+            for path, r in arrays.items()
+            for f in r.findings
+        ]
+        counted = [r for r in subs if r.count]
+        return cls(
+            name=name,
+            shape=(),
+            dtype="group",
+            nan=sum(r.nan for r in subs),
+            posinf=sum(r.posinf for r in subs),
+            neginf=sum(r.neginf for r in subs),
+            cast=cast,
+            count=n,
+            min=min((r.min for r in counted), default=math.nan),
+            max=max((r.max for r in counted), default=math.nan),
+            mean=mean if n else math.nan,
+            std=math.sqrt(m2 / n) if n else math.nan,
+            sum=sum(r.sum for r in subs),
+            elements=sum(r.elements for r in subs),
+            max_locations=max((r.max_locations for r in subs), default=100),
+            findings=findings,
+            missing_chunks=sum(r.missing_chunks for r in subs),
+            complete=all(r.complete for r in subs),
+            arrays=dict(arrays),
+            skipped=dict(skipped or {}),
+        )
 
 
 def _fmt_shape(shape: tuple[int, ...]) -> str:

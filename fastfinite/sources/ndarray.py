@@ -18,7 +18,7 @@ class ArraySource:
     in_memory = True
     # Regions of an in-memory array are views: large ones cost nothing and keep the per-region
     # Python work (which competes with the kernels for the cores) small.
-    region_bytes = 32 << 20
+    region_bytes = 64 << 20
 
     def __init__(self, array: np.ndarray, name: str = ""):
         self.array = array

@@ -1,0 +1,168 @@
+"""HDF5 datasets through h5py (the optional extra ``hdf5``).
+
+Chunked datasets are read in regions of whole chunks, and chunks HDF5 never allocated are
+reported as missing (HDF5 presents them as the fill value). Contiguous datasets are read in
+C-order slabs. h5py serializes reads on its global lock, so one thread reads while the
+others run kernels.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+from ..blocks import Region, check_dtype, plan_regions
+from ..errors import SourceError
+from .chunked import ChunkGrid
+
+H5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5", ".nc", ".nc4")
+
+
+def _h5py():
+    try:
+        import h5py
+    except ImportError:
+        raise SourceError("reading HDF5 needs h5py: pip install 'fastfinite[hdf5]'") from None
+    return h5py
+
+
+class H5Source:
+    """One HDF5 dataset, opened by file name and dataset path (so it pickles: each process
+    opens the file itself)."""
+
+    in_memory = False
+
+    def __init__(self, filename: str, dataset: str, _ds: Any = None):
+        self.filename = filename
+        self.dataset = dataset
+        self._ds = _ds
+        ds = self.ds
+        self.name = f"{filename}:{dataset}"
+        self.shape = tuple(int(s) for s in ds.shape)
+        self.dtype = check_dtype(ds.dtype)
+        self.nbytes = math.prod(self.shape) * self.dtype.itemsize
+        self.chunks = tuple(ds.chunks) if ds.chunks else None
+        fill = ds.fillvalue
+        self.fill_value = fill.item() if hasattr(fill, "item") else fill
+        self.unit_kind = "chunk"
+        self.storage = ChunkGrid(self.shape, self.chunks) if self.chunks else None
+
+    @classmethod
+    def from_dataset(cls, ds: Any) -> H5Source:
+        return cls(ds.file.filename, ds.name, _ds=ds)
+
+    @property
+    def ds(self):
+        if self._ds is None:
+            h5py = _h5py()
+            try:
+                f = h5py.File(self.filename, "r")
+            except OSError as e:
+                raise SourceError(f"cannot open {self.filename} as HDF5: {e}") from None
+            if self.dataset not in f:
+                raise SourceError(f"no dataset {self.dataset!r} in {self.filename}")
+            obj = f[self.dataset]
+            if not isinstance(obj, h5py.Dataset):
+                raise SourceError(f"{self.filename}:{self.dataset} is a group, not a dataset")
+            self._ds = obj
+        return self._ds
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_ds"] = None
+        return state
+
+    def regions(self, budget_bytes: int):
+        if self.storage is not None:
+            return self.storage.regions(self.dtype.itemsize, budget_bytes)
+        order = tuple(range(len(self.shape)))
+        return plan_regions(self.shape, order, budget_bytes // self.dtype.itemsize)
+
+    def read(self, region: Region) -> np.ndarray:
+        if len(self.shape) == 0:
+            return np.asarray(self.ds[()])
+        return self.ds[region]
+
+    def units(self, region: Region):
+        if self.storage is None:
+            yield "region", tuple(s.start for s in region), region
+            return
+        for coords in self.storage.units_in(region):
+            yield "chunk", coords, self.storage.unit_region(coords)
+
+    def missing_units(self) -> list[tuple[int, ...]] | None:
+        """Chunks HDF5 never allocated, in C order (None for contiguous datasets)."""
+        if self.storage is None:
+            return None
+        present = np.zeros(self.storage.grid, dtype=bool)
+        unit = self.storage.unit
+        dsid = self.ds.id
+
+        def mark(info):
+            present[tuple(o // u for o, u in zip(info.chunk_offset, unit))] = True
+
+        if hasattr(dsid, "chunk_iter"):
+            try:
+                dsid.chunk_iter(mark)
+            except Exception:  # older HDF5 library under a newer h5py
+                for i in range(dsid.get_num_chunks()):
+                    mark(dsid.get_chunk_info(i))
+        else:
+            for i in range(dsid.get_num_chunks()):
+                mark(dsid.get_chunk_info(i))
+        return [tuple(int(i) for i in c) for c in np.argwhere(~present)]
+
+
+def split_h5_path(path: str) -> tuple[str, str | None] | None:
+    """``"file.h5:/group/dataset"`` -> (``file.h5``, ``/group/dataset``); ``file.h5`` ->
+    (``file.h5``, None); anything else -> None."""
+    if ":" in path:
+        head, _, tail = path.rpartition(":")
+        if head.lower().endswith(H5_SUFFIXES):
+            return head, tail or "/"
+    if path.lower().endswith(H5_SUFFIXES):
+        return path, None
+    return None
+
+
+def open_h5(filename: str, dataset: str | None):
+    """An H5Source for a dataset, or a list of ``(path, H5Source)`` for a file or group."""
+    if not os.path.exists(filename):
+        raise SourceError(f"no such file: {filename}")
+    h5py = _h5py()
+    try:
+        f = h5py.File(filename, "r")
+    except OSError as e:
+        raise SourceError(f"cannot open {filename} as HDF5: {e}") from None
+    target = dataset or "/"
+    if target not in f:
+        raise SourceError(f"no dataset {target!r} in {filename}")
+    obj = f[target]
+    if isinstance(obj, h5py.Dataset):
+        return H5Source(filename, obj.name, _ds=obj)
+    return group_datasets(obj)
+
+
+def group_datasets(group: Any) -> list[tuple[str, Any]]:
+    """Every dataset below an h5py group, as ``(path, factory)``; ``factory()`` opens its
+    source (and raises ``UnsupportedDtypeError`` for string or compound datasets)."""
+    h5py = _h5py()
+    found: list[tuple[str, Any]] = []
+
+    def visit(name, obj):
+        if isinstance(obj, h5py.Dataset):
+            found.append((obj.name, lambda obj=obj: H5Source.from_dataset(obj)))
+
+    group.visititems(visit)
+    return sorted(found, key=lambda t: t[0])
+
+
+def is_h5_dataset(obj: Any) -> bool:
+    return type(obj).__module__.startswith("h5py") and type(obj).__name__ == "Dataset"
+
+
+def is_h5_group(obj: Any) -> bool:
+    return type(obj).__module__.startswith("h5py") and type(obj).__name__ in ("Group", "File")
