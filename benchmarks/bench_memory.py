@@ -21,11 +21,10 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from _common import machine, write_section
 
 import fastfinite
 from fastfinite import slow
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def bandwidth_kernel():
@@ -180,27 +179,6 @@ def run_npy(gb: float) -> list[str]:
     ]
 
 
-def machine() -> str:
-    import platform
-
-    import numba
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (
-        f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB; Python {platform.python_version()}, "
-        f"NumPy {np.__version__}, Numba {numba.__version__}, fastfinite {fastfinite.__version__}"
-    )
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small arrays, for a smoke run")
@@ -218,20 +196,6 @@ def main() -> None:
     if args.write:
         section = "\n".join(["## In memory (issue 2)", "", f"Machine: {machine()}", *rows, ""])
         write_section(section, "## In memory (issue 2)")
-
-
-def write_section(section: str, heading: str) -> None:
-    """Replace (or append) one ``## `` section of RESULTS.md."""
-    path = os.path.join(HERE, "RESULTS.md")
-    text = open(path).read() if os.path.exists(path) else "# Benchmark results\n\n"
-    start = text.find(heading)
-    if start >= 0:
-        end = text.find("\n## ", start + len(heading))
-        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    with open(path, "w") as f:
-        f.write(text)
 
 
 if __name__ == "__main__":

@@ -99,6 +99,9 @@ def scan(
     fail_fast: bool = False,
     on_error: str = "raise",
     region_bytes: int | None = None,
+    scheduler: Any = None,
+    compute: bool = True,
+    split_every: int | None = None,
 ) -> ScanReport:
     """Scan ``data`` for NaN, inf and cast risks in one streaming pass.
 
@@ -130,10 +133,20 @@ def scan(
         Size of the regions read and scanned at once (default 32 MiB for arrays in memory,
         whose regions are views; 4 MiB for stores, rounded to whole storage chunks). Peak
         memory is about ``2 * workers`` regions.
+    scheduler : str or distributed.Client, optional
+        Run the scan as a Dask graph on this scheduler: ``"threads"``, ``"processes"``,
+        ``"synchronous"``, a ``distributed.Client``, or a scheduler address
+        ``"tcp://host:port"``. Dask arrays always run as a graph, on the active scheduler by
+        default. For Zarr, HDF5 and ``.npy`` sources each task opens the store and reads its
+        own chunks.
+    compute : bool
+        False returns a ``dask.delayed`` object whose result is the ScanReport.
+    split_every : int, optional
+        Fan-in of the graph's tree reduction of summaries (default 8).
 
     Returns
     -------
-    ScanReport
+    ScanReport, or a ``dask.delayed`` of one when ``compute=False``
 
     Examples
     --------
@@ -150,6 +163,18 @@ def scan(
         raise InvalidArgumentError(f"workers must be an int >= 1, got {workers!r}")
     if region_bytes is not None and (not isinstance(region_bytes, int) or region_bytes < 1):
         raise InvalidArgumentError(f"region_bytes must be an int >= 1, got {region_bytes!r}")
+    from .dask_graph import is_dask_array
+
+    if is_dask_array(data) or scheduler is not None or not compute:
+        if fail_fast:
+            raise InvalidArgumentError(
+                "fail_fast stops a sequential scan; it cannot be combined with a Dask graph "
+                "(a dask array, scheduler= or compute=False)"
+            )
+        from .dask_graph import compute_scan, delayed_scan
+
+        lazy = delayed_scan(data, targets, cap, on_error, region_bytes, split_every)
+        return lazy if not compute else compute_scan(lazy, scheduler, progress)
     options = {
         "workers": workers,
         "progress": progress,
@@ -159,11 +184,11 @@ def scan(
     }
     target = open_source(data)
     if isinstance(target, list):
-        return _scan_group(target, _group_name(data), targets, cap, options)
+        return _scan_group(target, group_name(data), targets, cap, options)
     return scan_source(target, targets, cap, **options)
 
 
-def _group_name(data: Any) -> str:
+def group_name(data: Any) -> str:
     if isinstance(data, (str, os.PathLike)):
         return os.fspath(data)
     for attr in ("store_path", "filename", "name"):
@@ -206,7 +231,7 @@ def scan_source(
     on_error: str = "raise",
     region_bytes: int | None = None,
 ) -> ScanReport:
-    """Scan one opened source and build its report (missing and unreadable chunks too)."""
+    """Scan one opened source on the local engine and build its report."""
     spec = ScanSpec(source.shape, source.dtype, targets, cap)
     missing = source.missing_units() if hasattr(source, "missing_units") else None
     result = run(
@@ -218,28 +243,45 @@ def scan_source(
         fail_fast=fail_fast,
         on_error=on_error,
     )
+    meta = report_meta(source)
+    return build_report(spec, meta, result.summary, result.failed, missing, result.complete)
+
+
+def report_meta(source) -> dict[str, Any]:
+    """What the report needs of a source besides the summary (small, picklable)."""
+    return {
+        "name": source.name,
+        "unit": getattr(source, "unit_kind", "chunk"),
+        "fill_value": getattr(source, "fill_value", None),
+        "labels": getattr(source, "labels", None),
+    }
+
+
+def build_report(spec, meta, summary, errors, missing, complete) -> ScanReport:
+    """The ScanReport of one array: counts and locations from the summary, findings for
+    missing (``missing``: grid coordinates) and unreadable (``errors``) chunks."""
+    cap = spec.max_locations
     findings = []
-    unit = getattr(source, "unit_kind", "chunk")
+    fill = "" if meta["fill_value"] is None else f" {meta['fill_value']!r}"
     for coords in (missing or [])[:cap]:
         findings.append(
             Finding(
                 "missing_chunk",
                 coords,
-                f"{unit} {_fmt_index(coords)} is not in the store: never written (or written as "
-                "all fill_value); it reads as the fill value"
-                + (f" {source.fill_value!r}" if hasattr(source, "fill_value") else ""),
+                f"{meta['unit']} {_fmt_index(coords)} is not in the store: never written (or "
+                f"written as all fill_value); it reads as the fill value{fill}",
             )
         )
-    findings += [Finding("unreadable_chunk", e.chunk, str(e)) for e in result.failed]
+    findings += [Finding("unreadable_chunk", e.chunk, str(e)) for e in errors]
     report = ScanReport.from_summary(
-        result.summary,
+        summary,
         spec,
-        name=source.name,
+        name=meta["name"],
         findings=findings,
         missing_chunks=len(missing or []),
-        complete=result.complete,
+        complete=complete,
     )
-    labels = getattr(source, "labels", None)
+    labels = meta["labels"]
     if labels is not None:
         report.locations = [
             Location(loc.kind, loc.index, loc.value, labels(loc.index)) for loc in report.locations

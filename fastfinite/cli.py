@@ -51,10 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser(
         "scan",
-        help="scan an array file and print what was found",
-        description="Scan PATH (a .npy file) and print a summary.",
+        help="scan an array file or store and print what was found",
+        description="Scan PATH and print a summary. PATH is a .npy file, a Zarr store or an "
+        "array or group inside it (data.zarr, data.zarr/train/x, data.zip, s3://...), or an "
+        "HDF5 dataset (file.h5:/group/dataset) or file.",
     )
-    s.add_argument("path", metavar="PATH", help="a .npy file")
+    s.add_argument("path", metavar="PATH", help="what to scan")
     s.add_argument(
         "--cast",
         type=_casts,
@@ -71,11 +73,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="positions recorded per kind (default: 100)",
     )
     s.add_argument(
+        "--threads",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="local threads (default: every core for large input)",
+    )
+    cluster = s.add_mutually_exclusive_group()
+    cluster.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="run on an existing Dask cluster, e.g. tcp://HOST:8786 (every worker must reach PATH)",
+    )
+    cluster.add_argument(
         "--workers",
         type=_positive,
         default=None,
         metavar="N",
-        help="threads (default: every core for large input)",
+        help="start a local Dask cluster of N worker processes for the scan",
+    )
+    s.add_argument(
+        "--split-every",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="fan-in of the Dask tree reduction (default: 8)",
     )
     s.add_argument(
         "--fail-fast", action="store_true", help="stop at the first region with a non-finite value"
@@ -142,19 +165,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_ERROR
 
 
+def _scan_on_local_cluster(path: str, n: int, kwargs: dict):
+    from distributed import Client, LocalCluster
+
+    from .api import scan
+
+    with (
+        LocalCluster(
+            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        return scan(path, scheduler=client, **kwargs)
+
+
 def _scan(args: argparse.Namespace) -> int:
     from .api import scan
 
     progress = args.progress if args.progress is not None else sys.stderr.isatty()
-    report = scan(
-        args.path,
-        cast=args.cast,
-        max_locations=args.max_locations,
-        workers=args.workers,
-        progress=progress,
-        fail_fast=args.fail_fast,
-        on_error=args.on_error,
+    kwargs = dict(
+        cast=args.cast, max_locations=args.max_locations, progress=progress, on_error=args.on_error
     )
+    if args.split_every is not None and args.split_every < 2:
+        return _error(f"--split-every must be at least 2, got {args.split_every}")
+    if args.scheduler or args.workers:
+        if args.fail_fast:
+            return _error("--fail-fast cannot be combined with a Dask cluster")
+        kwargs["split_every"] = args.split_every
+        if args.workers:
+            report = _scan_on_local_cluster(args.path, args.workers, kwargs)
+        else:
+            report = scan(args.path, scheduler=args.scheduler, **kwargs)
+    else:
+        report = scan(args.path, workers=args.threads, fail_fast=args.fail_fast, **kwargs)
     print(report)
     if args.json:
         text = report.to_json()

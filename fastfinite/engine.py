@@ -110,44 +110,14 @@ def run(
     on_error : {"raise", "report"}
         What to do with a chunk that cannot be read.
     """
-    from .errors import ChunkReadError
-    from .summary import summarize
-
     if workers is None:
         small = getattr(source, "in_memory", False) and source.nbytes < PARALLEL_MIN_BYTES
         workers = 1 if small else default_workers()
     bar = _progress_bar(source, progress)
     failed: list = []
-    release = getattr(source, "release", None)
-
-    def scan_region(region):
-        data = source.read(region)
-        summary = summarize(data, tuple(s.start for s in region), spec)
-        if release is not None:
-            release(region)
-        return summary
 
     def task(region):
-        """Scan one region; on a read error, read its units one by one to name the bad one."""
-        try:
-            return region, scan_region(region), []
-        except Exception as e:
-            units = getattr(source, "units", None)
-            if units is None:
-                raise
-            first_error = e
-        parts, errors = [], []
-        for kind, coords, unit in units(region):
-            try:
-                parts.append(scan_region(unit))
-            except Exception as e:
-                err = ChunkReadError(source.name, coords, f"{type(e).__name__}: {e}", kind)
-                if on_error != "report":
-                    raise err from e
-                errors.append(err)
-        if not errors:  # the region failed but each unit reads: not a chunk's fault
-            raise first_error
-        return region, merge_all(parts, spec.max_locations), errors
+        return region, *scan_region_or_units(source, region, spec, on_error)
 
     merger = PairwiseMerger(spec.max_locations)
     done = 0
@@ -167,6 +137,44 @@ def run(
         if bar is not None:
             bar.close()
     return RunResult(merger.result(), failed, done >= source.nbytes)
+
+
+def scan_region(source, region, spec) -> Summary:
+    """Read one region of a source and scan it."""
+    from .summary import summarize
+
+    summary = summarize(source.read(region), tuple(s.start for s in region), spec)
+    release = getattr(source, "release", None)
+    if release is not None:
+        release(region)
+    return summary
+
+
+def scan_region_or_units(source, region, spec, on_error: str) -> tuple[Summary, list]:
+    """Scan a region; when it cannot be read, read its storage units one by one so the error
+    names the unit: raise ``ChunkReadError``, or with ``on_error="report"`` return the
+    summary of the readable units and the errors."""
+    from .errors import ChunkReadError
+
+    try:
+        return scan_region(source, region, spec), []
+    except Exception as e:
+        units = getattr(source, "units", None)
+        if units is None:
+            raise
+        first_error = e
+    parts, errors = [], []
+    for kind, coords, unit in units(region):
+        try:
+            parts.append(scan_region(source, unit, spec))
+        except Exception as e:
+            err = ChunkReadError(source.name, coords, f"{type(e).__name__}: {e}", kind)
+            if on_error != "report":
+                raise err from e
+            errors.append(err)
+    if not errors:  # the region failed but each unit reads: not a chunk's fault
+        raise first_error
+    return merge_all(parts, spec.max_locations), errors
 
 
 def _region_bytes(region, itemsize: int) -> int:

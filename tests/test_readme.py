@@ -26,6 +26,7 @@ def test_python_examples_run_and_print_what_the_readme_shows():
     shown = _blocks("text")[0]
     assert outputs[0] == shown
     assert outputs[1].strip() == "float64 array (2, 2): posinf 1 at (1, 1)"
+    assert outputs[2].strip() == "17 1 (1, 1)"
 
 
 def test_quick_start_commands_are_verbatim():

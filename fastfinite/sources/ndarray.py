@@ -20,12 +20,18 @@ class ArraySource:
     # Python work (which competes with the kernels for the cores) small.
     region_bytes = 64 << 20
 
-    def __init__(self, array: np.ndarray, name: str = ""):
+    def __init__(self, array: np.ndarray, name: str = "", path: str | None = None):
         self.array = array
         self.name = name
+        self.path = path  # a .npy file: pickles as its path and reopens where unpickled
         self.shape = tuple(array.shape)
         self.dtype = check_dtype(array.dtype)
         self.nbytes = int(array.nbytes)
+
+    def __reduce__(self):
+        if self.path is not None:
+            return (open_npy, (self.path,))
+        return (ArraySource, (self.array, self.name))
 
     def regions(self, budget_bytes: int) -> Iterator[Region]:
         """Regions of about ``budget_bytes`` that follow the array's memory layout."""
@@ -78,4 +84,4 @@ def open_npy(path: str | os.PathLike) -> ArraySource:
         raise SourceError(f"cannot open {path} as a .npy array: {e}") from None
     except OSError as e:
         raise SourceError(f"cannot read {path}: {e}") from None
-    return ArraySource(arr, name=path)
+    return ArraySource(arr, name=path, path=path)

@@ -32,6 +32,7 @@ class XarraySource:
         self.in_memory = isinstance(self.variable._data, np.ndarray)
         self.dims = tuple(da.dims)
         chunks = da.chunks
+        self.dask_data = da.data if chunks else None
         self._dask_chunks = tuple(tuple(int(c) for c in ax) for ax in chunks) if chunks else None
         enc = da.encoding
         storage = enc.get("chunks") or enc.get("chunksizes") or enc.get("preferred_chunks")

@@ -1,0 +1,46 @@
+"""Helpers the benchmark scripts share: the machine's description and RESULTS.md sections."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+import fastfinite
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def machine() -> str:
+    import platform
+
+    import numba
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB; Python {platform.python_version()}, "
+        f"NumPy {np.__version__}, Numba {numba.__version__}, fastfinite {fastfinite.__version__}"
+    )
+
+
+def write_section(section: str, heading: str) -> None:
+    """Replace (or append) one ``## `` section of RESULTS.md."""
+    path = os.path.join(HERE, "RESULTS.md")
+    text = open(path).read() if os.path.exists(path) else "# Benchmark results\n\n"
+    start = text.find(heading)
+    if start >= 0:
+        end = text.find("\n## ", start + len(heading))
+        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    with open(path, "w") as f:
+        f.write(text)

@@ -1,0 +1,145 @@
+"""Scanning Zarr stores side by side: fastfinite against the pure read of the same chunks (the
+limit) and dask's native ``isnan``/``isinf`` path, with wall time and peak RSS.
+
+    python benchmarks/bench_store.py                # 4 GB stores: zstd and blosc-lz4, 1 and 16 MB chunks
+    python benchmarks/bench_store.py --quick        # 0.1 GB stores (CI smoke run)
+    python benchmarks/bench_store.py --write        # also record benchmarks/RESULTS.md
+
+Each method runs in a fresh process (so its peak RSS is its own), twice, the best kept; the
+store is in the page cache, so this measures decompression and scanning, not the disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+
+from _common import machine, write_section  # noqa: E402
+from make_large_zarr import make  # noqa: E402
+
+CHILD = textwrap.dedent(
+    """
+    import json, os, resource, sys, time
+    import numpy as np
+    method, path = sys.argv[1], sys.argv[2]
+    import fastfinite, zarr
+    fastfinite.scan(np.zeros(10, np.float32))  # compile outside the timing
+    workers = len(os.sched_getaffinity(0))
+    if method == "fastfinite":
+        def run():
+            r = fastfinite.scan(path)
+            return r.nonfinite
+    elif method.startswith("read"):
+        from concurrent.futures import ThreadPoolExecutor
+        from fastfinite.sources.zarr import ZarrSource
+        a = zarr.open_array(path, mode="r")
+        src = ZarrSource(a)
+        budget = (4 << 20) if method == "read-regions" else 1
+        def run():
+            with ThreadPoolExecutor(workers) as pool:
+                return sum(b.size for b in pool.map(src.read, list(src.regions(budget))))
+    elif method == "dask":
+        import dask, dask.array as da
+        def run():
+            x = da.from_zarr(path)
+            n, i = dask.compute(da.isnan(x).sum(), da.isinf(x).sum(), scheduler="threads")
+            return int(n + i)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    out = run()
+    t = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"seconds": t, "peak_mb": peak / 1024, "grown_mb": (peak - base) / 1024,
+                      "result": int(out)}))
+    """
+)
+
+METHODS = {
+    "read-chunks": "zarr read of every chunk, thread pool",
+    "read-regions": "zarr read of 4 MB regions, thread pool",
+    "dask": "dask.array.from_zarr: isnan().sum(), isinf().sum()",
+    "fastfinite": "fastfinite.scan (full report)",
+}
+
+
+def measure(method: str, path: str, repeat: int) -> dict:
+    best = None
+    for _ in range(repeat):
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, method, path], capture_output=True, text=True, check=True
+        )
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        if best is None or r["seconds"] < best["seconds"]:
+            best = r
+    return best
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--write", action="store_true")
+    p.add_argument("--size-gb", type=float, default=None)
+    p.add_argument("--dir", default=tempfile.gettempdir())
+    args = p.parse_args()
+    size = args.size_gb or (0.1 if args.quick else 4.0)
+    repeat = 1 if args.quick else 2
+    print(machine())
+    rows = []
+    for codec in ("zstd", "blosc-lz4"):
+        for chunk_mb in (1, 16):
+            path = tempfile.mkdtemp(dir=args.dir, prefix="fastfinite-bench-") + "/s.zarr"
+            try:
+                info = make(path, size, "float32", chunk_mb, codec)
+                gb = info["shape"][0] * info["shape"][1] * 4 / 1e9
+                stored = (
+                    sum(
+                        os.path.getsize(os.path.join(d, f))
+                        for d, _, fs in os.walk(path)
+                        for f in fs
+                    )
+                    / 1e9
+                )
+                print(f"\n{codec}, {chunk_mb} MB chunks: {gb:.2f} GB ({stored:.2f} GB stored)")
+                res = {m: measure(m, path, repeat) for m in METHODS}
+            finally:
+                shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+            limit = min(res["read-chunks"]["seconds"], res["read-regions"]["seconds"])
+            ff = res["fastfinite"]["seconds"]
+            rows.append(
+                f"\n**{codec}, {chunk_mb} MB chunks, {gb:.2f} GB float32 "
+                f"({stored:.2f} GB stored)**\n"
+            )
+            rows.append(
+                "| method | time (s) | GB/s | time / best pure read | fastfinite "
+                "speed-up | peak RSS (MB) |"
+            )
+            rows.append("| --- | ---: | ---: | ---: | ---: | ---: |")
+            for m, label in METHODS.items():
+                r = res[m]
+                line = (
+                    f"| {label} | {r['seconds']:.2f} | {gb / r['seconds']:.2f} | "
+                    f"{r['seconds'] / limit:.2f} | {r['seconds'] / ff:.2f}x | "
+                    f"{r['peak_mb']:.0f} |"
+                )
+                rows.append(line)
+                print(
+                    f"  {label:52s} {r['seconds']:7.2f} s {gb / r['seconds']:6.2f} GB/s  "
+                    f"{r['seconds'] / limit:5.2f} of the read  peak RSS {r['peak_mb']:6.0f} MB"
+                )
+    if args.write:
+        heading = "## Zarr stores (issue 3)"
+        write_section("\n".join([heading, "", f"Machine: {machine()}", *rows, ""]), heading)
+
+
+if __name__ == "__main__":
+    main()

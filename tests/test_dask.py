@@ -1,0 +1,334 @@
+"""Scans as Dask graphs: local schedulers, a real LocalCluster of processes, a worker killed
+mid-scan, and real ``dask scheduler`` / ``dask worker`` processes driven by the CLI."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import dask.array as da
+import numpy as np
+import pytest
+import zarr
+from dask.delayed import Delayed
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fastfinite
+from fastfinite import ChunkReadError
+
+from .helpers import assert_matches_oracle
+
+
+def _data(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape) * 10
+    flat = x.reshape(-1)
+    if flat.size:
+        k = max(1, flat.size // 20)
+        flat[rng.integers(0, flat.size, k)] = np.nan
+        flat[rng.integers(0, flat.size, k)] = np.inf
+        flat[rng.integers(0, flat.size, k)] = 1e100
+    return x
+
+
+def _same(a, b):
+    assert a.counts() == b.counts()
+    assert a.locations == b.locations
+    assert a.count == b.count
+    if a.count:
+        assert a.min == b.min and a.max == b.max
+        assert a.mean == pytest.approx(b.mean, rel=1e-9)
+        assert a.std == pytest.approx(b.std, rel=1e-9)
+
+
+@st.composite
+def chunked(draw):
+    shape = tuple(draw(st.lists(st.integers(0, 9), min_size=1, max_size=3)))
+    chunks = []
+    for n in shape:
+        sizes = []
+        left = n
+        while left > 0:
+            c = draw(st.integers(1, left))
+            sizes.append(c)
+            left -= c
+        chunks.append(tuple(sizes) or (0,))
+    return shape, tuple(chunks)
+
+
+@settings(max_examples=40)
+@given(
+    case=chunked(), split_every=st.sampled_from([2, 3, 8]), max_locations=st.sampled_from([1, 5])
+)
+def test_irregular_chunks_equal_in_memory_scan(case, split_every, max_locations):
+    shape, chunks = case
+    x = _data(shape, seed=len(shape))
+    ref = fastfinite.scan(x, max_locations=max_locations, cast=("float32", "float16"))
+    d = da.from_array(x, chunks=chunks)
+    r = fastfinite.scan(
+        d,
+        split_every=split_every,
+        max_locations=max_locations,
+        cast=("float32", "float16"),
+        scheduler="synchronous",
+    )
+    _same(r, ref)
+    assert_matches_oracle(r, x, cast=("float32", "float16"), max_locations=max_locations)
+
+
+def test_schedulers_and_numpy_input():
+    x = _data((30, 7), seed=1)
+    ref = fastfinite.scan(x)
+    for scheduler in ("threads", "processes", "synchronous"):
+        _same(fastfinite.scan(x, scheduler=scheduler, region_bytes=256), ref)
+    _same(fastfinite.scan(da.from_array(x, chunks=(4, 3))), ref)
+
+
+def test_graph_building_computes_nothing_and_keys_are_deterministic():
+    calls = []
+
+    def spy(block):
+        calls.append(1)
+        return block
+
+    x = da.from_array(_data((20, 20)), chunks=(5, 5)).map_blocks(spy, meta=np.array((), float))
+    lazy = fastfinite.scan(x, compute=False, split_every=2)
+    again = fastfinite.scan(x, compute=False, split_every=2)
+    assert calls == []
+    assert isinstance(lazy, Delayed)
+    assert lazy.key == again.key
+    assert set(lazy.__dask_graph__()) == set(again.__dask_graph__())
+    other = fastfinite.scan(x, compute=False, split_every=3)
+    assert other.key != lazy.key
+    report = lazy.compute(scheduler="synchronous")
+    assert len(calls) == 16 and report.nan > 0
+
+
+def test_task_count_and_fan_in():
+    x = da.from_array(np.zeros((40, 40)), chunks=(5, 4))  # 80 blocks
+    lazy = fastfinite.scan(x, compute=False, split_every=4)
+    graph = dict(lazy.__dask_graph__())
+    ours = {k: v for k, v in graph.items() if "fastfinite" in (k[0] if isinstance(k, tuple) else k)}
+    leaves = [k for k in ours if isinstance(k, tuple) and k[0].startswith("fastfinite-chunk")]
+    combines = [k for k in ours if isinstance(k, tuple) and k[0].startswith("fastfinite-comb")]
+    assert len(leaves) == 80
+    assert len(combines) == 20 + 5 + 2 + 1  # 80 -> 20 -> 5 -> 2 -> 1
+    lazy.__dask_graph__()  # the graph holds O(chunks) tasks
+    assert len(ours) <= 2 * 80 + 2
+
+
+def test_source_graph_reads_in_tasks(tmp_path):
+    x = _data((24, 10), seed=2)
+    path = str(tmp_path / "a.zarr")
+    a = zarr.create_array(store=path, shape=x.shape, chunks=(6, 5), dtype="f8", fill_value=np.nan)
+    a[:18] = x[:18]
+    ref = fastfinite.scan(path)
+    lazy = fastfinite.scan(path, compute=False, region_bytes=1)
+    r = lazy.compute(scheduler="processes")
+    _same(r, ref)
+    assert r.missing_chunks == ref.missing_chunks == 2
+    npy = str(tmp_path / "a.npy")
+    np.save(npy, x)
+    _same(fastfinite.scan(npy, scheduler="processes", region_bytes=200), fastfinite.scan(x))
+
+
+def test_unreadable_chunk_follows_on_error(tmp_path):
+    x = _data((12, 12), seed=3)
+    path = str(tmp_path / "c.zarr")
+    zarr.create_array(store=path, data=x, chunks=(4, 4))
+    with open(os.path.join(path, "c", "1", "2"), "wb") as f:
+        f.write(b"\x00not zstd\xff" * 4)
+    with pytest.raises(ChunkReadError, match=r"\(1, 2\)"):
+        fastfinite.scan(path, scheduler="threads")
+    r = fastfinite.scan(path, scheduler="processes", on_error="report")
+    assert [(f.kind, f.where) for f in r.findings] == [("unreadable_chunk", (1, 2))]
+
+
+def test_fail_fast_is_refused_with_dask():
+    with pytest.raises(ValueError, match="fail_fast"):
+        fastfinite.scan(da.zeros(4), fail_fast=True)
+
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as c:
+        yield c
+
+
+def test_local_cluster_scheduler_client_and_futures(cluster, tmp_path):
+    x = _data((40, 12), seed=4)
+    path = str(tmp_path / "a.zarr")
+    zarr.create_array(store=path, data=x, chunks=(5, 6))
+    ref = fastfinite.scan(x)
+    with distributed.Client(cluster) as client:
+        _same(fastfinite.scan(path, scheduler=client, region_bytes=1), ref)
+        _same(fastfinite.scan(path, scheduler=cluster.scheduler_address), ref)
+        # an active client is used by default for dask arrays
+        _same(fastfinite.scan(da.from_zarr(path)), ref)
+        future = client.compute(fastfinite.scan(path, compute=False, region_bytes=1))
+        assert isinstance(future, distributed.Future)
+        _same(future.result(), ref)
+
+
+def test_worker_killed_mid_scan_result_still_exact(cluster, tmp_path):
+    from zarr.storage import LocalStore
+    from zarr.testing.store import LatencyStore
+
+    x = _data((60, 8), seed=5)
+    path = str(tmp_path / "slow.zarr")
+    zarr.create_array(store=path, data=x, chunks=(2, 8))  # 30 chunks
+    slow = zarr.open_array(
+        LatencyStore(LocalStore(path, read_only=True), get_latency=0.25), mode="r"
+    )
+    ref = fastfinite.scan(x)
+    with distributed.Client(cluster) as client:
+        pids = list(client.run(os.getpid).values())
+        killer = threading.Timer(1.5, os.kill, args=(pids[0], signal.SIGKILL))
+        killer.start()
+        try:
+            r = fastfinite.scan(slow, scheduler=client, region_bytes=1)
+        finally:
+            killer.cancel()
+        client.wait_for_workers(2, timeout=60)
+    assert pids[0] not in list(distributed.Client(cluster).run(os.getpid).values())
+    _same(r, ref)
+    assert r.complete
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_real_dask_scheduler_and_worker_processes_with_cli(tmp_path):
+    x = _data((50, 10), seed=6)
+    path = str(tmp_path / "a.zarr")
+    zarr.create_array(store=path, data=x, chunks=(10, 5))
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    dask_cli = os.path.join(os.path.dirname(sys.executable), "dask")
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    procs = [
+        subprocess.Popen(
+            [dask_cli, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
+    try:
+        procs.append(
+            subprocess.Popen(
+                [
+                    dask_cli,
+                    "worker",
+                    address,
+                    "--nworkers",
+                    "2",
+                    "--nthreads",
+                    "1",
+                    "--no-dashboard",
+                    "--host",
+                    "127.0.0.1",
+                ],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        deadline = time.time() + 90
+        while True:
+            try:
+                with distributed.Client(address, timeout="5s") as c:
+                    c.wait_for_workers(2, timeout=60)
+                break
+            except (OSError, TimeoutError):
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.5)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fastfinite",
+                "scan",
+                path,
+                "--scheduler",
+                address,
+                "--json",
+                str(tmp_path / "r.json"),
+                "--no-progress",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert r.returncode == 1, r.stderr
+        import json
+
+        d = json.loads((tmp_path / "r.json").read_text())
+        ref = fastfinite.scan(x)
+        assert d["nan"] == ref.nan and d["posinf"] == ref.posinf
+        assert d["cast"]["float32"]["overflow"] == ref.cast["float32"].overflow
+        bad = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fastfinite",
+                "scan",
+                path,
+                "--scheduler",
+                f"tcp://127.0.0.1:{_free_port()}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    assert all(p.poll() is not None for p in procs)
+
+
+def test_cli_local_cluster(tmp_path):
+    x = _data((20, 10), seed=7)
+    path = str(tmp_path / "a.zarr")
+    zarr.create_array(store=path, data=x, chunks=(5, 5))
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fastfinite",
+            "scan",
+            path,
+            "--workers",
+            "2",
+            "--json",
+            "-",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 1, r.stderr
+    assert f'"nan": {int(np.isnan(x).sum())}' in r.stdout
