@@ -9,7 +9,8 @@ from .errors import (
     SourceError,
     UnsupportedDtypeError,
 )
-from .report import CastRisk, Finding, Location, ScanReport
+from .localize import localize
+from .report import CastRisk, Finding, Localization, Location, ScanReport, SliceReport
 
 __version__ = "0.1.0"
 
@@ -19,11 +20,14 @@ __all__ = [
     "FastFiniteError",
     "Finding",
     "InvalidArgumentError",
+    "Localization",
     "Location",
     "NonFiniteError",
     "ScanReport",
+    "SliceReport",
     "SourceError",
     "UnsupportedDtypeError",
     "assert_finite",
+    "localize",
     "scan",
 ]

@@ -102,6 +102,10 @@ def scan(
     scheduler: Any = None,
     compute: bool = True,
     split_every: int | None = None,
+    by: int | tuple[int, ...] | None = None,
+    z_threshold: float = 10.0,
+    localize: bool = False,
+    eps: float = 1e-8,
 ) -> ScanReport:
     """Scan ``data`` for NaN, inf and cast risks in one streaming pass.
 
@@ -143,6 +147,20 @@ def scan(
         False returns a ``dask.delayed`` object whose result is the ScanReport.
     split_every : int, optional
         Fan-in of the graph's tree reduction of summaries (default 8).
+    by : int or tuple of int, optional
+        Keep statistics per slice along these axes (``by=0``: per sample, ``by=-1``: per
+        feature), in the same pass: ``report.slices``; and report the variance anomalies
+        that make standardizing a slice explode as findings (``nonfinite``,
+        ``zero_variance``, ``near_zero_variance``, ``sum_overflow:DTYPE``,
+        ``variance_overflow:DTYPE``, ``outlier``).
+    z_threshold : float
+        A slice whose largest |z| exceeds this is an ``outlier`` (default 10).
+    localize : bool
+        Afterwards, replay ``(x - mean) / (std + eps)`` under ``np.errstate(all="raise")`` on
+        the flagged slices or regions only, and record where NumPy fails in
+        ``report.localized`` (see :func:`fastfinite.localize`).
+    eps : float
+        The ``eps`` of that replay (default 1e-8).
 
     Returns
     -------
@@ -163,6 +181,9 @@ def scan(
         raise InvalidArgumentError(f"workers must be an int >= 1, got {workers!r}")
     if region_bytes is not None and (not isinstance(region_bytes, int) or region_bytes < 1):
         raise InvalidArgumentError(f"region_bytes must be an int >= 1, got {region_bytes!r}")
+    by = parse_by(by)
+    z_threshold = _parse_positive_float("z_threshold", z_threshold)
+    eps = _parse_nonnegative_float("eps", eps)
     from .dask_graph import is_dask_array
 
     if is_dask_array(data) or scheduler is not None or not compute:
@@ -171,21 +192,109 @@ def scan(
                 "fail_fast stops a sequential scan; it cannot be combined with a Dask graph "
                 "(a dask array, scheduler= or compute=False)"
             )
+        if localize and not compute:
+            raise InvalidArgumentError(
+                "localize=True re-reads the flagged data after the scan: it needs "
+                "compute=True (call fastfinite.localize(data, report) on the computed report)"
+            )
         from .dask_graph import compute_scan, delayed_scan
 
-        lazy = delayed_scan(data, targets, cap, on_error, region_bytes, split_every)
-        return lazy if not compute else compute_scan(lazy, scheduler, progress)
+        lazy = delayed_scan(
+            data, targets, cap, on_error, region_bytes, split_every, by, z_threshold
+        )
+        if not compute:
+            return lazy
+        report = compute_scan(lazy, scheduler, progress)
+        return _localized(data, report, eps) if localize else report
     options = {
         "workers": workers,
         "progress": progress,
         "fail_fast": fail_fast,
         "on_error": on_error,
         "region_bytes": region_bytes,
+        "by": by,
+        "z_threshold": z_threshold,
     }
     target = open_source(data)
     if isinstance(target, list):
-        return _scan_group(target, group_name(data), targets, cap, options)
-    return scan_source(target, targets, cap, **options)
+        report = _scan_group(target, group_name(data), targets, cap, options)
+    else:
+        report = scan_source(target, targets, cap, **options)
+    return _localized(data, report, eps) if localize else report
+
+
+def _localized(data: Any, report: ScanReport, eps: float) -> ScanReport:
+    from .localize import localize
+
+    if not report.ok:
+        localize(data, report, eps=eps)
+    return report
+
+
+def parse_by(by: Any) -> tuple[int, ...] | None:
+    """``by`` as a tuple of ints (axes not yet checked against the array)."""
+    if by is None:
+        return None
+    items = (by,) if isinstance(by, (int, np.integer)) and not isinstance(by, bool) else by
+    try:
+        axes = tuple(items)
+    except TypeError:
+        raise InvalidArgumentError(f"by must be an int or a tuple of ints, got {by!r}") from None
+    if not axes or not all(
+        isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in axes
+    ):
+        raise InvalidArgumentError(f"by must be an int or a tuple of ints, got {by!r}")
+    return tuple(int(a) for a in axes)
+
+
+def resolve_by(by: tuple[int, ...] | None, ndim: int, name: str) -> tuple[int, ...] | None:
+    """Normalize ``by`` for an array of ``ndim`` dimensions (negative axes, duplicates)."""
+    if by is None:
+        return None
+    out = []
+    for a in by:
+        if not -ndim <= a < ndim:
+            raise InvalidArgumentError(
+                f"by={by!r}: axis {a} is out of range for {name or 'the array'}, which has "
+                f"{ndim} dimension{'s' if ndim != 1 else ''}"
+            )
+        a = a % ndim
+        if a in out:
+            raise InvalidArgumentError(f"by={by!r} names axis {a} twice")
+        out.append(a)
+    return tuple(sorted(out))
+
+
+def _parse_positive_float(name: str, v: Any) -> float:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"{name} must be a number > 0, got {v!r}") from None
+    if not f > 0:
+        raise InvalidArgumentError(f"{name} must be a number > 0, got {v!r}")
+    return f
+
+
+def _parse_nonnegative_float(name: str, v: Any) -> float:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"{name} must be a number >= 0, got {v!r}") from None
+    if not f >= 0:
+        raise InvalidArgumentError(f"{name} must be a number >= 0, got {v!r}")
+    return f
+
+
+def make_spec(source, targets, cap, by=None, z_threshold=10.0) -> ScanSpec:
+    """The ScanSpec for one source (``by`` checked against its dimensions)."""
+    return ScanSpec(
+        source.shape,
+        source.dtype,
+        targets,
+        cap,
+        resolve_by(by, len(source.shape), source.name),
+        z_threshold,
+    )
 
 
 def group_name(data: Any) -> str:
@@ -230,9 +339,11 @@ def scan_source(
     fail_fast: bool = False,
     on_error: str = "raise",
     region_bytes: int | None = None,
+    by: tuple[int, ...] | None = None,
+    z_threshold: float = 10.0,
 ) -> ScanReport:
     """Scan one opened source on the local engine and build its report."""
-    spec = ScanSpec(source.shape, source.dtype, targets, cap)
+    spec = make_spec(source, targets, cap, by, z_threshold)
     missing = source.missing_units() if hasattr(source, "missing_units") else None
     result = run(
         source,
@@ -281,6 +392,12 @@ def build_report(spec, meta, summary, errors, missing, complete) -> ScanReport:
         missing_chunks=len(missing or []),
         complete=complete,
     )
+    if spec.by is not None:
+        from .anomalies import overflow_dtypes, slice_findings
+
+        report.findings += slice_findings(
+            report.slices, overflow_dtypes(spec.dtype, spec.cast), spec.z_threshold
+        )
     labels = meta["labels"]
     if labels is not None:
         report.locations = [

@@ -113,12 +113,21 @@ class Block:
 
     __slots__ = ("x", "xi", "ncomp", "perm", "flips", "bshape", "dshape", "start", "in_c_order")
 
-    def __init__(self, data: np.ndarray, start: tuple[int, ...]):
+    def __init__(
+        self, data: np.ndarray, start: tuple[int, ...], order: tuple[int, ...] | None = None
+    ):
+        """``order``: the axes from outermost to innermost in ``x`` (default: memory order,
+        negative strides flipped, so a contiguous region is used in place)."""
         data = np.asarray(data)
         self.start = start
         self.ncomp = 2 if data.dtype.kind == "c" else 1
-        order = memory_order(data.strides, data.shape)
-        flips = tuple(ax for ax in range(data.ndim) if data.strides[ax] < 0 and data.shape[ax] > 1)
+        if order is None:
+            order = memory_order(data.strides, data.shape)
+            flips = tuple(
+                ax for ax in range(data.ndim) if data.strides[ax] < 0 and data.shape[ax] > 1
+            )
+        else:
+            flips = ()
         view = data
         if flips:
             view = np.flip(view, axis=flips)

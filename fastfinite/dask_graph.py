@@ -129,12 +129,16 @@ def _token(*parts: Any) -> str:
     return tokenize(*parts)
 
 
-def delayed_array(x, targets, cap: int, split_every: int, meta: dict):
+def delayed_array(x, targets, cap: int, split_every: int, meta: dict, by=None, z=10.0):
     """The scan of a dask array as a ``dask.delayed`` ScanReport."""
+    from .api import resolve_by
     from .blocks import check_dtype
 
-    spec = ScanSpec(tuple(int(s) for s in x.shape), check_dtype(x.dtype), targets, cap)
-    token = _token("fastfinite-array", x.name, spec, split_every)
+    shape = tuple(int(s) for s in x.shape)
+    spec = ScanSpec(
+        shape, check_dtype(x.dtype), targets, cap, resolve_by(by, len(shape), meta["name"]), z
+    )
+    token = _token("fastfinite-array", x.name, repr(spec), split_every)
     return build_graph(
         array_leaves(x, spec),
         spec,
@@ -146,13 +150,20 @@ def delayed_array(x, targets, cap: int, split_every: int, meta: dict):
 
 
 def delayed_source(
-    source, targets, cap: int, on_error: str, region_bytes: int | None, split_every: int
+    source,
+    targets,
+    cap: int,
+    on_error: str,
+    region_bytes: int | None,
+    split_every: int,
+    by=None,
+    z=10.0,
 ):
     """The scan of a source (each task reads its own region) as a ``dask.delayed``."""
-    from .api import report_meta
+    from .api import make_spec, report_meta
     from .engine import REGION_BYTES
 
-    spec = ScanSpec(source.shape, source.dtype, targets, cap)
+    spec = make_spec(source, targets, cap, by, z)
     region_bytes = region_bytes or REGION_BYTES
     token = _token(
         "fastfinite-source",
@@ -178,7 +189,14 @@ def delayed_source(
 
 
 def delayed_scan(
-    data, targets, cap: int, on_error: str, region_bytes: int | None, split_every: int | None
+    data,
+    targets,
+    cap: int,
+    on_error: str,
+    region_bytes: int | None,
+    split_every: int | None,
+    by=None,
+    z=10.0,
 ):
     """Build (never compute) the graph of a scan of ``data``; a ``dask.delayed`` ScanReport."""
     from dask import delayed
@@ -190,7 +208,7 @@ def delayed_scan(
     split_every = DEFAULT_SPLIT_EVERY if split_every is None else split_every
     if is_dask_array(data):
         meta = {"name": "dask array", "unit": "chunk", "fill_value": None, "labels": None}
-        return delayed_array(data, targets, cap, split_every, meta)
+        return delayed_array(data, targets, cap, split_every, meta, by, z)
     target = open_source(data)
     if isinstance(target, list):
         reports, skipped = {}, {}
@@ -200,12 +218,14 @@ def delayed_scan(
             except UnsupportedDtypeError as e:
                 skipped[path] = str(e)
                 continue
-            reports[path] = _delayed_one(source, targets, cap, on_error, region_bytes, split_every)
+            reports[path] = _delayed_one(
+                source, targets, cap, on_error, region_bytes, split_every, by, z
+            )
         return delayed(ScanReport.total, pure=True)(group_name(data), reports, skipped)
-    return _delayed_one(target, targets, cap, on_error, region_bytes, split_every)
+    return _delayed_one(target, targets, cap, on_error, region_bytes, split_every, by, z)
 
 
-def _delayed_one(source, targets, cap, on_error, region_bytes, split_every):
+def _delayed_one(source, targets, cap, on_error, region_bytes, split_every, by, z):
     from .api import report_meta
     from .sources.ndarray import ArraySource
     from .sources.xarray import XarraySource
@@ -218,10 +238,12 @@ def _delayed_one(source, targets, cap, on_error, region_bytes, split_every):
 
         chunks = _block_shape(source.shape, source.dtype.itemsize, region_bytes or REGION_BYTES)
         x = da.from_array(source.array, chunks=chunks, name=False)
-        return delayed_array(x, targets, cap, split_every, report_meta(source))
+        return delayed_array(x, targets, cap, split_every, report_meta(source), by, z)
     if isinstance(source, XarraySource) and source.dask_data is not None:
-        return delayed_array(source.dask_data, targets, cap, split_every, report_meta(source))
-    return delayed_source(source, targets, cap, on_error, region_bytes, split_every)
+        return delayed_array(
+            source.dask_data, targets, cap, split_every, report_meta(source), by, z
+        )
+    return delayed_source(source, targets, cap, on_error, region_bytes, split_every, by, z)
 
 
 def _block_shape(shape, itemsize: int, budget: int) -> tuple[int, ...]:

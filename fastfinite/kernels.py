@@ -168,8 +168,9 @@ def _classify(x, thr, cnt):
 
 
 @njit(nogil=True, cache=True)
-def _record(x, s, e, thr, want, locs, vals, nlocs):
-    """Slow path: record positions in ``x[s:e]`` for the kinds flagged in ``want``."""
+def _record(x, s, e, base, thr, want, locs, vals, nlocs):
+    """Slow path: record positions ``base + i`` of ``x[i]``, ``s <= i < e``, for the kinds
+    flagged in ``want``."""
     cap = locs.shape[1]
     for i in range(s, e):
         v = x[i]
@@ -189,36 +190,20 @@ def _record(x, s, e, thr, want, locs, vals, nlocs):
             else:
                 hit = a > 0 and a <= thr[kind - 3]
             if hit:
-                locs[kind, nlocs[kind]] = i
+                locs[kind, nlocs[kind]] = base + i
                 vals[kind, nlocs[kind]] = v
                 nlocs[kind] += 1
 
 
 @njit(nogil=True, cache=True)
-def scan_block(x, xi, thr, counts, stats, locs, vals, nlocs):
-    """Scan a contiguous 1-D block in one pass.
-
-    Parameters
-    ----------
-    x : 1-D contiguous float32 or float64 array
-    xi : the same memory viewed as int32 or int64
-    thr : array of 6 values of ``x.dtype``
-        ``(overflow, underflow)`` thresholds of three cast targets (see ``casts``).
-    counts : int64 array of ``N_KINDS``
-        Incremented by the counts of NaN, +inf, -inf and (overflow, underflow) per target.
-    stats : float64 array of 5
-        Set to ``[shift, sum(y - shift), sum((y - shift)**2), min, max]`` over finite values.
-    locs : int64 array (N_KINDS, cap)
-        Receives the first ``cap`` positions (indices into ``x``) of each kind.
-    vals : float64 array (N_KINDS, cap)
-        The values found at those positions.
-    nlocs : int64 array of ``N_KINDS``
-        Number of positions recorded per kind.
-    """
+def _scan_row(x, xi, base, thr, counts, rcounts, locs, vals, nlocs, stats):
+    """One pass over a contiguous 1-D row (see ``scan_rows``); ``stats`` receives
+    ``[shift, sum(y - shift), sum((y - shift)**2), min, max]`` of its finite values and
+    ``rcounts`` its NaN, +inf and -inf counts."""
     n = x.shape[0]
     T = xi.dtype.type
     big = T(np.iinfo(xi.dtype).max)
-    # Shift by a finite value of the block: sums of (y - k) stay small for data with a large
+    # Shift by a finite value of the row: sums of (y - k) stay small for data with a large
     # offset, and the cancellation error is at most eps * n relative to M2.
     first = 0
     while first < n and not (x[first] - x[first]) == 0:
@@ -271,8 +256,11 @@ def scan_block(x, xi, thr, counts, stats, locs, vals, nlocs):
             counts[kind] += cnt[kind]
             want[kind] = cnt[kind] > 0 and nlocs[kind] < cap
             need |= want[kind]
+        rcounts[0] += cnt[0]
+        rcounts[1] += cnt[1]
+        rcounts[2] += cnt[2]
         if need:
-            _record(x, s, e, thr, want, locs, vals, nlocs)
+            _record(x, s, e, base, thr, want, locs, vals, nlocs)
     keys[0] = _key(mn, big)
     keys[1] = _key(mx, big)
     stats[0] = np.float64(k)
@@ -280,3 +268,129 @@ def scan_block(x, xi, thr, counts, stats, locs, vals, nlocs):
     stats[2] = s2
     stats[3] = np.float64(fl[0]) if first < n else np.inf
     stats[4] = np.float64(fl[1]) if first < n else -np.inf
+
+
+@njit(nogil=True, cache=True)
+def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
+    """Scan a C-contiguous 2-D block in one pass, keeping statistics per row.
+
+    Parameters
+    ----------
+    x : 2-D C-contiguous float32 or float64 array
+        One row per slice (a plain scan passes a single row).
+    xi : the same memory viewed as int32 or int64
+    thr : array of 6 values of ``x.dtype``
+        ``(overflow, underflow)`` thresholds of three cast targets (see ``casts``).
+    counts : int64 array of ``N_KINDS``
+        Incremented by the counts of NaN, +inf, -inf and (overflow, underflow) per target.
+    rstats : float64 array (rows, 5)
+        Per row ``[shift, sum(y - shift), sum((y - shift)**2), min, max]`` over finite values.
+    rcounts : int64 array (rows, 3)
+        Per row counts of NaN, +inf and -inf.
+    locs : int64 array (N_KINDS, cap)
+        Receives the first ``cap`` positions (flat indices into ``x``) of each kind.
+    vals : float64 array (N_KINDS, cap)
+        The values found at those positions.
+    nlocs : int64 array of ``N_KINDS``
+        Number of positions recorded per kind.
+    """
+    cols = x.shape[1]
+    for r in range(x.shape[0]):
+        _scan_row(x[r], xi[r], r * cols, thr, counts, rcounts[r], locs, vals, nlocs, rstats[r])
+
+
+@njit(nogil=True, cache=True, fastmath=_FLAGS)
+def _col_update(row, k, s1, s2, mn, mx):
+    """Add a row of finite values to per-column shifted sums and extrema."""
+    for j in range(row.shape[0]):
+        v = np.float64(row[j])
+        d = v - k[j]
+        s1[j] += d
+        s2[j] += d * d
+        mn[j] = v if v < mn[j] else mn[j]
+        mx[j] = v if v > mx[j] else mx[j]
+
+
+@njit(nogil=True, cache=True)
+def _col_update_finite(row, k, s1, s2, mn, mx, ccounts):
+    """``_col_update`` for a row holding NaN or inf: those are counted per column instead."""
+    for j in range(row.shape[0]):
+        v = row[j]
+        if (v - v) == 0:
+            w = np.float64(v)
+            d = w - k[j]
+            s1[j] += d
+            s2[j] += d * d
+            mn[j] = min(mn[j], w)
+            mx[j] = max(mx[j], w)
+        elif v != v:
+            ccounts[j, 0] += 1
+        elif v > 0:
+            ccounts[j, 1] += 1
+        else:
+            ccounts[j, 2] += 1
+
+
+@njit(nogil=True, cache=True)
+def scan_cols(x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs):
+    """Scan a C-contiguous 2-D block in one pass, keeping statistics per column.
+
+    Like ``scan_rows`` with the slices along the columns: each row is checked with the fast
+    integer loop, then added to per-column accumulators (a vectorized map, not a
+    reduction). ``cstats`` (cols, 5) and ``ccounts`` (cols, 3) as in ``scan_rows``.
+    """
+    rows, cols = x.shape
+    T = xi.dtype.type
+    big = T(np.iinfo(xi.dtype).max)
+    k = np.zeros(cols, dtype=np.float64)
+    for j in range(cols):
+        for r in range(rows):
+            v = x[r, j]
+            if (v - v) == 0:
+                k[j] = v
+                break
+    s1 = np.zeros(cols, dtype=np.float64)
+    s2 = np.zeros(cols, dtype=np.float64)
+    mn = np.full(cols, np.inf)
+    mx = np.full(cols, -np.inf)
+    over_min = min(thr[0], min(thr[2], thr[4]))
+    under_max = max(thr[1], max(thr[3], thr[5]))
+    tiny = under_max >= 0
+    cap = locs.shape[1]
+    cnt = np.zeros(N_KINDS, dtype=np.int64)
+    want = np.zeros(N_KINDS, dtype=np.bool_)
+    keys = np.empty(3, dtype=xi.dtype)
+    fl = keys.view(x.dtype)
+    fl[0] = np.inf
+    inf_bits = keys[0]
+    for r in range(rows):
+        row = x[r]
+        smz = big
+        if tiny:
+            amax, smn, smx, smz = _keys_tiny(xi[r], big)
+        else:
+            amax, smn, smx = _keys(xi[r], big)
+        clean = amax < inf_bits
+        if clean:
+            _col_update(row, k, s1, s2, mn, mx)
+        else:
+            _col_update_finite(row, k, s1, s2, mn, mx, ccounts)
+        keys[0] = _key(smn, big)
+        keys[1] = _key(smx, big)
+        keys[2] = smz
+        if clean and max(abs(fl[0]), abs(fl[1])) < over_min and not fl[2] <= under_max:
+            continue
+        _classify(row, thr, cnt)
+        need = False
+        for kind in range(N_KINDS):
+            counts[kind] += cnt[kind]
+            want[kind] = cnt[kind] > 0 and nlocs[kind] < cap
+            need |= want[kind]
+        if need:
+            _record(row, 0, cols, r * cols, thr, want, locs, vals, nlocs)
+    for j in range(cols):
+        cstats[j, 0] = k[j]
+        cstats[j, 1] = s1[j]
+        cstats[j, 2] = s2[j]
+        cstats[j, 3] = mn[j]
+        cstats[j, 4] = mx[j]

@@ -75,6 +75,105 @@ class Finding:
         return {"kind": self.kind, "where": list(self.where), "message": self.message}
 
 
+@dataclass(frozen=True)
+class Localization:
+    """One element at which the replayed standardization fails, as NumPy reports it.
+
+    Attributes
+    ----------
+    op : str
+        The NumPy operation that raised: ``"cast"``, ``"add"``, ``"subtract"``,
+        ``"multiply"``, ``"divide"``; ``"isnan"`` for NaN already in the data (errstate cannot
+        see NaN, so those are reported directly).
+    error : str
+        NumPy's category: ``"invalid"``, ``"overflow"``, ``"divide"``, ``"underflow"``.
+    index : tuple of int
+        Global coordinates of the offending element.
+    message : str
+        NumPy's own text (``"overflow encountered in cast"``), with the step that raised.
+    where : tuple of int
+        The slice (or, without ``by``, the region's first element) that was replayed.
+    """
+
+    op: str
+    error: str
+    index: tuple[int, ...]
+    message: str
+    where: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "error": self.error,
+            "index": list(self.index),
+            "message": self.message,
+            "where": list(self.where),
+        }
+
+
+@dataclass
+class SliceReport:
+    """Statistics per slice along the ``by`` axes: numpy arrays shaped like those axes.
+
+    Attributes
+    ----------
+    by : tuple of int
+    nan, posinf, neginf, count : int64 arrays
+    mean, std, min, max : float64 arrays (NaN where a slice has no finite value)
+    max_z : float64 array
+        The largest |z| of each slice, ``max((max - mean) / std, (mean - min) / std)``.
+    """
+
+    by: tuple[int, ...]
+    nan: np.ndarray
+    posinf: np.ndarray
+    neginf: np.ndarray
+    count: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+    min: np.ndarray
+    max: np.ndarray
+    max_z: np.ndarray
+
+    ARRAYS = ("nan", "posinf", "neginf", "count", "mean", "std", "min", "max", "max_z")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.count.shape
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"by": list(self.by), "shape": list(self.shape)}
+        for name in self.ARRAYS:
+            a = getattr(self, name)
+            out[name] = a.tolist() if a.dtype.kind in "iu" else [_num(v) for v in a.ravel()]
+        return out
+
+    @classmethod
+    def from_stats(cls, by, shape, stats) -> SliceReport:
+        from .anomalies import max_abs_z
+
+        nan = np.zeros(shape, np.int64)
+        pos = np.zeros(shape, np.int64)
+        neg = np.zeros(shape, np.int64)
+        cnt = np.zeros(shape, np.int64)
+        mean = np.full(shape, math.nan)
+        std = np.full(shape, math.nan)
+        mn = np.full(shape, math.nan)
+        mx = np.full(shape, math.nan)
+        if stats is not None and len(stats.idx):
+            i = stats.idx
+            nan.flat[i], pos.flat[i], neg.flat[i] = stats.nan, stats.posinf, stats.neginf
+            cnt.flat[i] = stats.n
+            has = stats.n > 0
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mean.flat[i] = np.where(has, stats.mean, math.nan)
+                std.flat[i] = np.where(has, np.sqrt(stats.m2 / np.maximum(stats.n, 1)), math.nan)
+            mn.flat[i] = np.where(has, stats.min, math.nan)
+            mx.flat[i] = np.where(has, stats.max, math.nan)
+        z = max_abs_z(mean, std, mn, mx)
+        return cls(tuple(by), nan, pos, neg, cnt, mean, std, mn, mx, np.nan_to_num(z, nan=0.0))
+
+
 def _num(v: float) -> float | None | str:
     """A float as JSON allows: NaN becomes None, infinities the strings "inf"/"-inf"."""
     v = float(v)
@@ -121,6 +220,12 @@ class ScanReport:
         For a group: one report per array, by path; the top-level counts are the totals.
     skipped : dict of str to str
         For a group: members that were not scanned (non-numeric), with the reason.
+    by : tuple of int or None
+        The axes of the per-slice statistics.
+    slices : SliceReport or None
+        Statistics per slice along ``by``.
+    localized : list of Localization
+        Where the replayed standardization fails (``localize=True``).
     """
 
     name: str = ""
@@ -144,6 +249,9 @@ class ScanReport:
     complete: bool = True
     arrays: dict[str, ScanReport] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    by: tuple[int, ...] | None = None
+    slices: SliceReport | None = None
+    localized: list[Localization] = field(default_factory=list)
 
     @property
     def nonfinite(self) -> int:
@@ -177,6 +285,9 @@ class ScanReport:
                 locs.append((int(flat), k, Location(kind, index, float(val))))
         locs.sort(key=lambda t: (t[0], t[1]))
         n = int(s.n)
+        slices = (
+            None if spec.by is None else SliceReport.from_stats(spec.by, spec.by_shape, s.slices)
+        )
         return cls(
             name=name,
             shape=tuple(int(d) for d in spec.shape),
@@ -194,8 +305,37 @@ class ScanReport:
             sum=float(s.total),
             elements=int(s.elements),
             max_locations=spec.max_locations,
+            by=spec.by,
+            slices=slices,
             **extra,
         )
+
+    def bad_slices(self) -> list:
+        """Sorted indices of the slices with any finding (ints for one ``by`` axis, else
+        tuples); empty without ``by``."""
+        if self.by is None:
+            return []
+        from .anomalies import SLICE_KINDS
+
+        slice_kinds = set(SLICE_KINDS)
+        bad = sorted(
+            {
+                f.where
+                for f in self.findings
+                if f.kind in slice_kinds
+                or f.kind.startswith(("sum_overflow:", "variance_overflow:"))
+            }
+        )
+        return [w[0] for w in bad] if len(self.by) == 1 else bad
+
+    def mask(self) -> np.ndarray:
+        """Boolean array over the ``by`` axes, True where a slice is bad (to drop samples)."""
+        if self.by is None or self.slices is None:
+            raise ValueError("mask() needs a scan with by=AXIS")
+        m = np.zeros(self.slices.shape, dtype=bool)
+        for w in self.bad_slices():
+            m[w] = True
+        return m
 
     def locations_of(self, kind: str) -> list[Location]:
         """The recorded locations of one kind."""
@@ -240,6 +380,9 @@ class ScanReport:
             "findings": [f.to_dict() for f in self.findings],
             "arrays": {k: r.to_dict() for k, r in self.arrays.items()},
             "skipped": dict(self.skipped),
+            "by": None if self.by is None else list(self.by),
+            "slices": None if self.slices is None else self.slices.to_dict(),
+            "localized": [loc.to_dict() for loc in self.localized],
         }
 
     def to_json(self, **kwargs: Any) -> str:

@@ -27,6 +27,12 @@ class ScanSpec:
     dtype: np.dtype
     cast: tuple[str, ...] = ("float32",)
     max_locations: int = 100
+    by: tuple[int, ...] | None = None  # normalized, sorted axes of the per-slice statistics
+    z_threshold: float = 10.0
+
+    @property
+    def by_shape(self) -> tuple[int, ...]:
+        return tuple(self.shape[a] for a in self.by or ())
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -51,6 +57,106 @@ class ScanSpec:
 
 
 @dataclass
+class SliceStats:
+    """Statistics of the slices a part of the array touches, by flat slice index (sorted)."""
+
+    idx: np.ndarray
+    n: np.ndarray
+    mean: np.ndarray
+    m2: np.ndarray
+    min: np.ndarray
+    max: np.ndarray
+    nan: np.ndarray
+    posinf: np.ndarray
+    neginf: np.ndarray
+
+    FIELDS = ("n", "mean", "m2", "min", "max", "nan", "posinf", "neginf")
+
+    @classmethod
+    def from_partials(cls, idx, length, stats, counts) -> SliceStats:
+        """From kernel outputs: per slice ``[shift, s1, s2, min, max]`` and NaN/+inf/-inf
+        counts, ``length`` values per slice."""
+        nan, pos, neg = counts[:, 0], counts[:, 1], counts[:, 2]
+        n = length - nan - pos - neg
+        shift, s1, s2 = stats[:, 0], stats[:, 1], stats[:, 2]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            safe = np.maximum(n, 1)
+            mean = np.where(n > 0, shift + s1 / safe, 0.0)
+            m2 = np.where(n > 0, s2 - s1 * (s1 / safe), 0.0)
+        m2 = np.where(np.isnan(m2), np.inf, np.maximum(m2, 0.0))
+        order = np.argsort(idx, kind="stable")
+        return cls(
+            idx[order],
+            n[order],
+            mean[order],
+            m2[order],
+            stats[order, 3],
+            stats[order, 4],
+            nan[order],
+            pos[order],
+            neg[order],
+        )
+
+    def total(self) -> tuple[int, float, float, float, float]:
+        """``(n, mean, m2, min, max)`` over all these slices (Chan's formula, vectorized)."""
+        n = int(self.n.sum())
+        if n == 0:
+            return 0, 0.0, 0.0, math.inf, -math.inf
+        with np.errstate(over="ignore", invalid="ignore"):
+            mean = float((self.n * self.mean).sum() / n)
+            if not math.isfinite(mean):  # n * mean overflowed: average the means instead
+                w = self.n / n
+                mean = float((w * self.mean).sum())
+            m2 = float(self.m2.sum() + (self.n * (self.mean - mean) ** 2).sum())
+        m2 = math.inf if math.isnan(m2) else m2
+        return n, mean, m2, float(self.min.min()), float(self.max.max())
+
+
+def merge_slices(a: SliceStats | None, b: SliceStats | None) -> SliceStats | None:
+    """Union of two slice sets; slices present in both combine by Chan's formula."""
+    if a is None or len(a.idx) == 0:
+        return b
+    if b is None or len(b.idx) == 0:
+        return a
+    idx = np.concatenate([a.idx, b.idx])
+    cols = {f: np.concatenate([getattr(a, f), getattr(b, f)]) for f in SliceStats.FIELDS}
+    order = np.argsort(idx, kind="stable")
+    idx = idx[order]
+    cols = {f: v[order] for f, v in cols.items()}
+    dup = np.flatnonzero(idx[1:] == idx[:-1])  # pairs (dup, dup + 1): each index twice at most
+    if len(dup):
+        i, j = dup, dup + 1
+        na, nb = cols["n"][i], cols["n"][j]
+        n = na + nb
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            delta = cols["mean"][j] - cols["mean"][i]
+            frac = np.where(n > 0, nb / np.maximum(n, 1), 0.0)
+            mean = np.where(
+                na == 0,
+                cols["mean"][j],
+                np.where(nb == 0, cols["mean"][i], cols["mean"][i] + delta * frac),
+            )
+            m2 = (
+                cols["m2"][i]
+                + cols["m2"][j]
+                + np.where((na > 0) & (nb > 0), delta * delta * na * frac, 0.0)
+            )
+        m2 = np.where(np.isnan(m2), np.inf, m2)
+        cols["n"][i] = n
+        cols["mean"][i] = mean
+        cols["m2"][i] = m2
+        cols["min"][i] = np.minimum(cols["min"][i], cols["min"][j])
+        cols["max"][i] = np.maximum(cols["max"][i], cols["max"][j])
+        for f in ("nan", "posinf", "neginf"):
+            cols[f][i] = cols[f][i] + cols[f][j]
+        keep = np.ones(len(idx), dtype=bool)
+        keep[j] = False
+        idx = idx[keep]
+        cols = {f: v[keep] for f, v in cols.items()}
+    return SliceStats(idx, **cols)
+
+
+@dataclass
 class Summary:
     """Counts, statistics and first locations of a part of an array."""
 
@@ -68,6 +174,8 @@ class Summary:
     loc_value: list[np.ndarray] = field(
         default_factory=lambda: [np.empty(0, np.float64) for _ in range(kinds.N_KINDS)]
     )
+    slices: SliceStats | None = None
+    flagged: list = field(default_factory=list)  # regions holding a finding, for the replay
 
 
 def merge(a: Summary, b: Summary, cap: int) -> Summary:
@@ -108,6 +216,8 @@ def merge(a: Summary, b: Summary, cap: int) -> Summary:
         elements=a.elements + b.elements,
         loc_index=idx,
         loc_value=val,
+        slices=merge_slices(a.slices, b.slices),
+        flagged=a.flagged + b.flagged,
     )
 
 
@@ -153,20 +263,37 @@ def summarize(data: np.ndarray, start: tuple[int, ...], spec: ScanSpec) -> Summa
     """Scan one region's data (any layout and dtype) whose first element is at ``start``."""
     from . import kernels  # numba loads on the first scan, not on ``import fastfinite``
 
-    block = Block(data, start)
+    data = np.asarray(data)
+    by = spec.by
+    if by is None:
+        block = Block(data, start)
+        x2 = block.x.reshape(1, -1)
+        kernel, rows_are_slices = kernels.scan_rows, True
+    else:
+        other = tuple(ax for ax in range(data.ndim) if ax not in by)
+        cols_view = data.transpose(other + by)
+        use_cols = data.dtype.kind != "c" and cols_view.flags.c_contiguous
+        order = other + by if use_cols else by + other
+        block = Block(data, start, order=order)
+        nb = math.prod(data.shape[a] for a in by)
+        x2 = block.x.reshape(-1, nb) if use_cols else block.x.reshape(nb, -1)
+        kernel = kernels.scan_cols if use_cols else kernels.scan_rows
+        rows_are_slices = not use_cols
     x = block.x
+    xi2 = block.xi.reshape(x2.shape)
     cap = spec.max_locations
     thr = spec.thresholds.astype(x.dtype, copy=False)
+    nsl = x2.shape[0] if rows_are_slices else x2.shape[1]
     counts = np.zeros(kinds.N_KINDS, np.int64)
-    stats = np.empty(5, np.float64)
+    sstats = np.empty((nsl, 5), np.float64)
+    scounts = np.zeros((nsl, 3), np.int64)
     # complex parts: both parts of one element may hold the same kind
     locs = np.empty((kinds.N_KINDS, cap * block.ncomp), np.int64)
     vals = np.empty((kinds.N_KINDS, cap * block.ncomp), np.float64)
     nlocs = np.zeros(kinds.N_KINDS, np.int64)
     if x.size:
-        kernels.scan_block(x, block.xi, thr, counts, stats, locs, vals, nlocs)
-    else:
-        stats[:] = (0.0, 0.0, 0.0, math.inf, -math.inf)
+        kernel(x2, xi2, thr, counts, sstats, scounts, locs, vals, nlocs)
+    length = x2.shape[1] if rows_are_slices else x2.shape[0]
     s = Summary(counts=counts, elements=x.size // block.ncomp)
     for k in np.flatnonzero(counts):
         pos, val = locs[k, : nlocs[k]], vals[k, : nlocs[k]]
@@ -175,12 +302,23 @@ def summarize(data: np.ndarray, start: tuple[int, ...], spec: ScanSpec) -> Summa
             pos = np.flatnonzero(_kind_mask(x, k, thr))
             val = x[pos].astype(np.float64)
         s.loc_index[k], s.loc_value[k] = _first(block.to_global(pos, spec.shape), val, cap)
-    n = int(x.size - counts[0] - counts[1] - counts[2])
-    shift, s1, s2, mn, mx = (float(v) for v in stats)
-    s.n, s.min, s.max = n, mn, mx
-    if n:
-        s.mean = shift + s1 / n
-        m2 = s2 - s1 * (s1 / n)
-        s.m2 = math.inf if math.isnan(m2) else max(m2, 0.0)  # inf - inf: the squares overflow
-        s.total = shift * n + s1
+    if x.size == 0:
+        return s
+    if by is None:
+        part = SliceStats.from_partials(np.zeros(1, np.int64), length, sstats, scounts)
+    else:
+        local = np.unravel_index(np.arange(nsl), tuple(data.shape[a] for a in by))
+        glob = [c + start[a] for c, a in zip(local, by)]
+        idx = np.ravel_multi_index(glob, spec.by_shape).astype(np.int64)
+        part = SliceStats.from_partials(idx, length, sstats, scounts)
+        s.slices = part
+    s.n, s.mean, s.m2, s.min, s.max = part.total()
+    s.total = _finite_sum(part)
+    if counts.any():
+        s.flagged = [tuple(slice(a, a + n) for a, n in zip(start, data.shape))]
     return s
+
+
+def _finite_sum(part: SliceStats) -> float:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float((part.n * part.mean).sum())

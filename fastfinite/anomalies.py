@@ -1,0 +1,126 @@
+"""Variance anomalies: what will go wrong when each slice is standardized,
+``(x - mean) / (std + eps)``, predicted from the one-pass statistics alone."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .casts import TARGETS
+
+EPS64 = float(np.finfo(np.float64).eps)
+
+SLICE_KINDS = ("nonfinite", "zero_variance", "near_zero_variance", "outlier")
+
+
+def overflow_dtypes(dtype: np.dtype, cast: tuple[str, ...]) -> tuple[str, ...]:
+    """Float types the sums are checked in: the data's own type when it is float16/float32,
+    and each cast target that is narrower than the data."""
+    dtype = np.dtype(dtype)
+    comp = np.dtype(f"f{dtype.itemsize // 2}") if dtype.kind == "c" else dtype
+    out: list[str] = []
+    if comp.kind == "f" and comp.itemsize in (2, 4):
+        out.append(comp.name)
+    src_max = float(np.finfo(comp).max) if comp.kind == "f" else math.inf
+    for t in cast:
+        if TARGETS[t].max < src_max and t not in out:
+            out.append(t)
+    return tuple(out)
+
+
+def near_zero(var: np.ndarray, mean: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """scikit-learn's test for a constant feature (``_is_constant_feature``): the variance is
+    below what rounding alone produces for that mean and count."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        bound = n * EPS64 * var + (n * mean * EPS64) ** 2
+        return (var > 0) & (var <= bound)
+
+
+def max_abs_z(mean, std, mn, mx) -> np.ndarray:
+    """The largest |z| in each slice: max((max - mean) / std, (mean - min) / std)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        z = np.maximum((mx - mean) / std, (mean - mn) / std)
+    return np.where(std > 0, z, 0.0)
+
+
+def slice_findings(slices, dtypes: tuple[str, ...], z_threshold: float, limit: int | None = None):
+    """Findings per slice, in slice order then kind order (``limit`` findings at most)."""
+    from .report import Finding, _fmt_index
+
+    n = slices.count
+    shape = n.shape
+    var = np.where(n > 0, slices.std**2, 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = slices.mean * n
+        m2 = var * n
+    masks: list[tuple[str, np.ndarray]] = [
+        ("nonfinite", (slices.nan + slices.posinf + slices.neginf) > 0),
+        ("zero_variance", (n > 0) & (var == 0)),
+        ("near_zero_variance", (n > 0) & near_zero(var, slices.mean, n)),
+    ]
+    for t in dtypes:
+        thr = TARGETS[t].overflow_threshold
+        masks.append((f"sum_overflow:{t}", (n > 0) & (np.abs(total) >= thr)))
+        masks.append((f"variance_overflow:{t}", (n > 0) & (m2 >= thr)))
+    masks.append(("outlier", (n > 1) & (slices.max_z > z_threshold)))
+    hits = np.zeros(shape, dtype=bool)
+    for _, m in masks:
+        hits |= m
+    out = []
+    for flat in np.flatnonzero(hits.ravel()):
+        where = tuple(int(i) for i in np.unravel_index(flat, shape))
+        w = _fmt_index(where)
+        for kind, m in masks:
+            if not m.flat[flat]:
+                continue
+            out.append(
+                Finding(
+                    kind,
+                    where,
+                    _message(kind, w, slices, flat, total.flat[flat], m2.flat[flat], z_threshold),
+                )
+            )
+            if limit is not None and len(out) >= limit:
+                return out
+    return out
+
+
+def _message(kind, w, s, i, total, m2, z_threshold) -> str:
+    cnt, mean, std = int(s.count.flat[i]), float(s.mean.flat[i]), float(s.std.flat[i])
+    if kind == "nonfinite":
+        return (
+            f"slice {w} holds {int(s.nan.flat[i])} NaN, {int(s.posinf.flat[i])} +inf and "
+            f"{int(s.neginf.flat[i])} -inf: its mean, std and every standardized value "
+            "become NaN or inf"
+        )
+    if kind == "zero_variance":
+        return (
+            f"all {cnt} finite values of slice {w} equal {mean:.6g}: std is 0, so "
+            "standardizing divides by eps (0/0 = NaN when eps is 0)"
+        )
+    if kind == "near_zero_variance":
+        return (
+            f"slice {w} has variance {std * std:.3g}, below the rounding noise of its mean "
+            f"{mean:.6g} over {cnt} values (scikit-learn's constant-feature bound): its std "
+            "is numerical noise, and standardizing blows the noise up"
+        )
+    if kind.startswith("sum_overflow:"):
+        t = kind.split(":", 1)[1]
+        return (
+            f"the sum of slice {w} is {total:.4g}, beyond the {t} maximum {TARGETS[t].max:.4g}"
+            f": its mean computed in {t} overflows to inf although every value is finite"
+        )
+    if kind.startswith("variance_overflow:"):
+        t = kind.split(":", 1)[1]
+        return (
+            f"the sum of squared deviations of slice {w} is {m2:.4g}, beyond the {t} maximum "
+            f"{TARGETS[t].max:.4g}: its std computed in {t} overflows to inf although every "
+            "value is finite"
+        )
+    z = float(s.max_z.flat[i])
+    return (
+        f"slice {w} has a value {z:.3g} standard deviations from its mean (threshold "
+        f"{z_threshold:g}; min {float(s.min.flat[i]):.6g}, max {float(s.max.flat[i]):.6g}, "
+        f"mean {mean:.6g}, std {std:.6g}): one value dominates the slice's statistics"
+    )

@@ -1,0 +1,268 @@
+"""The errstate replay: standardize the flagged slices (or regions) again, exactly as NumPy
+would, under ``np.errstate(all="raise")``, and point at the elements that make it fail.
+
+Only what the scan flagged is read again: slices with findings when the scan had ``by``,
+else the regions holding the recorded locations. Per piece, in order:
+
+1. the cast to each ``cast`` target the scan found at risk (``x.astype(target)``);
+2. ``mean = x.mean()``, ``std = x.std()`` and ``(x - mean) / (std + eps)`` in the data's
+   own dtype. The first ``FloatingPointError`` names the operation and NumPy's category; the
+   offending elements are then found by evaluating that one operation with errors ignored.
+
+NaN raises nothing under errstate, so NaN positions are reported directly (op ``"isnan"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .report import Localization, ScanReport
+
+# NumPy's messages: "overflow encountered in multiply", "invalid value encountered in
+# subtract", "divide by zero encountered in divide", "underflow encountered in cast".
+_CATEGORIES = (
+    ("overflow", "overflow"),
+    ("invalid", "invalid"),
+    ("divide by zero", "divide"),
+    ("underflow", "underflow"),
+)
+_OPS = {"reduce": "add", "true_divide": "divide", "square": "multiply"}
+
+
+def parse_fpe(err: FloatingPointError) -> tuple[str, str]:
+    """``(op, error)`` from NumPy's message."""
+    text = str(err)
+    error = next((cat for prefix, cat in _CATEGORIES if text.startswith(prefix)), "invalid")
+    op = text.rsplit(" ", 1)[-1].strip()
+    return _OPS.get(op, op), error
+
+
+def _offenders(op: str, error: str, x: np.ndarray, mean, std, eps: float, step: str) -> np.ndarray:
+    """Flat positions of the elements at which ``op`` fails with ``error`` in ``step``."""
+    with np.errstate(all="ignore"):
+        if step.startswith("cast:"):
+            c = x.astype(_cast_dtype(step.split(":", 1)[1]))
+            if error == "overflow":
+                return np.flatnonzero(np.isfinite(x) & np.isinf(c))
+            return np.flatnonzero((x != 0) & (c == 0))
+        d = x - mean
+        if op == "subtract":
+            bad = (
+                (np.isnan(d) & ~np.isnan(x))
+                if error == "invalid"
+                else (np.isinf(d) & np.isfinite(x))
+            )
+            return np.flatnonzero(bad)
+        if op == "multiply":
+            sq = d * d
+            if error == "overflow":
+                return np.flatnonzero(np.isinf(sq) & np.isfinite(d))
+            if error == "underflow":
+                tiny = np.finfo(sq.dtype).tiny if sq.dtype.kind == "f" else 0
+                return np.flatnonzero((np.abs(sq) < tiny) & (d != 0))
+            return np.flatnonzero(np.isnan(sq) & ~np.isnan(d))
+        if op == "add":
+            terms = x if step == "mean" else d * d
+            return _first_overflow(terms, error)
+        if op == "divide":
+            den = std + x.dtype.type(eps) if x.dtype.kind == "f" else std + eps
+            q = d / den
+            if error == "divide":
+                return np.flatnonzero((den == 0) & (d != 0))
+            if error == "invalid":
+                return np.flatnonzero(np.isnan(q) & ~np.isnan(d))
+            if error == "overflow":
+                return np.flatnonzero(np.isinf(q) & np.isfinite(d))
+            return np.flatnonzero((q == 0) & (d != 0))
+    return np.empty(0, np.int64)
+
+
+def _first_overflow(terms: np.ndarray, error: str) -> np.ndarray:
+    """Where a running sum first turns inf (overflow) or NaN (inf + -inf)."""
+    with np.errstate(all="ignore"):
+        c = np.cumsum(terms.ravel(), dtype=terms.dtype)
+    bad = np.isinf(c) if error == "overflow" else np.isnan(c)
+    first = np.flatnonzero(bad & ~np.isnan(terms.ravel()))
+    return first[:1]
+
+
+def _cast_dtype(target: str):
+    if target == "bfloat16":
+        try:
+            import ml_dtypes
+
+            return ml_dtypes.bfloat16
+        except ImportError:
+            return None
+    return np.dtype(target)
+
+
+def replay(
+    block: np.ndarray,
+    to_global: Callable[[np.ndarray], list[tuple[int, ...]]],
+    cast_targets: tuple[str, ...],
+    eps: float,
+    where: tuple[int, ...],
+    limit: int,
+) -> list[Localization]:
+    """Replay one flagged piece of data; at most ``limit`` localizations."""
+    x = np.ascontiguousarray(block).ravel()
+    if x.dtype.byteorder not in "=|":
+        x = x.astype(x.dtype.newbyteorder("="))
+    out: list[Localization] = []
+
+    def add(op, error, positions, message):
+        for idx in to_global(positions[: max(0, limit - len(out))]):
+            out.append(Localization(op, error, idx, message, where))
+
+    if x.dtype.kind in "fc":
+        nan = np.flatnonzero(np.isnan(x))
+        add(
+            "isnan",
+            "invalid",
+            nan,
+            "NaN in the data (errstate cannot see NaN: it raises nothing, it only spreads)",
+        )
+    for t in cast_targets:
+        dt = _cast_dtype(t)
+        if dt is None or len(out) >= limit:
+            continue
+        try:
+            with np.errstate(all="raise"):
+                x.astype(dt)
+        except FloatingPointError as e:
+            op, error = parse_fpe(e)
+            add(
+                "cast",
+                error,
+                _offenders(op, error, x, 0, 0, eps, f"cast:{t}"),
+                f"{e} (x.astype({t}))",
+            )
+    if len(out) >= limit or x.size == 0:
+        return out
+    step, mean, std = "mean", None, None
+    try:
+        with np.errstate(all="raise"):
+            mean = x.mean()
+            step = "std"
+            std = x.std()
+            step = "standardize"
+            _ = (x - mean) / (std + eps)
+    except FloatingPointError as e:
+        op, error = parse_fpe(e)
+        with np.errstate(all="ignore"):
+            mean = x.mean() if mean is None else mean
+            std = x.std() if std is None else std
+        add(
+            op,
+            error,
+            _offenders(op, error, x, mean, std, eps, step),
+            f"{e} (while computing {_STEPS[step]})",
+        )
+    return out
+
+
+_STEPS = {"mean": "x.mean()", "std": "x.std()", "standardize": "(x - mean) / (std + eps)"}
+
+
+def localize(
+    data: Any, report: ScanReport, *, eps: float = 1e-8, max_locations: int | None = None
+) -> list[Localization]:
+    """Replay the standardization on what ``report`` flagged and return (and store in
+    ``report.localized``) where it fails.
+
+    Parameters
+    ----------
+    data : the data that was scanned (as given to :func:`fastfinite.scan`)
+    report : ScanReport
+        The report of that scan: its flagged slices (with ``by``) or locations (without)
+        decide what is read again; nothing else is.
+    eps : float
+        The ``eps`` of ``(x - mean) / (std + eps)``.
+    max_locations : int, optional
+        At most this many localizations (default: the scan's ``max_locations``).
+
+    Returns
+    -------
+    list of Localization
+    """
+    from .api import open_source
+    from .dask_graph import is_dask_array
+
+    limit = report.max_locations if max_locations is None else int(max_locations)
+    if report.arrays:  # a group: replay each array against its own report
+        members = dict(open_source(data))
+        found = []
+        for path, sub in report.arrays.items():
+            if path in members and not sub.ok:
+                found += localize_source(members[path](), sub, eps, limit - len(found))
+        report.localized = found
+        return found
+    if is_dask_array(data):
+        source = _DaskReader(data)
+    else:
+        source = open_source(data)
+    report.localized = localize_source(source, report, eps, limit)
+    return report.localized
+
+
+class _DaskReader:
+    def __init__(self, x):
+        self.x = x
+        self.shape = tuple(int(s) for s in x.shape)
+
+    def read(self, region):
+        return np.asarray(self.x[region].compute())
+
+
+def localize_source(source, report: ScanReport, eps: float, limit: int) -> list[Localization]:
+    """The replay for one opened source and its report."""
+    shape = tuple(source.shape)
+    at_risk = tuple(t for t, r in report.cast.items() if r.overflow or r.underflow)
+    out: list[Localization] = []
+    for region, where in _pieces(source, report, shape):
+        if len(out) >= limit:
+            break
+        block = np.asarray(source.read(region))
+        start = tuple(s.start for s in region)
+        bshape = tuple(s.stop - s.start for s in region)
+
+        def to_global(pos, start=start, bshape=bshape):
+            if len(bshape) == 0:
+                return [() for _ in pos]
+            coords = np.unravel_index(np.asarray(pos, dtype=np.int64), bshape)
+            return [tuple(int(c[i]) + s for c, s in zip(coords, start)) for i in range(len(pos))]
+
+        out += replay(block.reshape(bshape), to_global, at_risk, eps, where, limit - len(out))
+    return out
+
+
+def _pieces(source, report: ScanReport, shape):
+    """``(region, where)`` of every flagged piece: bad slices with ``by``, else the regions
+    (of the scan's own plan) holding recorded locations."""
+    if report.by is not None:
+        bad = report.bad_slices()
+        for w in bad:
+            w = (w,) if not isinstance(w, tuple) else w
+            region = [slice(0, n) for n in shape]
+            for ax, i in zip(report.by, w):
+                region[ax] = slice(i, i + 1)
+            yield tuple(region), w
+        return
+    if not report.locations:
+        return
+    from .engine import REGION_BYTES
+
+    targets = {loc.index for loc in report.locations}
+    regions = getattr(source, "regions", None)
+    if regions is None:  # a dask array: the location's own neighbourhood
+        for idx in sorted(targets):
+            yield tuple(slice(i, i + 1) for i in idx), idx
+        return
+    budget = getattr(source, "region_bytes", REGION_BYTES)
+    for region in regions(budget):
+        if any(all(s.start <= i < s.stop for s, i in zip(region, idx)) for idx in targets):
+            yield region, tuple(s.start for s in region)
