@@ -29,11 +29,21 @@ def overflow_dtypes(dtype: np.dtype, cast: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def near_zero(var: np.ndarray, mean: np.ndarray, n: np.ndarray) -> np.ndarray:
+def rounding_eps(dtype: np.dtype) -> float:
+    """Machine epsilon of the type the statistics are computed in: the data's own float type
+    (its parts for complex), float64 for integers and bool."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        return float(np.finfo(np.dtype(f"f{dtype.itemsize // 2}")).eps)
+    return float(np.finfo(dtype).eps) if dtype.kind == "f" else EPS64
+
+
+def near_zero(var: np.ndarray, mean: np.ndarray, n: np.ndarray, eps: float = EPS64) -> np.ndarray:
     """scikit-learn's test for a constant feature (``_is_constant_feature``): the variance is
-    below what rounding alone produces for that mean and count."""
+    below what rounding alone produces for that mean and count,
+    ``var <= n * eps * var + (n * mean * eps) ** 2``."""
     with np.errstate(over="ignore", invalid="ignore"):
-        bound = n * EPS64 * var + (n * mean * EPS64) ** 2
+        bound = n * eps * var + (n * mean * eps) ** 2
         return (var > 0) & (var <= bound)
 
 
@@ -44,8 +54,15 @@ def max_abs_z(mean, std, mn, mx) -> np.ndarray:
     return np.where(std > 0, z, 0.0)
 
 
-def slice_findings(slices, dtypes: tuple[str, ...], z_threshold: float, limit: int | None = None):
-    """Findings per slice, in slice order then kind order (``limit`` findings at most)."""
+def slice_findings(
+    slices,
+    dtypes: tuple[str, ...],
+    z_threshold: float,
+    eps: float = EPS64,
+    limit: int | None = None,
+):
+    """Findings per slice, in slice order then kind order (``limit`` findings at most).
+    ``eps``: the rounding unit of the near-zero-variance bound (see ``rounding_eps``)."""
     from .report import Finding, _fmt_index
 
     n = slices.count
@@ -57,7 +74,7 @@ def slice_findings(slices, dtypes: tuple[str, ...], z_threshold: float, limit: i
     masks: list[tuple[str, np.ndarray]] = [
         ("nonfinite", (slices.nan + slices.posinf + slices.neginf) > 0),
         ("zero_variance", (n > 0) & (var == 0)),
-        ("near_zero_variance", (n > 0) & near_zero(var, slices.mean, n)),
+        ("near_zero_variance", (n > 0) & near_zero(var, slices.mean, n, eps)),
     ]
     for t in dtypes:
         thr = TARGETS[t].overflow_threshold

@@ -393,10 +393,13 @@ def build_report(spec, meta, summary, errors, missing, complete) -> ScanReport:
         complete=complete,
     )
     if spec.by is not None:
-        from .anomalies import overflow_dtypes, slice_findings
+        from .anomalies import overflow_dtypes, rounding_eps, slice_findings
 
         report.findings += slice_findings(
-            report.slices, overflow_dtypes(spec.dtype, spec.cast), spec.z_threshold
+            report.slices,
+            overflow_dtypes(spec.dtype, spec.cast),
+            spec.z_threshold,
+            rounding_eps(spec.dtype),
         )
     labels = meta["labels"]
     if labels is not None:

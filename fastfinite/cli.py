@@ -34,6 +34,13 @@ def _positive(text: str) -> int:
     return v
 
 
+def _axes(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected axes like 0, -1 or 0,1; got {text!r}") from None
+
+
 def _nonnegative(text: str) -> int:
     return 0 if text.strip() == "0" else _positive(text)
 
@@ -99,6 +106,34 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="fan-in of the Dask tree reduction (default: 8)",
+    )
+    s.add_argument(
+        "--by",
+        type=_axes,
+        default=None,
+        metavar="AXES",
+        help="statistics and anomalies per slice along these axes, e.g. 0 (per sample), "
+        "-1 (per feature) or 0,1",
+    )
+    s.add_argument(
+        "--z-threshold",
+        type=float,
+        default=10.0,
+        metavar="Z",
+        help="a slice whose largest |z| exceeds Z is an outlier (default: 10)",
+    )
+    s.add_argument(
+        "--localize",
+        action="store_true",
+        help="replay the standardization under np.errstate(all='raise') on flagged slices "
+        "and show where NumPy fails",
+    )
+    s.add_argument(
+        "--eps",
+        type=float,
+        default=1e-8,
+        metavar="EPS",
+        help="the eps of (x - mean) / (std + eps) in the replay (default: 1e-8)",
     )
     s.add_argument(
         "--fail-fast", action="store_true", help="stop at the first region with a non-finite value"
@@ -184,7 +219,14 @@ def _scan(args: argparse.Namespace) -> int:
 
     progress = args.progress if args.progress is not None else sys.stderr.isatty()
     kwargs = dict(
-        cast=args.cast, max_locations=args.max_locations, progress=progress, on_error=args.on_error
+        cast=args.cast,
+        max_locations=args.max_locations,
+        progress=progress,
+        on_error=args.on_error,
+        by=args.by,
+        z_threshold=args.z_threshold,
+        localize=args.localize,
+        eps=args.eps,
     )
     if args.split_every is not None and args.split_every < 2:
         return _error(f"--split-every must be at least 2, got {args.split_every}")

@@ -433,9 +433,25 @@ class ScanReport:
             lines.append(
                 f"  missing chunks (never written, read as fill value): {self.missing_chunks}"
             )
+        chunk_findings = [f for f in self.findings if f.kind == "unreadable_chunk"]
+        for f in chunk_findings[:10]:
+            lines.append(f"  {f.kind} {_fmt_index(f.where)}: {f.message}")
+        by_slice: dict[tuple[int, ...], list[str]] = {}
         for f in self.findings:
-            if f.kind != "missing_chunk":
-                lines.append(f"  {f.kind} {_fmt_index(f.where)}: {f.message}")
+            if f.kind not in ("missing_chunk", "unreadable_chunk"):
+                by_slice.setdefault(f.where, []).append(f.kind)
+        if by_slice:
+            lines.append(f"  slices with findings: {len(by_slice)} (by={self.by})")
+            for where, kinds in list(by_slice.items())[:10]:
+                lines.append(f"    slice {_fmt_index(where)}: {', '.join(kinds)}")
+            if len(by_slice) > 10:
+                lines.append(f"    ... {len(by_slice) - 10} more")
+        for loc in self.localized[:10]:
+            lines.append(
+                f"  replay: {loc.op} ({loc.error}) at {_fmt_index(loc.index)}: {loc.message}"
+            )
+        if len(self.localized) > 10:
+            lines.append(f"  ... {len(self.localized) - 10} more localizations")
         for path, sub in self.arrays.items():
             lines.append(
                 f"  [{path}] {sub.dtype} {_fmt_shape(sub.shape)}: "

@@ -1,0 +1,226 @@
+"""Per-slice statistics, variance anomalies, the errstate replay and the training masks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import dask.array as da
+import numpy as np
+import pytest
+import zarr
+
+import fastfinite
+
+
+def _expected(x, by):
+    """NumPy's per-slice statistics in float64 (the oracle)."""
+    other = tuple(a for a in range(x.ndim) if a not in by)
+    xf = x.astype(np.float64)
+    fin = np.where(np.isfinite(xf), xf, np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        out = {
+            "nan": np.isnan(xf).sum(axis=other),
+            "posinf": np.isposinf(xf).sum(axis=other),
+            "neginf": np.isneginf(xf).sum(axis=other),
+            "count": np.isfinite(xf).sum(axis=other),
+            "mean": np.nanmean(fin, axis=other),
+            "std": np.nanstd(fin, axis=other),
+            "min": np.nanmin(fin, axis=other),
+            "max": np.nanmax(fin, axis=other),
+        }
+    return out
+
+
+def _check(report, x, by):
+    ref = _expected(x, tuple(a % x.ndim for a in by))
+    s = report.slices
+    for name in ("nan", "posinf", "neginf", "count"):
+        np.testing.assert_array_equal(getattr(s, name), ref[name], err_msg=name)
+    for name in ("mean", "std", "min", "max"):
+        np.testing.assert_allclose(
+            getattr(s, name), ref[name], rtol=1e-9, atol=1e-12, equal_nan=True, err_msg=name
+        )
+
+
+def _data(shape, seed=0, dtype="f8"):
+    rng = np.random.default_rng(seed)
+    x = (5 + 3 * rng.standard_normal(shape)).astype(dtype)
+    flat = x.reshape(-1)
+    flat[rng.integers(0, flat.size, max(1, flat.size // 40))] = np.nan
+    flat[rng.integers(0, flat.size, max(1, flat.size // 90))] = np.inf
+    flat[rng.integers(0, flat.size, max(1, flat.size // 90))] = -np.inf
+    return x
+
+
+@pytest.mark.parametrize("by", [0, -1, 1, (0, 2), (1, 2), (0, 1, 2)])
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("dtype", ["f8", "f4", "f2", "i4", "c8"])
+def test_slices_equal_numpy_for_every_region_size(by, order, dtype):
+    base = "f8" if dtype in ("c8", "i4") else dtype
+    x = np.asarray(_data((13, 7, 5), seed=1, dtype=base), order=order)
+    if dtype == "c8":
+        x = x.astype("c8")
+    if dtype == "i4":
+        x = np.nan_to_num(x, nan=0, posinf=9, neginf=-9).astype("i4")
+    by_t = by if isinstance(by, tuple) else (by,)
+    ref = None
+    for region in (8, 100, 1 << 20):
+        r = fastfinite.scan(x, by=by, region_bytes=region)
+        assert r.by == tuple(sorted(a % 3 for a in by_t))
+        if x.dtype.kind != "c":
+            _check(r, x, by_t)
+        if ref is None:
+            ref = r
+        assert r.counts() == ref.counts() and r.locations == ref.locations
+        assert [(f.kind, f.where) for f in r.findings] == [(f.kind, f.where) for f in ref.findings]
+
+
+@pytest.mark.parametrize("by", [0, -1, (0, 1)])
+def test_slices_from_zarr_and_dask(tmp_path, by):
+    x = _data((20, 9, 4), seed=2)
+    path = str(tmp_path / "a.zarr")
+    zarr.create_array(store=path, data=x, chunks=(3, 4, 4))
+    by_t = by if isinstance(by, tuple) else (by,)
+    for report in (
+        fastfinite.scan(path, by=by, region_bytes=1),
+        fastfinite.scan(path, by=by, scheduler="threads", region_bytes=200),
+        fastfinite.scan(da.from_array(x, chunks=(7, 2, 3)), by=by, split_every=2),
+    ):
+        _check(report, x, by_t)
+
+
+def test_clean_gaussian_flags_nothing():
+    x = np.random.default_rng(0).standard_normal((10_000, 1_000))
+    for by in (0, -1):
+        r = fastfinite.scan(x, by=by)
+        assert r.findings == [] and r.ok and r.bad_slices() == []
+        assert not r.mask().any()
+
+
+def test_every_finding_kind():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((8, 200)).astype(np.float32)
+    x[1, 5] = np.nan  # nonfinite
+    x[2, :] = 4.0  # zero variance
+    x[3, :] = np.float32(1e6)  # near-zero variance: one ulp of noise on a big mean
+    x[3, 7] = np.nextafter(np.float32(1e6), np.float32(2e6))
+    x[4, :] = np.float32(3e36)  # sum overflows float32 (200 * 3e36)
+    x[5, :] = rng.standard_normal(200).astype(np.float32) * np.float32(1e20)  # squares overflow
+    x[6, 0] = 1e4  # outlier: |z| about 14
+    r = fastfinite.scan(x, by=0)
+    kinds = {(f.kind, f.where) for f in r.findings}
+    assert ("nonfinite", (1,)) in kinds
+    assert ("zero_variance", (2,)) in kinds
+    assert ("near_zero_variance", (3,)) in kinds
+    assert ("sum_overflow:float32", (4,)) in kinds
+    assert ("variance_overflow:float32", (5,)) in kinds
+    assert ("outlier", (6,)) in kinds
+    assert all(f.where != (0,) and f.where != (7,) for f in r.findings)
+    assert r.bad_slices() == [1, 2, 3, 4, 5, 6]
+    np.testing.assert_array_equal(r.mask(), [False, True, True, True, True, True, True, False])
+    for f in r.findings:
+        assert str(f.where[0]) in f.message and len(f.message) > 30
+    # np.std in float32 really does overflow where predicted
+    with np.errstate(over="ignore"):
+        assert np.isinf(x[5].std()) and np.isinf(x[4].sum())
+    # float64 data: the cast target float32 is checked
+    r64 = fastfinite.scan(x.astype(np.float64), by=0)
+    assert ("variance_overflow:float32", (5,)) in {(f.kind, f.where) for f in r64.findings}
+    assert fastfinite.scan(x, by=0, z_threshold=100).bad_slices() == [1, 2, 3, 4, 5]
+
+
+def test_article_example_inf():
+    X = np.arange(24, dtype=np.float32).reshape(4, 3, 2)
+    X[1, 0, 0] = np.inf
+    r = fastfinite.scan(X, by=0, localize=True)
+    assert r.posinf == 1 and [loc.index for loc in r.locations] == [(1, 0, 0)]
+    np.testing.assert_array_equal(r.slices.posinf, [0, 1, 0, 0])
+    assert [(f.kind, f.where) for f in r.findings] == [("nonfinite", (1,))]
+    assert [(loc.op, loc.error, loc.index) for loc in r.localized] == [
+        ("subtract", "invalid", (1, 0, 0))
+    ]
+    assert "invalid value encountered in subtract" in r.localized[0].message
+    assert r.bad_slices() == [1]
+
+
+def test_article_example_cast():
+    r = fastfinite.scan(np.array([1e100]), localize=True)
+    assert [(loc.kind, loc.index) for loc in r.locations] == [("overflow:float32", (0,))]
+    assert [(loc.op, loc.error, loc.index) for loc in r.localized] == [("cast", "overflow", (0,))]
+
+
+def test_replay_nan_square_overflow_zero_variance():
+    x = np.ones((3, 5), dtype=np.float32)
+    x[0, 2] = np.nan
+    x[1] = [1e20, -1e20, 3e19, 0, 1]  # float32: (x - mean)**2 overflows
+    x[2] = 7.0  # zero variance
+    r = fastfinite.scan(x, by=0)
+    locs = fastfinite.localize(x, r, eps=0.0)
+    assert locs is r.localized
+    got = {(loc.op, loc.error, loc.index) for loc in locs}
+    assert ("isnan", "invalid", (0, 2)) in got
+    assert ("multiply", "overflow", (1, 0)) in got and ("multiply", "overflow", (1, 1)) in got
+    assert {("divide", "invalid", (2, j)) for j in range(5)} <= got
+    # eps > 0 rescues the constant slice
+    again = fastfinite.localize(x, r, eps=1e-8)
+    assert not any(loc.where == (2,) for loc in again)
+    assert len(fastfinite.localize(x, r, eps=0.0, max_locations=2)) == 2
+
+
+def test_replay_never_reads_unflagged_chunks(tmp_path):
+    path = str(tmp_path / "a.zarr")
+    x = np.random.default_rng(4).standard_normal((40, 10))
+    x[13, 4] = np.inf
+    zarr.create_array(store=path, data=x, chunks=(5, 10))
+    logged = zarr.storage.LoggingStore(zarr.storage.LocalStore(path, read_only=True))
+    a = zarr.open_array(logged, mode="r")
+    r = fastfinite.scan(a, by=0)
+    before = logged.counter["get"]
+    fastfinite.localize(a, r)
+    assert logged.counter["get"] - before <= 2  # the one chunk holding row 13 (+ metadata)
+    assert [(loc.op, loc.index) for loc in r.localized] == [("subtract", (13, 4))]
+
+
+def test_bad_by_arguments():
+    x = np.zeros((3, 4))
+    with pytest.raises(ValueError, match="out of range"):
+        fastfinite.scan(x, by=2)
+    with pytest.raises(ValueError, match="twice"):
+        fastfinite.scan(x, by=(0, -2))
+    with pytest.raises(ValueError, match="by must be"):
+        fastfinite.scan(x, by="rows")
+    with pytest.raises(ValueError, match="z_threshold"):
+        fastfinite.scan(x, by=0, z_threshold=0)
+    with pytest.raises(ValueError, match="mask"):
+        fastfinite.scan(x).mask()
+
+
+def test_cli_by_localize(tmp_path):
+    X = np.arange(24, dtype=np.float32).reshape(4, 3, 2)
+    X[1, 0, 0] = np.inf
+    p = tmp_path / "x.npy"
+    np.save(p, X)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fastfinite",
+            "scan",
+            str(p),
+            "--by",
+            "0",
+            "--localize",
+            "--z-threshold",
+            "5",
+            "--json",
+            "-",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 1, r.stderr
+    assert "subtract" in r.stdout and "(1, 0, 0)" in r.stdout and "nonfinite" in r.stdout
