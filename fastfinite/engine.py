@@ -7,13 +7,14 @@ order, by a streaming pairwise merge (O(log n) partial summaries held).
 
 from __future__ import annotations
 
+import math
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from .summary import Summary, merge, merge_all
+from .summary import DenseSlices, Summary, merge, merge_all
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -51,13 +52,20 @@ def bounded_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Itera
 
 
 class PairwiseMerger:
-    """Fold summaries as they come, merging equal-sized partial results like a binary counter."""
+    """Fold summaries as they come, merging equal-sized partial results like a binary counter.
 
-    def __init__(self, cap: int):
+    Per-slice statistics (``by``) go into one dense accumulator instead, in place.
+    """
+
+    def __init__(self, cap: int, n_slices: int | None = None):
         self.cap = cap
         self._stack: list[tuple[int, Summary]] = []
+        self._slices = DenseSlices(n_slices) if n_slices is not None else None
 
     def add(self, s: Summary) -> None:
+        if self._slices is not None and s.slices is not None:
+            self._slices.add(s.slices)
+            s.slices = None
         level = 0
         while self._stack and self._stack[-1][0] == level:
             _, top = self._stack.pop()
@@ -69,6 +77,8 @@ class PairwiseMerger:
         out = Summary()
         for _, s in reversed(self._stack):
             out = merge(s, out, self.cap)
+        if self._slices is not None:
+            out.slices = self._slices.stats()
         return out
 
 
@@ -119,7 +129,8 @@ def run(
     def task(region):
         return region, *scan_region_or_units(source, region, spec, on_error)
 
-    merger = PairwiseMerger(spec.max_locations)
+    n_slices = None if spec.by is None else math.prod(spec.by_shape)
+    merger = PairwiseMerger(spec.max_locations, n_slices)
     done = 0
     results = bounded_map(task, source.regions(region_bytes), workers)
     try:

@@ -25,7 +25,8 @@ from numba import njit
 
 from .kinds import N_KINDS, NAN, NEGINF, POSINF
 
-SUB_BLOCK_BYTES = 65536  # two passes per sub-block: the second reads it from L2
+SUB_BLOCK_BYTES = 65536
+COL_TILE = 2048  # columns per tile of scan_cols: 6 accumulators x 16 KiB  # two passes per sub-block: the second reads it from L2
 
 _FLAGS = {"reassoc", "contract"}
 
@@ -196,34 +197,27 @@ def _record(x, s, e, base, thr, want, locs, vals, nlocs):
 
 
 @njit(nogil=True, cache=True)
-def _scan_row(x, xi, base, thr, counts, rcounts, locs, vals, nlocs, stats):
+def _scan_row(x, xi, base, thr, counts, rcounts, locs, vals, nlocs, stats, work):
     """One pass over a contiguous 1-D row (see ``scan_rows``); ``stats`` receives
     ``[shift, sum(y - shift), sum((y - shift)**2), min, max]`` of its finite values and
-    ``rcounts`` its NaN, +inf and -inf counts."""
+    ``rcounts`` its NaN, +inf and -inf counts. ``work`` holds what does not change from row
+    to row (made once per block by ``_work``: an allocation per short row would cost more
+    than the row)."""
+    cnt, want, keys, fl, big, inf_bits, over_min, under_max = work
     n = x.shape[0]
     T = xi.dtype.type
-    big = T(np.iinfo(xi.dtype).max)
     # Shift by a finite value of the row: sums of (y - k) stay small for data with a large
     # offset, and the cancellation error is at most eps * n relative to M2.
     first = 0
     while first < n and not (x[first] - x[first]) == 0:
         first += 1
     k = x[first] if first < n else x.dtype.type(0)
-    kb = xi[first] if first < n else xi.dtype.type(0)
-    kk = _key(kb, big)
-    over_min = min(thr[0], min(thr[2], thr[4]))
-    under_max = max(thr[1], max(thr[3], thr[5]))
+    kk = _key(xi[first] if first < n else T(0), big)
     cap = locs.shape[1]
-    cnt = np.zeros(N_KINDS, dtype=np.int64)
-    want = np.zeros(N_KINDS, dtype=np.bool_)
     s1 = 0.0
     s2 = 0.0
     mn = big
     mx = T(~big)
-    keys = np.empty(3, dtype=xi.dtype)
-    fl = keys.view(x.dtype)
-    fl[0] = np.inf
-    inf_bits = keys[0]
     tiny = under_max >= 0
     sub = SUB_BLOCK_BYTES // x.itemsize
     for s in range(0, n, sub):
@@ -271,6 +265,21 @@ def _scan_row(x, xi, base, thr, counts, rcounts, locs, vals, nlocs, stats):
 
 
 @njit(nogil=True, cache=True)
+def _work(x, xi, thr):
+    """Per-block constants and scratch arrays of ``_scan_row``."""
+    big = xi.dtype.type(np.iinfo(xi.dtype).max)
+    keys = np.empty(3, dtype=xi.dtype)
+    fl = keys.view(x.dtype)
+    fl[0] = np.inf
+    inf_bits = keys[0]
+    over_min = min(thr[0], min(thr[2], thr[4]))
+    under_max = max(thr[1], max(thr[3], thr[5]))
+    cnt = np.zeros(N_KINDS, dtype=np.int64)
+    want = np.zeros(N_KINDS, dtype=np.bool_)
+    return cnt, want, keys, fl, big, inf_bits, over_min, under_max
+
+
+@njit(nogil=True, cache=True)
 def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
     """Scan a C-contiguous 2-D block in one pass, keeping statistics per row.
 
@@ -295,8 +304,11 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
         Number of positions recorded per kind.
     """
     cols = x.shape[1]
+    work = _work(x, xi, thr)
     for r in range(x.shape[0]):
-        _scan_row(x[r], xi[r], r * cols, thr, counts, rcounts[r], locs, vals, nlocs, rstats[r])
+        _scan_row(
+            x[r], xi[r], r * cols, thr, counts, rcounts[r], locs, vals, nlocs, rstats[r], work
+        )
 
 
 @njit(nogil=True, cache=True, fastmath=_FLAGS)
@@ -363,34 +375,87 @@ def scan_cols(x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs):
     fl = keys.view(x.dtype)
     fl[0] = np.inf
     inf_bits = keys[0]
-    for r in range(rows):
-        row = x[r]
-        smz = big
-        if tiny:
-            amax, smn, smx, smz = _keys_tiny(xi[r], big)
-        else:
-            amax, smn, smx = _keys(xi[r], big)
-        clean = amax < inf_bits
-        if clean:
-            _col_update(row, k, s1, s2, mn, mx)
-        else:
-            _col_update_finite(row, k, s1, s2, mn, mx, ccounts)
-        keys[0] = _key(smn, big)
-        keys[1] = _key(smx, big)
-        keys[2] = smz
-        if clean and max(abs(fl[0]), abs(fl[1])) < over_min and not fl[2] <= under_max:
-            continue
-        _classify(row, thr, cnt)
-        need = False
-        for kind in range(N_KINDS):
-            counts[kind] += cnt[kind]
-            want[kind] = cnt[kind] > 0 and nlocs[kind] < cap
-            need |= want[kind]
-        if need:
-            _record(row, 0, cols, r * cols, thr, want, locs, vals, nlocs)
+    for c0 in range(0, cols, COL_TILE):  # accumulators of a tile stay in cache
+        c1 = min(c0 + COL_TILE, cols)
+        kt, s1t, s2t, mnt, mxt, cct = (
+            k[c0:c1],
+            s1[c0:c1],
+            s2[c0:c1],
+            mn[c0:c1],
+            mx[c0:c1],
+            ccounts[c0:c1],
+        )
+        for r in range(rows):
+            row = x[r, c0:c1]
+            smz = big
+            if tiny:
+                amax, smn, smx, smz = _keys_tiny(xi[r, c0:c1], big)
+            else:
+                amax, smn, smx = _keys(xi[r, c0:c1], big)
+            clean = amax < inf_bits
+            if clean:
+                _col_update(row, kt, s1t, s2t, mnt, mxt)
+            else:
+                _col_update_finite(row, kt, s1t, s2t, mnt, mxt, cct)
+            keys[0] = _key(smn, big)
+            keys[1] = _key(smx, big)
+            keys[2] = smz
+            if clean and max(abs(fl[0]), abs(fl[1])) < over_min and not fl[2] <= under_max:
+                continue
+            _classify(row, thr, cnt)
+            need = False
+            for kind in range(N_KINDS):
+                counts[kind] += cnt[kind]
+                want[kind] = cnt[kind] > 0 and nlocs[kind] < cap
+                need |= want[kind]
+            if need:
+                _record(row, 0, c1 - c0, r * cols + c0, thr, want, locs, vals, nlocs)
     for j in range(cols):
         cstats[j, 0] = k[j]
         cstats[j, 1] = s1[j]
         cstats[j, 2] = s2[j]
         cstats[j, 3] = mn[j]
         cstats[j, 4] = mx[j]
+
+
+@njit(nogil=True, cache=True)
+def finish_slices(length, sstats, scounts, n, mean, m2):
+    """Per slice count, mean and M2 of the finite values from a kernel's shifted sums."""
+    for r in range(n.shape[0]):
+        c = length - scounts[r, 0] - scounts[r, 1] - scounts[r, 2]
+        n[r] = c
+        if c > 0:
+            s1 = sstats[r, 1]
+            mean[r] = sstats[r, 0] + s1 / c
+            v = sstats[r, 2] - s1 * (s1 / c)
+            m2[r] = np.inf if v != v else max(v, 0.0)  # inf - inf: the squares overflow
+        else:
+            mean[r] = 0.0
+            m2[r] = 0.0
+
+
+@njit(nogil=True, cache=True)
+def fold_slices(
+    idx, n, mean, m2, mn, mx, nan, pos, neg, dn, dmean, dm2, dmn, dmx, dnan, dpos, dneg
+):
+    """Merge slice statistics into dense per-slice arrays in place (Chan et al.)."""
+    for r in range(idx.shape[0]):
+        i = idx[r]
+        na = dn[i]
+        nb = n[r]
+        if nb > 0:
+            if na == 0:
+                dmean[i] = mean[r]
+                dm2[i] = m2[r]
+            else:
+                frac = nb / (na + nb)
+                delta = mean[r] - dmean[i]
+                dmean[i] += delta * frac
+                v = dm2[i] + m2[r] + delta * delta * na * frac
+                dm2[i] = np.inf if v != v else v
+            dn[i] = na + nb
+        dmn[i] = min(dmn[i], mn[r])
+        dmx[i] = max(dmx[i], mx[r])
+        dnan[i] += nan[r]
+        dpos[i] += pos[r]
+        dneg[i] += neg[r]

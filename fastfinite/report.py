@@ -161,15 +161,18 @@ class SliceReport:
         mn = np.full(shape, math.nan)
         mx = np.full(shape, math.nan)
         if stats is not None and len(stats.idx):
-            i = stats.idx
-            nan.flat[i], pos.flat[i], neg.flat[i] = stats.nan, stats.posinf, stats.neginf
-            cnt.flat[i] = stats.n
+            from .summary import _as_index
+
+            i = _as_index(stats.idx)
+            flat = [a.reshape(-1) for a in (nan, pos, neg, cnt, mean, std, mn, mx)]
+            flat[0][i], flat[1][i], flat[2][i] = stats.nan, stats.posinf, stats.neginf
+            flat[3][i] = stats.n
             has = stats.n > 0
             with np.errstate(invalid="ignore", divide="ignore"):
-                mean.flat[i] = np.where(has, stats.mean, math.nan)
-                std.flat[i] = np.where(has, np.sqrt(stats.m2 / np.maximum(stats.n, 1)), math.nan)
-            mn.flat[i] = np.where(has, stats.min, math.nan)
-            mx.flat[i] = np.where(has, stats.max, math.nan)
+                flat[4][i] = np.where(has, stats.mean, math.nan)
+                flat[5][i] = np.where(has, np.sqrt(stats.m2 / np.maximum(stats.n, 1)), math.nan)
+            flat[6][i] = np.where(has, stats.min, math.nan)
+            flat[7][i] = np.where(has, stats.max, math.nan)
         z = max_abs_z(mean, std, mn, mx)
         return cls(tuple(by), nan, pos, neg, cnt, mean, std, mn, mx, np.nan_to_num(z, nan=0.0))
 

@@ -76,26 +76,18 @@ class SliceStats:
     def from_partials(cls, idx, length, stats, counts) -> SliceStats:
         """From kernel outputs: per slice ``[shift, s1, s2, min, max]`` and NaN/+inf/-inf
         counts, ``length`` values per slice."""
-        nan, pos, neg = counts[:, 0], counts[:, 1], counts[:, 2]
-        n = length - nan - pos - neg
-        shift, s1, s2 = stats[:, 0], stats[:, 1], stats[:, 2]
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            safe = np.maximum(n, 1)
-            mean = np.where(n > 0, shift + s1 / safe, 0.0)
-            m2 = np.where(n > 0, s2 - s1 * (s1 / safe), 0.0)
-        m2 = np.where(np.isnan(m2), np.inf, np.maximum(m2, 0.0))
-        order = np.argsort(idx, kind="stable")
-        return cls(
-            idx[order],
-            n[order],
-            mean[order],
-            m2[order],
-            stats[order, 3],
-            stats[order, 4],
-            nan[order],
-            pos[order],
-            neg[order],
-        )
+        from .kernels import finish_slices
+
+        m = len(idx)
+        n, mean, m2 = np.empty(m, np.int64), np.empty(m), np.empty(m)
+        finish_slices(length, stats, counts, n, mean, m2)
+        mn, mx = stats[:, 3].copy(), stats[:, 4].copy()
+        nan, pos, neg = counts[:, 0].copy(), counts[:, 1].copy(), counts[:, 2].copy()
+        if m > 1 and not (idx[1:] > idx[:-1]).all():
+            o = np.argsort(idx, kind="stable")
+            idx, n, mean, m2, mn, mx = idx[o], n[o], mean[o], m2[o], mn[o], mx[o]
+            nan, pos, neg = nan[o], pos[o], neg[o]
+        return cls(idx, n, mean, m2, mn, mx, nan, pos, neg)
 
     def total(self) -> tuple[int, float, float, float, float]:
         """``(n, mean, m2, min, max)`` over all these slices (Chan's formula, vectorized)."""
@@ -112,12 +104,69 @@ class SliceStats:
         return n, mean, m2, float(self.min.min()), float(self.max.max())
 
 
+def _chan(na, mean_a, m2a, nb, mean_b, m2b):
+    """Chan et al.'s pairwise combination of (count, mean, M2), vectorized."""
+    n = na + nb
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        delta = mean_b - mean_a
+        frac = np.where(n > 0, nb / np.maximum(n, 1), 0.0)
+        mean = np.where(na == 0, mean_b, np.where(nb == 0, mean_a, mean_a + delta * frac))
+        m2 = m2a + m2b + np.where((na > 0) & (nb > 0), delta * delta * na * frac, 0.0)
+    return n, mean, np.where(np.isnan(m2), np.inf, m2)
+
+
+def _as_index(idx: np.ndarray):
+    """A sorted unique index array as a slice when it is a contiguous run (views are much
+    cheaper than gathers and scatters)."""
+    if len(idx) and idx[-1] - idx[0] + 1 == len(idx):
+        return slice(int(idx[0]), int(idx[-1]) + 1)
+    return idx
+
+
+class DenseSlices:
+    """Slice statistics accumulated in place over every slice (the local engine's merger:
+    cheaper than growing sparse unions when regions arrive one by one)."""
+
+    def __init__(self, size: int):
+        self.n = np.zeros(size, np.int64)
+        self.mean = np.zeros(size)
+        self.m2 = np.zeros(size)
+        self.min = np.full(size, math.inf)
+        self.max = np.full(size, -math.inf)
+        self.size = size
+        self.nan = np.zeros(size, np.int64)
+        self.posinf = np.zeros(size, np.int64)
+        self.neginf = np.zeros(size, np.int64)
+
+    def add(self, part: SliceStats) -> None:
+        from .kernels import fold_slices
+
+        fold_slices(
+            part.idx,
+            *(getattr(part, f) for f in SliceStats.FIELDS),
+            *(getattr(self, f) for f in SliceStats.FIELDS),
+        )
+
+    def stats(self) -> SliceStats:
+        idx = np.arange(len(self.n), dtype=np.int64)
+        return SliceStats(idx, **{f: getattr(self, f) for f in SliceStats.FIELDS})
+
+
 def merge_slices(a: SliceStats | None, b: SliceStats | None) -> SliceStats | None:
     """Union of two slice sets; slices present in both combine by Chan's formula."""
     if a is None or len(a.idx) == 0:
         return b
     if b is None or len(b.idx) == 0:
         return a
+    if a.idx[-1] < b.idx[0] or b.idx[-1] < a.idx[0]:  # disjoint runs, as with by=0
+        first, second = (a, b) if a.idx[-1] < b.idx[0] else (b, a)
+        return SliceStats(
+            np.concatenate([first.idx, second.idx]),
+            **{
+                f: np.concatenate([getattr(first, f), getattr(second, f)])
+                for f in SliceStats.FIELDS
+            },
+        )
     idx = np.concatenate([a.idx, b.idx])
     cols = {f: np.concatenate([getattr(a, f), getattr(b, f)]) for f in SliceStats.FIELDS}
     order = np.argsort(idx, kind="stable")
@@ -126,22 +175,14 @@ def merge_slices(a: SliceStats | None, b: SliceStats | None) -> SliceStats | Non
     dup = np.flatnonzero(idx[1:] == idx[:-1])  # pairs (dup, dup + 1): each index twice at most
     if len(dup):
         i, j = dup, dup + 1
-        na, nb = cols["n"][i], cols["n"][j]
-        n = na + nb
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            delta = cols["mean"][j] - cols["mean"][i]
-            frac = np.where(n > 0, nb / np.maximum(n, 1), 0.0)
-            mean = np.where(
-                na == 0,
-                cols["mean"][j],
-                np.where(nb == 0, cols["mean"][i], cols["mean"][i] + delta * frac),
-            )
-            m2 = (
-                cols["m2"][i]
-                + cols["m2"][j]
-                + np.where((na > 0) & (nb > 0), delta * delta * na * frac, 0.0)
-            )
-        m2 = np.where(np.isnan(m2), np.inf, m2)
+        n, mean, m2 = _chan(
+            cols["n"][i],
+            cols["mean"][i],
+            cols["m2"][i],
+            cols["n"][j],
+            cols["mean"][j],
+            cols["m2"][j],
+        )
         cols["n"][i] = n
         cols["mean"][i] = mean
         cols["m2"][i] = m2

@@ -26,8 +26,15 @@ def test_python_examples_run_and_print_what_the_readme_shows():
     shown = _blocks("text")[0]
     assert outputs[0] == shown
     assert outputs[1].strip() == "float64 array (2, 2): posinf 1 at (1, 1)"
-    assert outputs[2].strip() == "17 1 (1, 1)"
-    assert outputs[3].split() == ["(1,", "2)", "1"]
+    assert outputs[2].splitlines() == [
+        "[0 1 0 0]",
+        "[('nonfinite', (1,))]",
+        "subtract invalid (1, 0, 0)",
+        "[1] [False  True False False]",
+        "overflow:float32 cast overflow",
+    ]
+    assert outputs[3].strip() == "17 1 (1, 1)"
+    assert outputs[4].split() == ["(1,", "2)", "1"]
 
 
 def test_quick_start_commands_are_verbatim():
