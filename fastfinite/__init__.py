@@ -10,6 +10,7 @@ from .errors import (
     UnsupportedDtypeError,
 )
 from .localize import localize
+from .merging import merge_reports
 from .report import CastRisk, Finding, Localization, Location, ScanReport, SliceReport
 
 __version__ = "0.1.0"
@@ -29,5 +30,6 @@ __all__ = [
     "UnsupportedDtypeError",
     "assert_finite",
     "localize",
+    "merge_reports",
     "scan",
 ]

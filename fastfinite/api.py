@@ -365,7 +365,13 @@ def report_meta(source) -> dict[str, Any]:
         "unit": getattr(source, "unit_kind", "chunk"),
         "fill_value": getattr(source, "fill_value", None),
         "labels": getattr(source, "labels", None),
+        "chunks": _chunk_shape(source),
     }
+
+
+def _chunk_shape(source) -> tuple[int, ...] | None:
+    grid = getattr(source, "storage", None)
+    return tuple(int(u) for u in grid.unit) if grid is not None else None
 
 
 def build_report(spec, meta, summary, errors, missing, complete) -> ScanReport:
@@ -391,6 +397,7 @@ def build_report(spec, meta, summary, errors, missing, complete) -> ScanReport:
         findings=findings,
         missing_chunks=len(missing or []),
         complete=complete,
+        chunks=meta.get("chunks"),
     )
     if spec.by is not None:
         from .anomalies import overflow_dtypes, rounding_eps, slice_findings

@@ -156,9 +156,27 @@ def build_parser() -> argparse.ArgumentParser:
     prog.add_argument(
         "--no-progress", dest="progress", action="store_false", help="never show a progress bar"
     )
+    _output_options(s)
     s.add_argument(
-        "--json", metavar="FILE", help="also write the report as JSON to FILE ('-' for stdout)"
+        "--plot", metavar="PNG", help="draw where the problems sit into PNG (needs matplotlib)"
     )
+    s.add_argument(
+        "--plot-axes",
+        type=_axes,
+        default=None,
+        metavar="A,B",
+        help="the two array axes of the heat map (default: the two with most chunks)",
+    )
+
+    m = sub.add_parser(
+        "merge",
+        help="merge JSON reports of separate runs and print the merged summary",
+        description="Merge reports written with 'fastfinite scan --json' (one per file, per "
+        "task, per day...). Arrays that differ only in their first dimension merge as their "
+        "concatenation along axis 0; others as a group.",
+    )
+    m.add_argument("reports", nargs="+", metavar="REPORT.json")
+    _output_options(m)
 
     d = sub.add_parser(
         "demo",
@@ -169,9 +187,91 @@ def build_parser() -> argparse.ArgumentParser:
         "--dir",
         metavar="DIR",
         default=None,
-        help="where to write the data (default: a fresh temporary directory)",
+        help="where to write the data (default: a fresh temporary directory); a second run "
+        "reuses the data there",
     )
+    d.add_argument(
+        "--size-mb",
+        type=_positive,
+        default=1024,
+        metavar="MB",
+        help="size of the demo training set (default: 1024)",
+    )
+    d.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
+
+
+def _output_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--json", metavar="FILE", help="also write the report as JSON to FILE ('-' for stdout)"
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing: the exit code only")
+    p.add_argument(
+        "--fail-on",
+        type=_kinds,
+        default=None,
+        metavar="KINDS",
+        help="comma-separated kinds that make the exit code 1 (default: any finding), e.g. "
+        "nonfinite, nan, posinf, neginf, cast, overflow, underflow, overflow:float32, "
+        "missing_chunk, unreadable_chunk, zero_variance, near_zero_variance, outlier, "
+        "sum_overflow:float32, variance_overflow:float32",
+    )
+    p.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour the summary (default: when stdout is a terminal)",
+    )
+
+
+def _kinds(text: str) -> frozenset[str]:
+    kinds = frozenset(k.strip() for k in text.split(",") if k.strip())
+    if not kinds:
+        raise argparse.ArgumentTypeError("expected at least one kind")
+    return kinds
+
+
+def _finish(report, args: argparse.Namespace) -> int:
+    """Print and write the report as asked; return the exit code."""
+    from .render import render
+
+    if not args.quiet:
+        color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
+        print(render(report, color=color))
+    if args.json:
+        text = report.to_json()
+        if args.json == "-":
+            if not args.quiet:
+                print(text)
+        else:
+            with open(os.fspath(args.json), "w") as f:
+                f.write(text + "\n")
+    if getattr(args, "plot", None):
+        report.plot(args.plot, axes=tuple(args.plot_axes) if args.plot_axes else None)
+        if not args.quiet:
+            print(f"plot written to {args.plot}")
+    if args.fail_on is not None:
+        return EXIT_FOUND if report.kinds_found() & args.fail_on else EXIT_OK
+    return EXIT_OK if report.ok else EXIT_FOUND
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from .errors import SourceError
+    from .merging import merge_reports
+    from .report import ScanReport
+
+    reports = []
+    for path in args.reports:
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError as e:
+            raise SourceError(f"cannot read {path}: {e.strerror or e}") from None
+        try:
+            reports.append(ScanReport.from_json(text))
+        except (ValueError, KeyError, TypeError) as e:
+            raise SourceError(f"{path} is not a fastfinite JSON report: {e}") from None
+    return _finish(merge_reports(reports), args)
 
 
 def _error(msg: str) -> int:
@@ -187,10 +287,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "scan":
             return _scan(args)
+        if args.command == "merge":
+            return _merge(args)
         if args.command == "demo":
             from .demo import run_demo
 
-            return run_demo(args.dir)
+            return run_demo(args.dir, size_mb=args.size_mb, progress=not args.no_progress)
     except FastFiniteError as e:
         return _error(str(e))
     except OSError as e:
@@ -218,6 +320,7 @@ def _scan(args: argparse.Namespace) -> int:
     from .api import scan
 
     progress = args.progress if args.progress is not None else sys.stderr.isatty()
+    progress = progress and not args.quiet
     kwargs = dict(
         cast=args.cast,
         max_locations=args.max_locations,
@@ -240,12 +343,4 @@ def _scan(args: argparse.Namespace) -> int:
             report = scan(args.path, scheduler=args.scheduler, **kwargs)
     else:
         report = scan(args.path, workers=args.threads, fail_fast=args.fail_fast, **kwargs)
-    print(report)
-    if args.json:
-        text = report.to_json()
-        if args.json == "-":
-            print(text)
-        else:
-            with open(os.fspath(args.json), "w") as f:
-                f.write(text + "\n")
-    return EXIT_OK if report.ok else EXIT_FOUND
+    return _finish(report, args)

@@ -226,7 +226,14 @@ def localize_source(source, report: ScanReport, eps: float, limit: int) -> list[
     for region, where in _pieces(source, report, shape):
         if len(out) >= limit:
             break
-        block = np.asarray(source.read(region))
+        try:
+            block = np.asarray(source.read(region))
+        except Exception as e:
+            if not any(f.kind == "unreadable_chunk" for f in report.findings):
+                raise
+            # the piece holds a chunk the scan already reported unreadable: replay the rest
+            del e
+            continue
         start = tuple(s.start for s in region)
         bshape = tuple(s.stop - s.start for s in region)
 
@@ -252,17 +259,9 @@ def _pieces(source, report: ScanReport, shape):
                 region[ax] = slice(i, i + 1)
             yield tuple(region), w
         return
-    if not report.locations:
+    if report.regions:  # the regions the scan found problems in, and only those
+        for start, stop, _ in report.regions:
+            yield tuple(slice(a, b) for a, b in zip(start, stop)), tuple(start)
         return
-    from .engine import REGION_BYTES
-
-    targets = {loc.index for loc in report.locations}
-    regions = getattr(source, "regions", None)
-    if regions is None:  # a dask array: the location's own neighbourhood
-        for idx in sorted(targets):
-            yield tuple(slice(i, i + 1) for i in idx), idx
-        return
-    budget = getattr(source, "region_bytes", REGION_BYTES)
-    for region in regions(budget):
-        if any(all(s.start <= i < s.stop for s, i in zip(region, idx)) for idx in targets):
-            yield region, tuple(s.start for s in region)
+    for idx in sorted({loc.index for loc in report.locations}):  # a report without regions
+        yield tuple(slice(i, i + 1) for i in idx), idx

@@ -145,8 +145,21 @@ class SliceReport:
         out: dict[str, Any] = {"by": list(self.by), "shape": list(self.shape)}
         for name in self.ARRAYS:
             a = getattr(self, name)
-            out[name] = a.tolist() if a.dtype.kind in "iu" else [_num(v) for v in a.ravel()]
+            out[name] = a.ravel().tolist() if a.dtype.kind in "iu" else [_num(v) for v in a.ravel()]
         return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SliceReport:
+        shape = tuple(d["shape"])
+        arrays = {}
+        for name in cls.ARRAYS:
+            if name in ("nan", "posinf", "neginf", "count"):
+                arrays[name] = np.array(d[name], dtype=np.int64).reshape(shape)
+            else:
+                arrays[name] = np.array([_unnum(v) for v in d[name]], dtype=np.float64).reshape(
+                    shape
+                )
+        return cls(tuple(d["by"]), **arrays)
 
     @classmethod
     def from_stats(cls, by, shape, stats) -> SliceReport:
@@ -185,6 +198,17 @@ def _num(v: float) -> float | None | str:
     if math.isinf(v):
         return "inf" if v > 0 else "-inf"
     return v
+
+
+def _unnum(v: Any) -> float:
+    """Inverse of ``_num``."""
+    if v is None:
+        return math.nan
+    if v == "inf":
+        return math.inf
+    if v == "-inf":
+        return -math.inf
+    return float(v)
 
 
 def _label(v: Any) -> Any:
@@ -229,6 +253,11 @@ class ScanReport:
         Statistics per slice along ``by``.
     localized : list of Localization
         Where the replayed standardization fails (``localize=True``).
+    chunks : tuple of int or None
+        The storage chunk shape (shard shape for sharded Zarr), when the data has one.
+    regions : list of (start, stop, count)
+        The scanned regions that hold value findings, with their number: where problems
+        sit (``plot``), and what ``localize`` reads again.
     """
 
     name: str = ""
@@ -255,6 +284,9 @@ class ScanReport:
     by: tuple[int, ...] | None = None
     slices: SliceReport | None = None
     localized: list[Localization] = field(default_factory=list)
+    chunks: tuple[int, ...] | None = None
+    regions: list[tuple[tuple[int, ...], tuple[int, ...], int]] = field(default_factory=list)
+    z_threshold: float = 10.0
 
     @property
     def nonfinite(self) -> int:
@@ -310,6 +342,8 @@ class ScanReport:
             max_locations=spec.max_locations,
             by=spec.by,
             slices=slices,
+            regions=sorted(s.flagged),
+            z_threshold=spec.z_threshold,
             **extra,
         )
 
@@ -386,12 +420,70 @@ class ScanReport:
             "by": None if self.by is None else list(self.by),
             "slices": None if self.slices is None else self.slices.to_dict(),
             "localized": [loc.to_dict() for loc in self.localized],
+            "chunks": None if self.chunks is None else list(self.chunks),
+            "regions": [[list(a), list(b), int(c)] for a, b, c in self.regions],
+            "z_threshold": self.z_threshold,
         }
 
     def to_json(self, **kwargs: Any) -> str:
-        """The report as JSON text (see ``to_dict``)."""
+        """The report as JSON text (schema ``fastfinite.report/1``, see the README)."""
         kwargs.setdefault("indent", 2)
         return json.dumps(self.to_dict(), **kwargs)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ScanReport:
+        """Rebuild a report from ``to_dict()`` output (lossless)."""
+        schema = d.get("schema")
+        if schema != SCHEMA:
+            from .errors import InvalidArgumentError
+
+            raise InvalidArgumentError(
+                f"not a fastfinite report: schema {schema!r}, expected {SCHEMA!r}"
+            )
+        st = d["stats"]
+        by = d.get("by")
+        return cls(
+            name=d["name"],
+            shape=tuple(d["shape"]),
+            dtype=d["dtype"],
+            nan=d["nan"],
+            posinf=d["posinf"],
+            neginf=d["neginf"],
+            cast={t: CastRisk(r["overflow"], r["underflow"]) for t, r in d["cast"].items()},
+            locations=[
+                Location(loc["kind"], tuple(loc["index"]), _unnum(loc["value"]), loc.get("labels"))
+                for loc in d["locations"]
+            ],
+            count=st["count"],
+            min=_unnum(st["min"]),
+            max=_unnum(st["max"]),
+            mean=_unnum(st["mean"]),
+            std=_unnum(st["std"]),
+            sum=_unnum(st["sum"]),
+            elements=d["elements"],
+            max_locations=d["max_locations"],
+            findings=[Finding(f["kind"], tuple(f["where"]), f["message"]) for f in d["findings"]],
+            missing_chunks=d["missing_chunks"],
+            complete=d["complete"],
+            arrays={k: cls.from_dict(v) for k, v in d.get("arrays", {}).items()},
+            skipped=dict(d.get("skipped", {})),
+            by=None if by is None else tuple(by),
+            slices=None if d.get("slices") is None else SliceReport.from_dict(d["slices"]),
+            localized=[
+                Localization(
+                    x["op"], x["error"], tuple(x["index"]), x["message"], tuple(x.get("where", ()))
+                )
+                for x in d.get("localized", [])
+            ],
+            chunks=None if d.get("chunks") is None else tuple(d["chunks"]),
+            regions=[(tuple(a), tuple(b), int(c)) for a, b, c in d.get("regions", [])],
+            z_threshold=float(d.get("z_threshold", 10.0)),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> ScanReport:
+        """Read a report written by ``to_json`` (or ``fastfinite scan --json``)."""
+        return cls.from_dict(json.loads(text))
 
     def first_locations(self, per_kind: int = 3) -> Mapping[str, list[tuple[int, ...]]]:
         """The first coordinates of each kind, for messages."""
@@ -413,58 +505,35 @@ class ScanReport:
         return ", ".join(parts) if parts else "nothing found"
 
     def __str__(self) -> str:
-        head = f"{self.name or 'array'}: {self.dtype} {_fmt_shape(self.shape)}"
-        status = "OK" if self.ok else "PROBLEMS"
-        if not self.complete:
-            status += " (incomplete: stopped early)"
-        lines = [f"{head}  {status}"]
-        lines.append(f"  non-finite: nan {self.nan}, +inf {self.posinf}, -inf {self.neginf}")
-        for t, r in self.cast.items():
-            lines.append(f"  cast to {t}: overflow {r.overflow}, underflow {r.underflow}")
-        if self.count:
-            lines.append(
-                f"  finite {self.count}/{self.elements}: min {self.min:.6g}, max {self.max:.6g}, "
-                f"mean {self.mean:.6g}, std {self.std:.6g}"
-            )
-        else:
-            lines.append(f"  finite 0/{self.elements}")
-        for kind, idx in self.first_locations().items():
-            total = self.counts().get(kind, 0)
-            more = f" (+{total - len(idx)} more)" if total > len(idx) else ""
-            lines.append(f"  {kind} at " + ", ".join(_fmt_index(i) for i in idx) + more)
-        if self.missing_chunks:
-            lines.append(
-                f"  missing chunks (never written, read as fill value): {self.missing_chunks}"
-            )
-        chunk_findings = [f for f in self.findings if f.kind == "unreadable_chunk"]
-        for f in chunk_findings[:10]:
-            lines.append(f"  {f.kind} {_fmt_index(f.where)}: {f.message}")
-        by_slice: dict[tuple[int, ...], list[str]] = {}
-        for f in self.findings:
-            if f.kind not in ("missing_chunk", "unreadable_chunk"):
-                by_slice.setdefault(f.where, []).append(f.kind)
-        if by_slice:
-            lines.append(f"  slices with findings: {len(by_slice)} (by={self.by})")
-            for where, kinds in list(by_slice.items())[:10]:
-                lines.append(f"    slice {_fmt_index(where)}: {', '.join(kinds)}")
-            if len(by_slice) > 10:
-                lines.append(f"    ... {len(by_slice) - 10} more")
-        for loc in self.localized[:10]:
-            lines.append(
-                f"  replay: {loc.op} ({loc.error}) at {_fmt_index(loc.index)}: {loc.message}"
-            )
-        if len(self.localized) > 10:
-            lines.append(f"  ... {len(self.localized) - 10} more localizations")
-        for path, sub in self.arrays.items():
-            lines.append(
-                f"  [{path}] {sub.dtype} {_fmt_shape(sub.shape)}: "
-                f"{'OK' if sub.ok else sub.problems()}"
-            )
-            for kind, idx in sub.first_locations().items():
-                lines.append(f"      {kind} at " + ", ".join(_fmt_index(i) for i in idx))
-        for path, why in self.skipped.items():
-            lines.append(f"  [{path}] skipped: {why}")
-        return "\n".join(lines)
+        from .render import render
+
+        return render(self)
+
+    def kinds_found(self) -> set[str]:
+        """Every kind of problem present: location kinds (``nan``, ``overflow:float32``...),
+        finding kinds (``missing_chunk``, ``zero_variance``...) and the groups ``nonfinite``,
+        ``cast``, ``overflow`` and ``underflow``; for a group, those of its arrays too."""
+        found = {k for k, v in self.counts().items() if v}
+        found |= {f.kind for f in self.findings}
+        if self.nonfinite:
+            found.add("nonfinite")
+        for r in self.cast.values():
+            if r.overflow:
+                found |= {"cast", "overflow"}
+            if r.underflow:
+                found |= {"cast", "underflow"}
+        for sub in self.arrays.values():
+            found |= sub.kinds_found()
+        return found
+
+    def plot(self, path: str, *, axes: tuple[int, int] | None = None) -> str:
+        """Draw where the problems sit and write a PNG (needs matplotlib: the ``plot`` extra).
+
+        See :func:`fastfinite.plot.plot_report`.
+        """
+        from .plot import plot_report
+
+        return plot_report(self, path, axes=axes)
 
     @classmethod
     def total(

@@ -216,7 +216,9 @@ class Summary:
         default_factory=lambda: [np.empty(0, np.float64) for _ in range(kinds.N_KINDS)]
     )
     slices: SliceStats | None = None
-    flagged: list = field(default_factory=list)  # regions holding a finding, for the replay
+    # regions holding a value finding, as (start, stop, count): the map of where problems
+    # sit (plots) and what the replay re-reads
+    flagged: list = field(default_factory=list)
 
 
 def merge(a: Summary, b: Summary, cap: int) -> Summary:
@@ -356,7 +358,8 @@ def summarize(data: np.ndarray, start: tuple[int, ...], spec: ScanSpec) -> Summa
     s.n, s.mean, s.m2, s.min, s.max = part.total()
     s.total = _finite_sum(part)
     if counts.any():
-        s.flagged = [tuple(slice(a, a + n) for a, n in zip(start, data.shape))]
+        stop = tuple(int(a + n) for a, n in zip(start, data.shape))
+        s.flagged = [(tuple(int(a) for a in start), stop, int(counts.sum()))]
     return s
 
 

@@ -1,0 +1,220 @@
+"""Merging reports of separate runs (one per file, per SLURM task, per day of data).
+
+Reports of arrays that differ only in their first dimension merge as the scan of their
+concatenation along axis 0: counts add, locations, regions and replays shift by the rows
+before them, statistics combine by Chan's formula, per-slice statistics concatenate (``by``
+holding axis 0) or combine slice by slice (other ``by`` axes), and the slice findings are
+derived again from the merged statistics. Anything else merges as a group: one report per
+input in ``arrays`` and their totals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from .errors import InvalidArgumentError
+from .report import Finding, Localization, Location, ScanReport, SliceReport
+from .summary import _chan
+
+_SLICE_FINDINGS = (
+    "nonfinite",
+    "zero_variance",
+    "near_zero_variance",
+    "outlier",
+    "sum_overflow:",
+    "variance_overflow:",
+)
+
+
+def _is_slice_finding(kind: str) -> bool:
+    return kind.startswith(_SLICE_FINDINGS)
+
+
+def _concatenable(reports: list[ScanReport]) -> bool:
+    first = reports[0]
+    return all(
+        len(r.shape) >= 1
+        and r.shape[1:] == first.shape[1:]
+        and not r.arrays
+        and list(r.cast) == list(first.cast)
+        and r.by == first.by
+        for r in reports
+    )
+
+
+def merge_reports(reports: Sequence[ScanReport], *, name: str | None = None) -> ScanReport:
+    """Merge reports of separate runs into one.
+
+    Parameters
+    ----------
+    reports : sequence of ScanReport
+        Reports (for instance read back with ``ScanReport.from_json``).
+    name : str, optional
+        Name of the merged report (default: the names joined with ``+``).
+
+    Returns
+    -------
+    ScanReport
+        The report of the concatenation along axis 0 when the arrays differ only in their
+        first dimension (and were scanned with the same ``cast`` and ``by``); otherwise a
+        group report with each input in ``arrays``.
+    """
+    reports = list(reports)
+    if not reports:
+        raise InvalidArgumentError("merge_reports needs at least one report")
+    if not all(isinstance(r, ScanReport) for r in reports):
+        raise InvalidArgumentError("merge_reports takes ScanReport objects")
+    name = name or " + ".join(r.name or f"report {i}" for i, r in enumerate(reports))
+    if not _concatenable(reports):
+        arrays = {}
+        for i, r in enumerate(reports):
+            key = r.name or f"report {i}"
+            arrays[key if key not in arrays else f"{key} ({i})"] = r
+        return ScanReport.total(name, arrays)
+    return _concatenate(reports, name)
+
+
+def _concatenate(reports: list[ScanReport], name: str) -> ScanReport:
+    first = reports[0]
+    cap = max(r.max_locations for r in reports)
+    offsets = np.cumsum([0] + [r.shape[0] for r in reports[:-1]]).tolist()
+    shape = (sum(r.shape[0] for r in reports), *first.shape[1:])
+
+    def shift(index, off):
+        return (index[0] + off, *index[1:]) if index else index
+
+    locations: dict[str, list[Location]] = {}
+    for r, off in zip(reports, offsets):
+        for loc in r.locations:
+            locations.setdefault(loc.kind, []).append(
+                Location(loc.kind, shift(loc.index, off), loc.value, loc.labels)
+            )
+    kinds_order = {k: i for i, k in enumerate(first.counts())}
+    merged_locs = [
+        loc for locs in locations.values() for loc in sorted(locs, key=lambda x: x.index)[:cap]
+    ]
+    merged_locs.sort(key=lambda x: (x.index, kinds_order.get(x.kind, 99)))
+
+    n, mean, m2 = 0, 0.0, 0.0
+    for r in reports:
+        if r.count:
+            n_arr, mean_arr, m2_arr = _chan(
+                np.array(n),
+                np.array(mean),
+                np.array(m2),
+                np.array(r.count),
+                np.array(r.mean),
+                np.array(r.std * r.std * r.count),
+            )
+            n, mean, m2 = int(n_arr), float(mean_arr), float(m2_arr)
+    counted = [r for r in reports if r.count]
+    by = first.by
+    slices = _merge_slices(reports) if by is not None else None
+    findings = []
+    for r in reports:
+        for f in r.findings:
+            if _is_slice_finding(f.kind):
+                continue
+            findings.append(
+                Finding(f.kind, f.where, f"{r.name}: {f.message}" if r.name else f.message)
+            )
+    merged = ScanReport(
+        name=name,
+        shape=shape,
+        dtype=first.dtype
+        if all(r.dtype == first.dtype for r in reports)
+        else str(np.result_type(*[np.dtype(r.dtype) for r in reports])),
+        nan=sum(r.nan for r in reports),
+        posinf=sum(r.posinf for r in reports),
+        neginf=sum(r.neginf for r in reports),
+        cast={
+            t: type(first.cast[t])(
+                sum(r.cast[t].overflow for r in reports), sum(r.cast[t].underflow for r in reports)
+            )
+            for t in first.cast
+        },
+        locations=merged_locs,
+        count=n,
+        min=min((r.min for r in counted), default=math.nan),
+        max=max((r.max for r in counted), default=math.nan),
+        mean=mean if n else math.nan,
+        std=math.sqrt(m2 / n) if n else math.nan,
+        sum=sum(r.sum for r in reports),
+        elements=sum(r.elements for r in reports),
+        max_locations=cap,
+        findings=findings,
+        missing_chunks=sum(r.missing_chunks for r in reports),
+        complete=all(r.complete for r in reports),
+        by=by,
+        slices=slices,
+        localized=[
+            Localization(
+                x.op,
+                x.error,
+                shift(x.index, off),
+                x.message,
+                shift(x.where, off) if by and 0 in by else x.where,
+            )
+            for r, off in zip(reports, offsets)
+            for x in r.localized
+        ],
+        chunks=first.chunks if all(r.chunks == first.chunks for r in reports) else None,
+        regions=[
+            (shift(a, off), shift(b, off), c)
+            for r, off in zip(reports, offsets)
+            for a, b, c in r.regions
+        ],
+        z_threshold=first.z_threshold,
+    )
+    if slices is not None:
+        from .anomalies import overflow_dtypes, rounding_eps, slice_findings
+
+        dtype = np.dtype(merged.dtype)
+        merged.findings += slice_findings(
+            slices,
+            overflow_dtypes(dtype, tuple(merged.cast)),
+            merged.z_threshold,
+            rounding_eps(dtype),
+        )
+    return merged
+
+
+def _merge_slices(reports: list[ScanReport]) -> SliceReport:
+    by = reports[0].by
+    parts = [r.slices for r in reports]
+    if 0 in by:  # slices along axis 0 are new slices: concatenate
+        return SliceReport(
+            by,
+            *[np.concatenate([getattr(p, a) for p in parts], axis=0) for a in SliceReport.ARRAYS],
+        )
+    # the same slices over more rows: combine slice by slice
+    from .anomalies import max_abs_z
+
+    n = np.zeros(parts[0].shape, np.int64)
+    mean = np.zeros(parts[0].shape)
+    m2 = np.zeros(parts[0].shape)
+    for p in parts:
+        pm = np.nan_to_num(p.mean)
+        pm2 = np.nan_to_num(p.std) ** 2 * p.count
+        n, mean, m2 = _chan(n, mean, m2, p.count, pm, pm2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        std = np.where(n > 0, np.sqrt(m2 / np.maximum(n, 1)), np.nan)
+    mean = np.where(n > 0, mean, np.nan)
+    mn = np.fmin.reduce([p.min for p in parts])
+    mx = np.fmax.reduce([p.max for p in parts])
+    z = np.nan_to_num(max_abs_z(mean, std, mn, mx), nan=0.0)
+    return SliceReport(
+        by,
+        sum(p.nan for p in parts),
+        sum(p.posinf for p in parts),
+        sum(p.neginf for p in parts),
+        n,
+        mean,
+        std,
+        mn,
+        mx,
+        z,
+    )

@@ -1,0 +1,133 @@
+"""The human summary of a report: compact, at most 100 columns, coloured on a terminal."""
+
+from __future__ import annotations
+
+import textwrap
+
+from .report import ScanReport, _fmt_index, _fmt_shape
+
+WIDTH = 100
+_COLORS = {
+    "bad": "\033[1;31m",
+    "good": "\033[1;32m",
+    "warn": "\033[33m",
+    "dim": "\033[2m",
+    "bold": "\033[1m",
+    "end": "\033[0m",
+}
+
+
+def render(
+    report: ScanReport,
+    *,
+    color: bool = False,
+    width: int = WIDTH,
+    indent: str = "",
+    per_section: int = 10,
+) -> str:
+    """The report as a few lines of text.
+
+    Parameters
+    ----------
+    report : ScanReport
+    color : bool
+        ANSI colours (the CLI turns them on when stdout is a terminal).
+    width : int
+        Longest line.
+    per_section : int
+        Lines listed per section (locations, slices, chunks, replays) before "... N more".
+    """
+
+    def c(text: str, style: str) -> str:
+        return f"{_COLORS[style]}{text}{_COLORS['end']}" if color else text
+
+    def fit(line: str) -> str:
+        if len(line) <= width:
+            return line
+        lead = line[: len(line) - len(line.lstrip(" "))]
+        body = textwrap.shorten(line[len(lead) :], width=width - len(lead), placeholder=" ...")
+        return lead + body
+
+    r = report
+    out: list[str] = []
+    status = c("OK", "good") if r.ok else c("PROBLEMS", "bad")
+    if not r.complete:
+        status += " " + c("(incomplete: stopped early)", "warn")
+    what = "group" if r.arrays or r.dtype == "group" else f"{r.dtype} {_fmt_shape(r.shape)}"
+    name = r.name or "array"
+    room = width - len(indent) - len(what) - 14  # status and separators
+    if len(name) > room:  # keep the end of a long path: the file and the array
+        name = "..." + name[-max(room - 3, 8) :]
+    out.append(f"{indent}{c(name, 'bold')}: {what}  {status}")
+    pad = indent + "  "
+
+    def num(v: int) -> str:
+        return c(str(v), "bad") if v else str(v)
+
+    out.append(f"{pad}non-finite: nan {num(r.nan)}, +inf {num(r.posinf)}, -inf {num(r.neginf)}")
+    for t, risk in r.cast.items():
+        out.append(
+            f"{pad}cast to {t}: overflow {num(risk.overflow)}, underflow {num(risk.underflow)}"
+        )
+    if r.count:
+        out.append(
+            fit(
+                f"{pad}finite {r.count}/{r.elements}: min {r.min:.6g}, max {r.max:.6g}, "
+                f"mean {r.mean:.6g}, std {r.std:.6g}"
+            )
+        )
+    else:
+        out.append(f"{pad}finite 0/{r.elements}")
+    counts = r.counts()
+    for kind, idx in r.first_locations().items():
+        more = counts.get(kind, 0) - len(idx)
+        tail = f" (+{more} more)" if more > 0 else ""
+        out.append(fit(f"{pad}{kind} at " + ", ".join(_fmt_index(i) for i in idx) + tail))
+    missing = [f for f in r.findings if f.kind == "missing_chunk"]
+    if r.missing_chunks:
+        listed = ", ".join(_fmt_index(f.where) for f in missing[:per_section])
+        more = r.missing_chunks - min(len(missing), per_section)
+        out.append(
+            fit(
+                c(
+                    f"{pad}missing chunks (never written, read as the fill value): "
+                    f"{r.missing_chunks}: {listed}" + (f" (+{more} more)" if more > 0 else ""),
+                    "warn",
+                )
+            )
+        )
+    unreadable = [f for f in r.findings if f.kind == "unreadable_chunk"]
+    for f in unreadable[:per_section]:
+        out.append(fit(c(f"{pad}unreadable chunk {_fmt_index(f.where)}: {f.message}", "bad")))
+    if len(unreadable) > per_section:
+        out.append(f"{pad}... {len(unreadable) - per_section} more unreadable chunks")
+    by_slice: dict[tuple[int, ...], list[str]] = {}
+    for f in r.findings:
+        if f.kind not in ("missing_chunk", "unreadable_chunk"):
+            by_slice.setdefault(f.where, []).append(f.kind)
+    if by_slice:
+        out.append(
+            f"{pad}slices with findings: {c(str(len(by_slice)), 'bad')} "
+            f"(by={r.by}, z threshold {r.z_threshold:g})"
+        )
+        for where, kinds in list(by_slice.items())[:per_section]:
+            out.append(fit(f"{pad}  slice {_fmt_index(where)}: {', '.join(kinds)}"))
+        if len(by_slice) > per_section:
+            out.append(f"{pad}  ... {len(by_slice) - per_section} more slices")
+    if r.localized:
+        groups: dict[tuple[str, str], list] = {}
+        for loc in r.localized:
+            groups.setdefault((loc.op, loc.error), []).append(loc)
+        out.append(f"{pad}errstate replay: {len(r.localized)} element(s)")
+        for (op, error), locs in groups.items():
+            idx = ", ".join(_fmt_index(x.index) for x in locs[:3])
+            more = f" (+{len(locs) - 3} more)" if len(locs) > 3 else ""
+            out.append(fit(f"{pad}  {op} ({error}) at {idx}{more}: {locs[0].message}"))
+    for path, sub in r.arrays.items():
+        state = c("OK", "good") if sub.ok else c(sub.problems(), "bad")
+        out.append(fit(f"{pad}[{path}] {sub.dtype} {_fmt_shape(sub.shape)}: {state}"))
+        for kind, idx in sub.first_locations().items():
+            out.append(fit(f"{pad}    {kind} at " + ", ".join(_fmt_index(i) for i in idx)))
+    for path, why in r.skipped.items():
+        out.append(fit(c(f"{pad}[{path}] skipped: {why}", "dim")))
+    return "\n".join(out)
