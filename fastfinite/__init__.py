@@ -9,6 +9,7 @@ from .errors import (
     SourceError,
     UnsupportedDtypeError,
 )
+from .guard import BadBatchWarning, Guard, guard
 from .localize import localize
 from .merging import merge_reports
 from .report import CastRisk, Finding, Localization, Location, ScanReport, SliceReport
@@ -16,6 +17,9 @@ from .report import CastRisk, Finding, Localization, Location, ScanReport, Slice
 __version__ = "0.1.0"
 
 __all__ = [
+    "BadBatchWarning",
+    "Guard",
+    "guard",
     "CastRisk",
     "ChunkReadError",
     "FastFiniteError",

@@ -23,7 +23,7 @@ def open_source(data: Any) -> Target:
     URLs to them, h5py datasets and groups and ``"file.h5:/dataset"`` paths, and xarray
     DataArrays and Datasets.
     """
-    from .sources import hdf5, xarray, zarr
+    from .sources import hdf5, tables, xarray, zarr
     from .sources.ndarray import ArraySource
 
     if isinstance(data, (str, os.PathLike)):
@@ -46,6 +46,10 @@ def open_source(data: Any) -> Target:
         return xarray.XarraySource(data)
     if xarray.is_dataset(data):
         return xarray.dataset_variables(data)
+    if tables.is_dataframe(data):
+        return tables.dataframe_columns(data)
+    if tables.is_series(data):
+        return tables.series_source(data)
     if isinstance(data, (list, tuple, int, float, complex, bool, np.generic)) or hasattr(
         data, "__array__"
     ):
@@ -57,12 +61,16 @@ def open_source(data: Any) -> Target:
 
 
 def _open_path(path: str) -> Target:
-    from .sources import hdf5, zarr
+    from .sources import hdf5, tables, zarr
     from .sources.ndarray import open_npy
 
     if "://" not in path:
         if path.endswith(".npy"):
             return open_npy(path)
+        if path.lower().endswith(tables.PARQUET_SUFFIXES) or (
+            os.path.isdir(path) and not _looks_like_zarr(path) and _has_parquet(path)
+        ):
+            return tables.open_parquet(path)
         h5 = hdf5.split_h5_path(path)
         if h5 is not None:
             return hdf5.open_h5(*h5)
@@ -218,9 +226,32 @@ def scan(
     target = open_source(data)
     if isinstance(target, list):
         report = _scan_group(target, group_name(data), targets, cap, options)
+        _as_table(report, data, [p for p, _ in target], cap)
     else:
         report = scan_source(target, targets, cap, **options)
     return _localized(data, report, eps) if localize else report
+
+
+def _as_table(report: ScanReport, data: Any, columns: list[str], cap: int) -> None:
+    """A DataFrame or Parquet table: its shape, and locations as (row, column) positions
+    with labels."""
+    from .sources import tables
+
+    is_parquet = (
+        isinstance(data, (str, os.PathLike))
+        and not tables.is_dataframe(data)
+        and (os.fspath(data).lower().endswith(tables.PARQUET_SUFFIXES) or os.path.isdir(data))
+    )
+    if not (tables.is_dataframe(data) or is_parquet):
+        return
+    rows = (
+        data.shape[0]
+        if tables.is_dataframe(data)
+        else max((r.shape[0] for r in report.arrays.values()), default=0)
+    )
+    report.shape = (int(rows), len(columns))
+    report.dtype = "DataFrame" if tables.is_dataframe(data) else "Parquet"
+    report.locations = tables.table_locations(report, columns, cap)
 
 
 def _localized(data: Any, report: ScanReport, eps: float) -> ScanReport:
@@ -297,12 +328,30 @@ def make_spec(source, targets, cap, by=None, z_threshold=10.0) -> ScanSpec:
     )
 
 
+def _looks_like_zarr(path: str) -> bool:
+    return any(os.path.exists(os.path.join(path, m)) for m in ("zarr.json", ".zgroup", ".zarray"))
+
+
+def _has_parquet(path: str) -> bool:
+    from .sources.tables import PARQUET_SUFFIXES
+
+    return any(f.lower().endswith(PARQUET_SUFFIXES) for _, _, fs in os.walk(path) for f in fs)
+
+
 def group_name(data: Any) -> str:
     if isinstance(data, (str, os.PathLike)):
         return os.fspath(data)
+    from .sources.tables import is_dataframe
+
+    if is_dataframe(data):
+        return "DataFrame"
     for attr in ("store_path", "filename", "name"):
         v = getattr(data, attr, None)
-        if v:
+        if (
+            isinstance(v, str)
+            and v
+            or (v is not None and not isinstance(v, str) and type(v).__name__ == "StorePath")
+        ):
             return str(v)
     return type(data).__name__
 

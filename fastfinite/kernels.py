@@ -459,3 +459,29 @@ def fold_slices(
         dnan[i] += nan[r]
         dpos[i] += pos[r]
         dneg[i] += neg[r]
+
+
+@njit(nogil=True, cache=True)
+def quick_check(x, xi, thr):
+    """True when a contiguous 1-D block holds no non-finite value and no cast risk: the
+    integer pass of ``_keys`` alone (no sums, no positions), for checks on every batch."""
+    work = _work(x, xi, thr)
+    keys, fl, big, inf_bits, over_min, under_max = (
+        work[2],
+        work[3],
+        work[4],
+        work[5],
+        work[6],
+        work[7],
+    )
+    if under_max >= 0:
+        amax, mn, mx, mz = _keys_tiny(xi, big)
+    else:
+        amax, mn, mx = _keys(xi, big)
+        mz = big
+    if amax >= inf_bits:
+        return False
+    keys[0] = _key(mn, big)
+    keys[1] = _key(mx, big)
+    keys[2] = mz
+    return max(abs(fl[0]), abs(fl[1])) < over_min and not fl[2] <= under_max

@@ -53,7 +53,7 @@ def render(
     status = c("OK", "good") if r.ok else c("PROBLEMS", "bad")
     if not r.complete:
         status += " " + c("(incomplete: stopped early)", "warn")
-    what = "group" if r.arrays or r.dtype == "group" else f"{r.dtype} {_fmt_shape(r.shape)}"
+    what = "group" if r.dtype == "group" else f"{r.dtype} {_fmt_shape(r.shape)}"
     name = r.name or "array"
     room = width - len(indent) - len(what) - 14  # status and separators
     if len(name) > room:  # keep the end of a long path: the file and the array

@@ -1,0 +1,226 @@
+"""Guards for training pipelines, DataFrames and Parquet."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+import fastfinite
+from fastfinite import BadBatchWarning, NonFiniteError, guard
+
+
+def _batches(n=6, bad=4, kind="dict"):
+    for i in range(n):
+        x = np.zeros((8, 3), dtype=np.float32)
+        if i == bad:
+            x[3, 2] = np.inf
+        y = np.arange(8)
+        if kind == "dict":
+            yield {"image": x, "label": y}
+        elif kind == "tuple":
+            yield (y.astype(np.float64), x, np.ones(8))
+        else:
+            yield x
+
+
+def test_generator_of_dicts_raises_with_the_place():
+    with pytest.raises(NonFiniteError) as e:
+        for _ in guard(_batches()):
+            pass
+    assert str(e.value).startswith("batch 4, element 0 ('image'), posinf at (3, 2)")
+
+
+def test_tuples_warn_and_skip():
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        g = guard(_batches(kind="tuple", bad=2), on_bad="warn")
+        seen = list(g)
+    assert len(seen) == 6 and g.bad == 1 and g.warned == 1 and g.batches == 6
+    assert any(
+        issubclass(x.category, BadBatchWarning) and "batch 2, element 1," in str(x.message)
+        for x in w
+    )
+    g = guard(_batches(kind="tuple", bad=2), on_bad="skip")
+    seen = list(g)
+    assert len(seen) == 5 and g.skipped == 1 and "1 bad" in g.summary()
+    assert g.problems and "posinf at (3, 2)" in g.problems[0]
+
+
+def test_cast_risk_and_tensors_and_clean_batches_pass():
+    class Tensor:  # a CPU tensor: only __array__
+        def __init__(self, a):
+            self.a = a
+
+        def __array__(self, dtype=None, copy=None):
+            return self.a
+
+    batches = [(Tensor(np.ones((2, 2))), "a caption", 3), (Tensor(np.array([1e100])),)]
+    g = guard(batches, on_bad="skip")
+    assert len(list(g)) == 1
+    assert "overflow:float32 at (0,)" in g.problems[0]
+    assert len(list(guard(_batches(bad=-1)))) == 6
+
+
+def test_indexable_dataset():
+    class Dataset:  # the shape of a PyTorch Dataset or a Keras Sequence, no framework
+        def __init__(self):
+            self.data = np.ones((10, 4))
+            self.data[7, 1] = np.nan
+
+        def __len__(self):
+            return len(self.data)
+
+        def __getitem__(self, i):
+            if i >= len(self):
+                raise IndexError(i)
+            return self.data[i], np.float32(i)
+
+    g = guard(Dataset(), on_bad="skip")
+    assert len(g) == 10
+    assert g[3] is not None and g[7] is None and g.skipped == 1
+    with pytest.raises(NonFiniteError, match=r"sample 7, element 0, nan at \(1,\)"):
+        for _ in guard(Dataset()):
+            pass
+
+
+def test_fail_on_zero_variance_per_sample():
+    x = np.random.default_rng(0).standard_normal((5, 4))
+    x[2] = 1.0
+    g = guard([x], fail_on={"zero_variance"}, on_bad="skip")
+    assert list(g) == [] and "zero_variance at sample (2,)" in g.problems[0]
+    assert len(list(guard([x]))) == 1  # by default only values count
+    with pytest.raises(ValueError, match="on_bad"):
+        guard([x], on_bad="ignore")
+
+
+pd = pytest.importorskip("pandas")
+
+
+def test_dataframe_mixed_columns_and_labels():
+    df = pd.DataFrame(
+        {
+            "price": [1.0, 2.0, np.nan, 4.0],
+            "name": ["a", "b", "c", "d"],
+            "count": pd.array([1, None, 3, 4], dtype="Int64"),
+            "big": [1e100, 1.0, 2.0, 3.0],  # fine in float64, inf in float32
+            "flag": [True, False, True, True],
+            "when": pd.date_range("2024-01-01", periods=4),
+        },
+        index=pd.Index(["w", "x", "y", "z"], name="id"),
+    )
+    r = fastfinite.scan(df)
+    assert set(r.arrays) == {"price", "count", "big", "flag"}
+    assert set(r.skipped) == {"name", "when"}
+    assert r.nan == 2 and r.cast["float32"].overflow == 1
+    assert r.arrays["big"].cast["float32"].overflow == 1
+    assert r.shape == (4, 6) and r.dtype == "DataFrame"
+    got = [(loc.kind, loc.index, loc.labels) for loc in r.locations]
+    assert got == [
+        ("overflow:float32", (0, 3), {"row": "w", "column": "big"}),
+        ("nan", (1, 2), {"row": "x", "column": "count"}),
+        ("nan", (2, 0), {"row": "y", "column": "price"}),
+    ]
+    s = fastfinite.scan(df["price"])
+    assert s.locations[0].labels == {"row": "y", "column": "price"}
+    assert s.locations[0].index == (2,)
+    assert fastfinite.ScanReport.from_json(r.to_json()).locations[0].labels["row"] == "w"
+
+
+pa = pytest.importorskip("pyarrow")
+
+
+def test_parquet_file_and_dataset(tmp_path):
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(1)
+    df = pd.DataFrame(
+        {
+            "x": rng.standard_normal(1000),
+            "y": rng.standard_normal(1000).astype(np.float32),
+            "s": ["t"] * 1000,
+            "i": pd.array(np.arange(1000), dtype="Int64"),
+        }
+    )
+    df.loc[123, "x"] = np.nan
+    df.loc[999, "y"] = np.inf
+    df.loc[500, "x"] = 1e100
+    df.loc[7, "i"] = None
+    pq.write_table(
+        pa.Table.from_pandas(df, preserve_index=False), tmp_path / "a.parquet", row_group_size=128
+    )
+    assert pq.ParquetFile(tmp_path / "a.parquet").num_row_groups == 8
+    r = fastfinite.scan(str(tmp_path / "a.parquet"), max_locations=5)
+    assert set(r.arrays) == {"x", "y", "i"} and "s" in r.skipped
+    assert r.nan == 2 and r.posinf == 1 and r.cast["float32"].overflow == 1
+    assert [(loc.kind, loc.index) for loc in r.locations] == [
+        ("nan", (7, 3)),
+        ("nan", (123, 0)),
+        ("overflow:float32", (500, 0)),
+        ("posinf", (999, 1)),
+    ]
+    assert r.locations[0].labels == {"row": 7, "column": "i"}
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    pq.write_table(
+        pa.Table.from_pandas(df.iloc[:600], preserve_index=False),
+        ds / "p0.parquet",
+        row_group_size=100,
+    )
+    pq.write_table(
+        pa.Table.from_pandas(df.iloc[600:], preserve_index=False),
+        ds / "p1.parquet",
+        row_group_size=100,
+    )
+    r2 = fastfinite.scan(str(ds), max_locations=5)
+    assert r2.counts() == r.counts() and r2.locations == r.locations
+    out = subprocess.run(
+        [sys.executable, "-m", "fastfinite", "scan", str(tmp_path / "a.parquet"), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 1 and "(999, 1)" in out.stdout
+
+
+PARQUET_CHILD = textwrap.dedent(
+    """
+    import resource, sys, numpy as np, fastfinite
+    fastfinite.scan(np.zeros(10, np.float32))
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    r = fastfinite.scan(sys.argv[1])
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(peak - base, r.nan, r.count)
+    """
+)
+
+
+def test_parquet_memory_bounded(tmp_path):
+    """A 160 MB Parquet file of 2 MB row groups is scanned in far less memory than its size."""
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "big.parquet"
+    rng = np.random.default_rng(2)
+    schema = pa.schema([("a", pa.float64()), ("b", pa.float64())])
+    with pq.ParquetWriter(path, schema, compression="none") as w:
+        for i in range(80):
+            a = rng.standard_normal(131072)
+            if i == 40:
+                a[5] = np.nan
+            w.write_table(
+                pa.table({"a": a, "b": rng.standard_normal(131072)}), row_group_size=131072
+            )
+    out = subprocess.run(
+        [sys.executable, "-c", PARQUET_CHILD, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    ).stdout.split()
+    grown_kb, nan, count = int(out[0]), int(out[1]), int(out[2])
+    assert nan == 1 and count == 2 * 80 * 131072 - 1
+    assert grown_kb < 80 * 1024, f"peak RSS grew by {grown_kb / 1024:.0f} MB"
