@@ -119,6 +119,27 @@ def run_memory(n32: int, n64: int, repeat: int) -> list[str]:
     return rows
 
 
+def run_slices(n: int, repeat: int) -> list[str]:
+    """``by=0`` (and ``by=-1``) against the plain scan on the same float32 data."""
+    x = make_array(n, np.float32)
+    rows = [
+        "",
+        "| shape | plain scan (s) | by=0 (s) | by=0 / plain | by=-1 (s) | by=-1 / plain |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for shape in ((n // 1000, 1000), (1000, n // 1000)):
+        y = x.reshape(shape)
+        t0 = best_time(lambda y=y: fastfinite.scan(y), repeat)
+        t1 = best_time(lambda y=y: fastfinite.scan(y, by=0), repeat)
+        t2 = best_time(lambda y=y: fastfinite.scan(y, by=-1), repeat)
+        print(
+            f"  {shape}: plain {t0:.4f} s, by=0 {t1:.4f} s ({t1 / t0:.2f}x), "
+            f"by=-1 {t2:.4f} s ({t2 / t0:.2f}x)"
+        )
+        rows.append(f"| {shape} | {t0:.4f} | {t1:.4f} | {t1 / t0:.2f} | {t2:.4f} | {t2 / t0:.2f} |")
+    return rows
+
+
 def run_cli_times() -> list[str]:
     """Cold (fresh Numba cache) and warm ``fastfinite scan small.npy`` in fresh processes."""
     rows = []
@@ -191,6 +212,8 @@ def main() -> None:
         n32, n64, repeat, npy_gb = 100_000_000, 50_000_000, 5, args.npy_gb or 4.0
     print(machine())
     rows = run_memory(n32, n64, repeat)
+    print("\nper-slice statistics (float32):")
+    rows += ["", "Per-slice statistics (issue 5), float32:", *run_slices(n32, repeat)]
     rows += ["", "| start-up | wall |", "| --- | ---: |", *run_cli_times()]
     rows += ["", "| out of core | time | memory |", "| --- | --- | --- |", *run_npy(npy_gb)]
     if args.write:

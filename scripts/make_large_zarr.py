@@ -103,6 +103,7 @@ def make(
     with ThreadPoolExecutor(workers) as pool:
         list(pool.map(write, range(nchunks)))
     a.attrs["planted"] = planted
+    planted["bad_chunks"] = len({p[0] // chunk_rows for k in values for p in planted[k]})
     planted["seconds"] = round(time.perf_counter() - t0, 1)
     planted["shape"] = [rows, COLS]
     planted["chunks"] = [chunk_rows, COLS]
