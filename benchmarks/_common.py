@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -44,3 +46,15 @@ def write_section(section: str, heading: str) -> None:
         text = text.rstrip("\n") + "\n\n" + section
     with open(path, "w") as f:
         f.write(text)
+
+
+def best_time(fn: Callable[[], object], repeat: int, warm: bool = True) -> float:
+    """Best wall time of ``repeat`` calls (after one warm-up call: compile, fault pages in)."""
+    if warm:
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)

@@ -13,23 +13,13 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 
-from _common import machine, write_section  # noqa: E402
+from _common import best_time, machine, write_section  # noqa: E402
 from make_large_zarr import make  # noqa: E402
-
-
-def best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main() -> None:
@@ -73,8 +63,8 @@ def main() -> None:
                     y = da.from_zarr(path)
                     return client.compute([da.isnan(y).sum(), da.isinf(y).sum()], sync=True)
 
-                results[("fastfinite", n)] = best(ff, repeat)
-                results[("dask", n)] = best(native, repeat)
+                results[("fastfinite", n)] = best_time(ff, repeat, warm=False)
+                results[("dask", n)] = best_time(native, repeat, warm=False)
                 lazy = fastfinite.scan(path, compute=False)
                 ntasks = len(dict(lazy.__dask_graph__()))
             print(

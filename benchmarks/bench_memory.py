@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from _common import machine, write_section
+from _common import best_time, machine, write_section
 
 import fastfinite
 from fastfinite import slow
@@ -38,16 +38,6 @@ def bandwidth_kernel():
         return c
 
     return count_self_unequal
-
-
-def best_time(fn: Callable[[], object], repeat: int) -> float:
-    fn()  # warm: compile, fault pages in
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def make_array(n: int, dtype) -> np.ndarray:
@@ -159,13 +149,17 @@ def run_cli_times() -> list[str]:
 
 NPY_CHILD = textwrap.dedent(
     """
-    import resource, sys, time, numpy as np, fastfinite
+    import sys, time, numpy as np, fastfinite
+    def hwm():  # peak resident set (kB) of this process image; ru_maxrss keeps the parent's
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
     fastfinite.scan(np.zeros(10, np.float32))  # compile before the baseline
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base = hwm()
     t0 = time.perf_counter()
     r = fastfinite.scan(sys.argv[1])
     t = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = hwm()
     print(base, peak, t, r.nonfinite)
     """
 )

@@ -226,31 +226,22 @@ def scan(
     target = open_source(data)
     if isinstance(target, list):
         report = _scan_group(target, group_name(data), targets, cap, options)
-        _as_table(report, data, [p for p, _ in target], cap)
+        _as_table(report, target, cap)
     else:
         report = scan_source(target, targets, cap, **options)
     return _localized(data, report, eps) if localize else report
 
 
-def _as_table(report: ScanReport, data: Any, columns: list[str], cap: int) -> None:
+def _as_table(report: ScanReport, target: Any, cap: int) -> None:
     """A DataFrame or Parquet table: its shape, and locations as (row, column) positions
     with labels."""
     from .sources import tables
 
-    is_parquet = (
-        isinstance(data, (str, os.PathLike))
-        and not tables.is_dataframe(data)
-        and (os.fspath(data).lower().endswith(tables.PARQUET_SUFFIXES) or os.path.isdir(data))
-    )
-    if not (tables.is_dataframe(data) or is_parquet):
+    if not isinstance(target, tables.TableColumns):
         return
-    rows = (
-        data.shape[0]
-        if tables.is_dataframe(data)
-        else max((r.shape[0] for r in report.arrays.values()), default=0)
-    )
-    report.shape = (int(rows), len(columns))
-    report.dtype = "DataFrame" if tables.is_dataframe(data) else "Parquet"
+    columns = [p for p, _ in target]
+    report.shape = (int(target.rows), len(columns))
+    report.dtype = target.kind
     report.locations = tables.table_locations(report, columns, cap)
 
 

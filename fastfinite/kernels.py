@@ -197,6 +197,31 @@ def _record(x, s, e, base, thr, want, locs, vals, nlocs):
 
 
 @njit(nogil=True, cache=True)
+def _risky(keys, fl, smn, smx, smz, big, over_min, under_max):
+    """Whether extrema keys ``smn``/``smx`` or the smallest magnitude bits ``smz`` cross a
+    cast threshold (``keys``/``fl``: one scratch buffer seen as integers and as floats)."""
+    keys[0] = _key(smn, big)
+    keys[1] = _key(smx, big)
+    keys[2] = smz
+    return not (max(abs(fl[0]), abs(fl[1])) < over_min) or fl[2] <= under_max
+
+
+@njit(nogil=True, cache=True)
+def _classify_and_record(x, s, e, base, thr, counts, cnt, want, locs, vals, nlocs):
+    """The slow path of a dirty sub-block ``x[s:e]``: exact counts added to ``counts`` (and
+    left in ``cnt``), positions ``base + i`` recorded for kinds still short of the cap."""
+    _classify(x[s:e], thr, cnt)
+    cap = locs.shape[1]
+    need = False
+    for kind in range(N_KINDS):
+        counts[kind] += cnt[kind]
+        want[kind] = cnt[kind] > 0 and nlocs[kind] < cap
+        need |= want[kind]
+    if need:
+        _record(x, s, e, base, thr, want, locs, vals, nlocs)
+
+
+@njit(nogil=True, cache=True)
 def _scan_row(x, xi, base, thr, counts, rcounts, locs, vals, nlocs, stats, work):
     """One pass over a contiguous 1-D row (see ``scan_rows``); ``stats`` receives
     ``[shift, sum(y - shift), sum((y - shift)**2), min, max]`` of its finite values and
@@ -213,7 +238,6 @@ def _scan_row(x, xi, base, thr, counts, rcounts, locs, vals, nlocs, stats, work)
         first += 1
     k = x[first] if first < n else x.dtype.type(0)
     kk = _key(xi[first] if first < n else T(0), big)
-    cap = locs.shape[1]
     s1 = 0.0
     s2 = 0.0
     mn = big
@@ -239,22 +263,12 @@ def _scan_row(x, xi, base, thr, counts, rcounts, locs, vals, nlocs, stats, work)
         s2 += a2
         mn = min(mn, smn)
         mx = max(mx, smx)
-        keys[0] = _key(smn, big)
-        keys[1] = _key(smx, big)
-        keys[2] = smz
-        if clean and max(abs(fl[0]), abs(fl[1])) < over_min and not fl[2] <= under_max:
+        if clean and not _risky(keys, fl, smn, smx, smz, big, over_min, under_max):
             continue
-        _classify(xs, thr, cnt)
-        need = False
-        for kind in range(N_KINDS):
-            counts[kind] += cnt[kind]
-            want[kind] = cnt[kind] > 0 and nlocs[kind] < cap
-            need |= want[kind]
+        _classify_and_record(x, s, e, base, thr, counts, cnt, want, locs, vals, nlocs)
         rcounts[0] += cnt[0]
         rcounts[1] += cnt[1]
         rcounts[2] += cnt[2]
-        if need:
-            _record(x, s, e, base, thr, want, locs, vals, nlocs)
     keys[0] = _key(mn, big)
     keys[1] = _key(mx, big)
     stats[0] = np.float64(k)
@@ -368,7 +382,6 @@ def scan_cols(x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs):
     over_min = min(thr[0], min(thr[2], thr[4]))
     under_max = max(thr[1], max(thr[3], thr[5]))
     tiny = under_max >= 0
-    cap = locs.shape[1]
     cnt = np.zeros(N_KINDS, dtype=np.int64)
     want = np.zeros(N_KINDS, dtype=np.bool_)
     keys = np.empty(3, dtype=xi.dtype)
@@ -397,19 +410,11 @@ def scan_cols(x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs):
                 _col_update(row, kt, s1t, s2t, mnt, mxt)
             else:
                 _col_update_finite(row, kt, s1t, s2t, mnt, mxt, cct)
-            keys[0] = _key(smn, big)
-            keys[1] = _key(smx, big)
-            keys[2] = smz
-            if clean and max(abs(fl[0]), abs(fl[1])) < over_min and not fl[2] <= under_max:
+            if clean and not _risky(keys, fl, smn, smx, smz, big, over_min, under_max):
                 continue
-            _classify(row, thr, cnt)
-            need = False
-            for kind in range(N_KINDS):
-                counts[kind] += cnt[kind]
-                want[kind] = cnt[kind] > 0 and nlocs[kind] < cap
-                need |= want[kind]
-            if need:
-                _record(row, 0, c1 - c0, r * cols + c0, thr, want, locs, vals, nlocs)
+            _classify_and_record(
+                row, 0, c1 - c0, r * cols + c0, thr, counts, cnt, want, locs, vals, nlocs
+            )
     for j in range(cols):
         cstats[j, 0] = k[j]
         cstats[j, 1] = s1[j]
@@ -479,9 +484,4 @@ def quick_check(x, xi, thr):
     else:
         amax, mn, mx = _keys(xi, big)
         mz = big
-    if amax >= inf_bits:
-        return False
-    keys[0] = _key(mn, big)
-    keys[1] = _key(mx, big)
-    keys[2] = mz
-    return max(abs(fl[0]), abs(fl[1])) < over_min and not fl[2] <= under_max
+    return amax < inf_bits and not _risky(keys, fl, mn, mx, mz, big, over_min, under_max)

@@ -10,13 +10,12 @@ input in ``arrays`` and their totals.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from .errors import InvalidArgumentError
-from .report import Finding, Localization, Location, ScanReport, SliceReport
+from .report import Finding, Localization, Location, ScanReport, SliceReport, combined_counts
 from .summary import _chan
 
 _SLICE_FINDINGS = (
@@ -98,19 +97,6 @@ def _concatenate(reports: list[ScanReport], name: str) -> ScanReport:
     ]
     merged_locs.sort(key=lambda x: (x.index, kinds_order.get(x.kind, 99)))
 
-    n, mean, m2 = 0, 0.0, 0.0
-    for r in reports:
-        if r.count:
-            n_arr, mean_arr, m2_arr = _chan(
-                np.array(n),
-                np.array(mean),
-                np.array(m2),
-                np.array(r.count),
-                np.array(r.mean),
-                np.array(r.std * r.std * r.count),
-            )
-            n, mean, m2 = int(n_arr), float(mean_arr), float(m2_arr)
-    counted = [r for r in reports if r.count]
     by = first.by
     slices = _merge_slices(reports) if by is not None else None
     findings = []
@@ -127,21 +113,8 @@ def _concatenate(reports: list[ScanReport], name: str) -> ScanReport:
         dtype=first.dtype
         if all(r.dtype == first.dtype for r in reports)
         else str(np.result_type(*[np.dtype(r.dtype) for r in reports])),
-        nan=sum(r.nan for r in reports),
-        posinf=sum(r.posinf for r in reports),
-        neginf=sum(r.neginf for r in reports),
-        cast={
-            t: type(first.cast[t])(
-                sum(r.cast[t].overflow for r in reports), sum(r.cast[t].underflow for r in reports)
-            )
-            for t in first.cast
-        },
+        **combined_counts(reports),
         locations=merged_locs,
-        count=n,
-        min=min((r.min for r in counted), default=math.nan),
-        max=max((r.max for r in counted), default=math.nan),
-        mean=mean if n else math.nan,
-        std=math.sqrt(m2 / n) if n else math.nan,
         sum=sum(r.sum for r in reports),
         elements=sum(r.elements for r in reports),
         max_locations=cap,

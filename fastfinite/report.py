@@ -542,40 +542,16 @@ class ScanReport:
         """The report of a group: per-array reports and their totals (statistics merged by
         Chan's formula; locations stay in the per-array reports)."""
         subs = list(arrays.values())
-        cast: dict[str, CastRisk] = {}
-        for r in subs:
-            for t, risk in r.cast.items():
-                c = cast.get(t, CastRisk())
-                cast[t] = CastRisk(c.overflow + risk.overflow, c.underflow + risk.underflow)
-        n, mean, m2 = 0, 0.0, 0.0
-        for r in subs:
-            if not r.count:
-                continue
-            rm2 = r.std * r.std * r.count
-            total = n + r.count
-            delta = r.mean - mean
-            mean += delta * (r.count / total)
-            m2 += rm2 + delta * delta * (n * (r.count / total))
-            n = total
         findings = [
             Finding(f.kind, f.where, f"{path}: {f.message}")
             for path, r in arrays.items()
             for f in r.findings
         ]
-        counted = [r for r in subs if r.count]
         return cls(
             name=name,
             shape=(),
             dtype="group",
-            nan=sum(r.nan for r in subs),
-            posinf=sum(r.posinf for r in subs),
-            neginf=sum(r.neginf for r in subs),
-            cast=cast,
-            count=n,
-            min=min((r.min for r in counted), default=math.nan),
-            max=max((r.max for r in counted), default=math.nan),
-            mean=mean if n else math.nan,
-            std=math.sqrt(m2 / n) if n else math.nan,
+            **combined_counts(subs),
             sum=sum(r.sum for r in subs),
             elements=sum(r.elements for r in subs),
             max_locations=max((r.max_locations for r in subs), default=100),
@@ -585,6 +561,37 @@ class ScanReport:
             arrays=dict(arrays),
             skipped=dict(skipped or {}),
         )
+
+
+def combined_counts(reports: list[ScanReport]) -> dict[str, Any]:
+    """Counts, cast risks and finite statistics of several reports taken together
+    (statistics by Chan et al.'s pairwise formula)."""
+    cast: dict[str, CastRisk] = {}
+    for r in reports:
+        for t, risk in r.cast.items():
+            c = cast.get(t, CastRisk())
+            cast[t] = CastRisk(c.overflow + risk.overflow, c.underflow + risk.underflow)
+    n, mean, m2 = 0, 0.0, 0.0
+    for r in reports:
+        if not r.count:
+            continue
+        total = n + r.count
+        delta = r.mean - mean
+        mean += delta * (r.count / total)
+        m2 += r.std * r.std * r.count + delta * delta * (n * (r.count / total))
+        n = total
+    counted = [r for r in reports if r.count]
+    return {
+        "nan": sum(r.nan for r in reports),
+        "posinf": sum(r.posinf for r in reports),
+        "neginf": sum(r.neginf for r in reports),
+        "cast": cast,
+        "count": n,
+        "min": min((r.min for r in counted), default=math.nan),
+        "max": max((r.max for r in counted), default=math.nan),
+        "mean": mean if n else math.nan,
+        "std": math.sqrt(m2 / n) if n else math.nan,
+    }
 
 
 def _fmt_shape(shape: tuple[int, ...]) -> str:

@@ -76,11 +76,20 @@ class SliceStats:
     def from_partials(cls, idx, length, stats, counts) -> SliceStats:
         """From kernel outputs: per slice ``[shift, s1, s2, min, max]`` and NaN/+inf/-inf
         counts, ``length`` values per slice."""
-        from .kernels import finish_slices
-
         m = len(idx)
         n, mean, m2 = np.empty(m, np.int64), np.empty(m), np.empty(m)
-        finish_slices(length, stats, counts, n, mean, m2)
+        if m <= 64:  # a handful of slices: NumPy, and no numba start-up for small scans
+            n[:] = length - counts[:, 0] - counts[:, 1] - counts[:, 2]
+            s1 = stats[:, 1]
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                safe = np.maximum(n, 1)
+                mean[:] = np.where(n > 0, stats[:, 0] + s1 / safe, 0.0)
+                v = np.where(n > 0, stats[:, 2] - s1 * (s1 / safe), 0.0)
+            m2[:] = np.where(np.isnan(v), np.inf, np.maximum(v, 0.0))
+        else:
+            from .kernels import finish_slices
+
+            finish_slices(length, stats, counts, n, mean, m2)
         mn, mx = stats[:, 3].copy(), stats[:, 4].copy()
         nan, pos, neg = counts[:, 0].copy(), counts[:, 1].copy(), counts[:, 2].copy()
         if m > 1 and not (idx[1:] > idx[:-1]).all():
@@ -304,15 +313,21 @@ def _kind_mask(x: np.ndarray, kind: int, thr: np.ndarray) -> np.ndarray:
 
 def summarize(data: np.ndarray, start: tuple[int, ...], spec: ScanSpec) -> Summary:
     """Scan one region's data (any layout and dtype) whose first element is at ``start``."""
-    from . import kernels  # numba loads on the first scan, not on ``import fastfinite``
-
     data = np.asarray(data)
     by = spec.by
     if by is None:
         block = Block(data, start)
         x2 = block.x.reshape(1, -1)
-        kernel, rows_are_slices = kernels.scan_rows, True
+        rows_are_slices = True
+        if block.x.size <= SMALL_BLOCK:  # NumPy's twin: no numba start-up for small data
+            kernel = scan_row_numpy
+        else:
+            from . import kernels  # numba loads on the first large scan, not on import
+
+            kernel = kernels.scan_rows
     else:
+        from . import kernels
+
         other = tuple(ax for ax in range(data.ndim) if ax not in by)
         cols_view = data.transpose(other + by)
         use_cols = data.dtype.kind != "c" and cols_view.flags.c_contiguous
@@ -361,6 +376,41 @@ def summarize(data: np.ndarray, start: tuple[int, ...], spec: ScanSpec) -> Summa
         stop = tuple(int(a + n) for a, n in zip(start, data.shape))
         s.flagged = [(tuple(int(a) for a in start), stop, int(counts.sum()))]
     return s
+
+
+# Blocks of at most this many values, scanned without ``by``, go through ``scan_row_numpy``:
+# loading numba and its cached kernels costs more (about half a second, once per process)
+# than NumPy needs for them.
+SMALL_BLOCK = 1 << 16
+
+
+def scan_row_numpy(x2, xi2, thr, counts, rstats, rcounts, locs, vals, nlocs) -> None:
+    """The NumPy twin of ``kernels.scan_rows`` for a single row: same outputs (statistics equal
+    to rounding), positions recorded in the row's order."""
+    x = x2[0]
+    cap = locs.shape[1]
+    with np.errstate(all="ignore"):
+        fin = np.isfinite(x)
+        a = np.abs(x)
+        masks = [np.isnan(x), x == np.inf, x == -np.inf]
+        for slot in range(kinds.N_TARGET_SLOTS):
+            masks.append((a >= thr[2 * slot]) & fin)
+            masks.append((a <= thr[2 * slot + 1]) & (a > 0))
+        for k, m in enumerate(masks):
+            c = int(np.count_nonzero(m))
+            counts[k] += c
+            if c and cap:
+                pos = np.flatnonzero(m)[:cap]
+                locs[k, : len(pos)] = pos
+                vals[k, : len(pos)] = x[pos]
+                nlocs[k] = len(pos)
+        rcounts[0] = counts[:3]
+        y = x[fin]
+        if y.size:
+            d = y.astype(np.float64) - np.float64(y[0])
+            rstats[0] = (y[0], d.sum(), (d * d).sum(), y.min(), y.max())
+        else:
+            rstats[0] = (0.0, 0.0, 0.0, math.inf, -math.inf)
 
 
 def _finite_sum(part: SliceStats) -> float:

@@ -198,3 +198,27 @@ def test_underflow_thresholds_match_astype():
         with np.errstate(under="ignore"):
             expect = int(((x != 0) & (x.astype(dt) == 0)).sum())
         assert r.cast[target].underflow == expect
+
+
+@pytest.mark.numpy_twin
+@given(x=arrays(), cast=CASTS, max_locations=st.sampled_from([0, 2, 100]))
+def test_numpy_twin_matches_kernels_and_oracle(x, cast, max_locations):
+    """Small blocks skip numba: the twin must give what the kernels give."""
+    from fastfinite import summary
+
+    cast = tuple(c for c in cast if c != "bfloat16") if x.dtype.itemsize >= 8 else cast
+    twin = fastfinite.scan(x, cast=cast, max_locations=max_locations)
+    saved = summary.SMALL_BLOCK
+    summary.SMALL_BLOCK = 0
+    try:
+        kern = fastfinite.scan(x, cast=cast, max_locations=max_locations)
+    finally:
+        summary.SMALL_BLOCK = saved
+    assert twin.counts() == kern.counts() and twin.locations == kern.locations
+    assert twin.count == kern.count
+    if twin.count:
+        assert twin.min == kern.min and twin.max == kern.max
+        assert twin.mean == pytest.approx(kern.mean, rel=1e-9, abs=1e-300) or not np.isfinite(
+            kern.mean
+        )
+    assert_matches_oracle(twin, x, cast=cast, max_locations=max_locations)

@@ -39,26 +39,38 @@ class ArraySource:
         return plan_regions(self.shape, order, budget_bytes // max(1, self.dtype.itemsize))
 
     def read(self, region: Region) -> np.ndarray:
-        return self.array[region]
+        view = self.array[region]
+        # a memmap: map the region's pages in one call rather than one fault per page
+        self._advise(view, MADV_POPULATE_READ)
+        return view
 
     def release(self, region: Region) -> None:
         """Unmap the pages of a scanned region of a memmap, so resident memory stays bounded.
 
         The file's pages stay in the page cache; a later read simply maps them again.
         """
-        mm = _find_mmap(self.array)
-        if mm is None or not hasattr(mm, "madvise"):
-            return
-        view = self.array[region]
-        if view.size == 0:
+        self._advise(self.array[region], mmap.MADV_DONTNEED)
+
+    def _advise(self, view: np.ndarray, advice: int) -> None:
+        mm = (
+            _find_mmap(self.array)
+            if self.path is not None or isinstance(self.array, np.memmap)
+            else None
+        )
+        if mm is None or view.size == 0 or not hasattr(mm, "madvise"):
             return
         base = np.frombuffer(mm, dtype=np.uint8).__array_interface__["data"][0]
         lo, hi = _byte_bounds(view)
         start = (lo - base) // mmap.PAGESIZE * mmap.PAGESIZE
         end = min(hi - base, len(mm))
         if 0 <= start < end:
-            mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+            try:
+                mm.madvise(advice, start, end - start)
+            except OSError:  # an advice this kernel does not know: only a hint
+                pass
 
+
+MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)  # Linux >= 5.14
 
 _byte_bounds = getattr(getattr(np.lib, "array_utils", np), "byte_bounds", None)
 

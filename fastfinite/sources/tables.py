@@ -22,6 +22,16 @@ from .ndarray import ArraySource
 PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
 
 
+class TableColumns(list):
+    """The ``(name, factory)`` members of a table: a group whose report is also laid out as a
+    table (shape rows x columns, locations as (row, column))."""
+
+    def __init__(self, members, kind: str, rows: int):
+        super().__init__(members)
+        self.kind = kind
+        self.rows = rows
+
+
 def is_dataframe(obj: Any) -> bool:
     return type(obj).__module__.startswith("pandas") and type(obj).__name__ == "DataFrame"
 
@@ -69,7 +79,7 @@ def series_source(s, name: str | None = None) -> ArraySource:
     return src
 
 
-def dataframe_columns(df) -> list[tuple[str, Any]]:
+def dataframe_columns(df) -> TableColumns:
     """``(column name, factory)`` per column, names made unique."""
     seen: dict[str, int] = {}
     out = []
@@ -82,7 +92,7 @@ def dataframe_columns(df) -> list[tuple[str, Any]]:
         else:
             seen[key] = 1
         out.append((key, lambda pos=pos, name=name: series_source(df.iloc[:, pos], name)))
-    return out
+    return TableColumns(out, "DataFrame", df.shape[0])
 
 
 def table_locations(report, columns: list[str], cap: int) -> list:
@@ -199,7 +209,7 @@ def _numpy_dtype(arrow_type, has_nulls: bool) -> np.dtype:
     raise UnsupportedDtypeError(f"not numeric: Parquet type {arrow_type}")
 
 
-def open_parquet(path: str) -> list[tuple[str, Any]]:
+def open_parquet(path: str) -> TableColumns:
     """``(column, factory)`` for every column of a Parquet file or dataset directory."""
     pq = _pyarrow()
     files = parquet_files(path)
@@ -233,4 +243,4 @@ def open_parquet(path: str) -> list[tuple[str, Any]]:
             return ParquetColumnSource(files, field.name, units, row, dtype, f"{path}:{field.name}")
 
         out.append((field.name, factory))
-    return out
+    return TableColumns(out, "Parquet", row)
