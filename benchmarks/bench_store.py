@@ -37,7 +37,7 @@ CHILD = textwrap.dedent(
     import numpy as np
     method, path = sys.argv[1], sys.argv[2]
     import fastfinite, zarr
-    fastfinite.scan(np.zeros(10, np.float32))  # compile outside the timing
+    fastfinite.scan(np.zeros(1 << 17, np.float32))  # load numba outside the timing
     workers = len(os.sched_getaffinity(0))
     if method == "fastfinite":
         def run():

@@ -195,7 +195,7 @@ PARQUET_CHILD = textwrap.dedent(
             if line.startswith("VmHWM:"):
                 return int(line.split()[1])
     import pyarrow.parquet  # its import is not the scan's memory
-    fastfinite.scan(np.zeros(10, np.float32))
+    fastfinite.scan(np.zeros(1 << 17, np.float32))  # loads numba: large enough to skip the NumPy twin
     base = hwm()
     r = fastfinite.scan(sys.argv[1])
     peak = hwm()
