@@ -41,7 +41,8 @@ def write_section(section: str, heading: str) -> None:
     start = text.find(heading)
     if start >= 0:
         end = text.find("\n## ", start + len(heading))
-        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
+        rest = text[end + 1 :] if end >= 0 else ""
+        text = text[:start] + section.rstrip("\n") + "\n" + ("\n" + rest if rest else "")
     else:
         text = text.rstrip("\n") + "\n\n" + section
     with open(path, "w") as f:

@@ -54,7 +54,9 @@ def main() -> None:
                 ) as cluster,
                 Client(cluster) as client,
             ):
-                fastfinite.scan(np.zeros(1 << 17, np.float32), scheduler=client)  # load numba on workers
+                fastfinite.scan(
+                    np.zeros(1 << 17, np.float32), scheduler=client
+                )  # load numba on workers
 
                 def ff(client=client):
                     return fastfinite.scan(path, scheduler=client)

@@ -1,12 +1,13 @@
-"""Numba kernels: one pass over a contiguous 1-D block of float32 or float64.
+"""Numba kernels: one pass over a contiguous block of float32 or float64 values, keeping
+statistics per row (``scan_rows``) or per column (``scan_cols``).
 
 The kernels know nothing of axes, sources or Python objects. The caller turns float16,
 big-endian, strided, integer and bool data into a contiguous float32/float64 block first
 (see ``fastfinite.blocks``).
 
-Never ``fastmath=True``: its ``nnan``/``ninf`` flags let LLVM delete the NaN and inf tests
-this package exists for. ``reassoc`` and ``contract`` only allow reordering the sums, which
-the vectorizer needs for float reductions.
+Never the blanket ``fastmath`` switch: its ``nnan``/``ninf`` flags let LLVM delete the NaN
+and inf tests this package exists for. ``reassoc`` and ``contract`` only allow reordering the
+sums, which the vectorizer needs for float reductions.
 
 How the pass stays fast: the block is cut into sub-blocks of ``SUB_BLOCK_BYTES``. A
 branch-free integer loop over the values' bits (``_keys``) takes the largest magnitude (is

@@ -27,6 +27,7 @@ class ArraySource:
         self.shape = tuple(array.shape)
         self.dtype = check_dtype(array.dtype)
         self.nbytes = int(array.nbytes)
+        self.labels = None  # a function giving a position's labels (pandas rows), if any
 
     def __reduce__(self):
         if self.path is not None:
