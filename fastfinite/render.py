@@ -110,6 +110,14 @@ def render(
             f"{pad}slices with findings: {c(str(len(by_slice)), 'bad')} "
             f"(by={r.by}, z threshold {r.z_threshold:g})"
         )
+        per_kind: dict[str, list[tuple[int, ...]]] = {}
+        for where, kinds in by_slice.items():
+            for kind in kinds:
+                per_kind.setdefault(kind, []).append(where)
+        for kind, wheres in per_kind.items():
+            first = ", ".join(_fmt_index(w) for w in wheres[:3])
+            more = f" (+{len(wheres) - 3} more)" if len(wheres) > 3 else ""
+            out.append(fit(f"{pad}  {kind}: {len(wheres)} slice(s): {first}{more}"))
         for where, kinds in list(by_slice.items())[:per_section]:
             out.append(fit(f"{pad}  slice {_fmt_index(where)}: {', '.join(kinds)}"))
         if len(by_slice) > per_section:
