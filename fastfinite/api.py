@@ -33,11 +33,7 @@ def open_source(data: Any) -> Target:
     if zarr.is_zarr_array(data):
         return zarr.ZarrSource(data)
     if zarr.is_zarr_group(data):
-        base = zarr._array_name(data)
-        return [
-            (p, lambda a=a, p=p: zarr.ZarrSource(a, f"{base}/{p}"))
-            for p, a in zarr.group_arrays(data)
-        ]
+        return zarr.group_members(data, zarr._array_name(data))
     if hdf5.is_h5_dataset(data):
         return hdf5.H5Source.from_dataset(data)
     if hdf5.is_h5_group(data):
@@ -76,10 +72,7 @@ def _open_path(path: str) -> Target:
             return hdf5.open_h5(*h5)
     node = zarr.open_zarr(path)
     if zarr.is_zarr_group(node):
-        return [
-            (p, lambda a=a, p=p: zarr.ZarrSource(a, f"{path.rstrip('/')}/{p}"))
-            for p, a in zarr.group_arrays(node)
-        ]
+        return zarr.group_members(node, path.rstrip("/"))
     return zarr.ZarrSource(node, name=path)
 
 

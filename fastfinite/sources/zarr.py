@@ -158,3 +158,8 @@ def group_arrays(group: Any) -> list[tuple[str, Any]]:
     """Every array below a group, recursively, as ``(path, array)`` sorted by path."""
     out = [(p, m) for p, m in group.members(max_depth=None) if is_zarr_array(m)]
     return sorted(out, key=lambda t: t[0])
+
+
+def group_members(group: Any, base: str) -> list[tuple[str, Any]]:
+    """``(path, factory)`` of every array below a group; sources are named ``base/path``."""
+    return [(p, lambda a=a, p=p: ZarrSource(a, f"{base}/{p}")) for p, a in group_arrays(group)]
