@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 
@@ -30,3 +33,34 @@ def assert_matches_oracle(report, x, cast=("float32",), max_locations=100, rtol=
             assert math.isclose(report.std, stats["std"], rel_tol=1e-7, abs_tol=scale * 1e-7)
     else:
         assert math.isnan(report.mean) and math.isnan(report.min)
+
+
+_PEAK_CHILD = textwrap.dedent(
+    """
+    import sys, numpy as np, fastfinite
+    def hwm():  # peak resident set (kB) of this process image; ru_maxrss keeps the parent's
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    {setup}
+    for dt in (np.float32, np.float64):  # load numba's kernels (too large for the NumPy twin)
+        fastfinite.scan(np.zeros(1 << 17, dt))
+    base = hwm()
+    r = fastfinite.scan(sys.argv[1], {kwargs})
+    print(hwm() - base, r.nan, r.count)
+    """
+)
+
+
+def peak_growth(target: str, kwargs: str = "", setup: str = "") -> tuple[int, int, int]:
+    """Scan ``target`` in a fresh process: ``(peak RSS growth in kB, nan, count)``. ``setup``
+    runs before the baseline (imports whose memory is not the scan's)."""
+    code = _PEAK_CHILD.format(setup=setup, kwargs=kwargs)
+    out = subprocess.run(
+        [sys.executable, "-c", code, target],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    ).stdout.split()
+    return int(out[0]), int(out[1]), int(out[2])

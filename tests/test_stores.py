@@ -8,7 +8,6 @@ import math
 import os
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -17,7 +16,7 @@ import zarr
 import fastfinite
 from fastfinite import ChunkReadError
 
-from .helpers import assert_matches_oracle
+from .helpers import assert_matches_oracle, peak_growth
 
 
 def _data(shape, seed=0, dtype="f4"):
@@ -316,22 +315,6 @@ def test_cli_on_stores(tmp_path):
     assert "B/s" not in run(clean, "--no-progress").stderr
 
 
-MEMORY_CHILD = textwrap.dedent(
-    """
-    import sys, numpy as np, fastfinite
-    def hwm():  # peak resident set (kB) of this process image; ru_maxrss keeps the parent's
-        for line in open("/proc/self/status"):
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    fastfinite.scan(np.zeros(1 << 17, np.float32))  # loads numba: large enough to skip the NumPy twin
-    base = hwm()
-    r = fastfinite.scan(sys.argv[1], region_bytes=1 << 20)
-    peak = hwm()
-    print(peak - base, r.nan, r.count)
-    """
-)
-
-
 def test_peak_memory_bounded_for_store_larger_than_budget(tmp_path):
     """A 128 MB store scanned with 1 MB regions stays far below its size in memory."""
     path = str(tmp_path / "big.zarr")
@@ -342,13 +325,6 @@ def test_peak_memory_bounded_for_store_larger_than_budget(tmp_path):
     for i in range(0, 32768, 4096):
         a[i : i + 4096] = rng.standard_normal((4096, 1024), dtype=np.float32)
     a[100, 7] = np.nan
-    out = subprocess.run(
-        [sys.executable, "-c", MEMORY_CHILD, path],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-    ).stdout.split()
-    grown_kb, nan, count = int(out[0]), int(out[1]), int(out[2])
+    grown_kb, nan, count = peak_growth(path, kwargs="region_bytes=1 << 20")
     assert nan == 1 and count == 32768 * 1024 - 1
     assert grown_kb < 64 * 1024, f"peak RSS grew by {grown_kb / 1024:.0f} MB"

@@ -191,7 +191,8 @@ class ParquetColumnSource:
         f = files.get(unit[0])
         if f is None:
             f = files[unit[0]] = pq.ParquetFile(self.files[unit[0]])
-        col = f.read_row_group(unit[1], columns=[self.column]).column(0)
+        # our threads already read in parallel: no pyarrow pool on top of them
+        col = f.read_row_group(unit[1], columns=[self.column], use_threads=False).column(0)
         arr = col.to_numpy(zero_copy_only=False)
         if arr.dtype != self.dtype:
             arr = arr.astype(self.dtype)
