@@ -3,26 +3,30 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from .blocks import component_dtype
 from .casts import TARGETS
 
 EPS64 = float(np.finfo(np.float64).eps)
 
 SLICE_KINDS = ("nonfinite", "zero_variance", "near_zero_variance", "outlier")
+_PER_DTYPE = ("sum_overflow:", "variance_overflow:")
+
+
+def is_slice_kind(kind: str) -> bool:
+    """Whether a finding kind is about a slice (``by``), not a chunk."""
+    return kind in SLICE_KINDS or kind.startswith(_PER_DTYPE)
 
 
 def overflow_dtypes(dtype: np.dtype, cast: tuple[str, ...]) -> tuple[str, ...]:
     """Float types the sums are checked in: the data's own type when it is float16/float32,
     and each cast target that is narrower than the data."""
-    dtype = np.dtype(dtype)
-    comp = np.dtype(f"f{dtype.itemsize // 2}") if dtype.kind == "c" else dtype
+    comp = component_dtype(dtype)  # float64 for integers: no narrower type of their own
     out: list[str] = []
-    if comp.kind == "f" and comp.itemsize in (2, 4):
+    if comp.itemsize in (2, 4):
         out.append(comp.name)
-    src_max = float(np.finfo(comp).max) if comp.kind == "f" else math.inf
+    src_max = float(np.finfo(comp).max)
     for t in cast:
         if TARGETS[t].max < src_max and t not in out:
             out.append(t)
@@ -32,10 +36,7 @@ def overflow_dtypes(dtype: np.dtype, cast: tuple[str, ...]) -> tuple[str, ...]:
 def rounding_eps(dtype: np.dtype) -> float:
     """Machine epsilon of the type the statistics are computed in: the data's own float type
     (its parts for complex), float64 for integers and bool."""
-    dtype = np.dtype(dtype)
-    if dtype.kind == "c":
-        return float(np.finfo(np.dtype(f"f{dtype.itemsize // 2}")).eps)
-    return float(np.finfo(dtype).eps) if dtype.kind == "f" else EPS64
+    return float(np.finfo(component_dtype(dtype)).eps)
 
 
 def near_zero(var: np.ndarray, mean: np.ndarray, n: np.ndarray, eps: float = EPS64) -> np.ndarray:

@@ -33,7 +33,7 @@ def open_source(data: Any) -> Target:
     if zarr.is_zarr_array(data):
         return zarr.ZarrSource(data)
     if zarr.is_zarr_group(data):
-        return zarr.group_members(data, zarr._array_name(data))
+        return zarr.group_members(data, zarr.array_name(data))
     if hdf5.is_h5_dataset(data):
         return hdf5.H5Source.from_dataset(data)
     if hdf5.is_h5_group(data):
@@ -183,8 +183,8 @@ def scan(
     if region_bytes is not None and (not isinstance(region_bytes, int) or region_bytes < 1):
         raise InvalidArgumentError(f"region_bytes must be an int >= 1, got {region_bytes!r}")
     by = parse_by(by)
-    z_threshold = _parse_positive_float("z_threshold", z_threshold)
-    eps = _parse_nonnegative_float("eps", eps)
+    z_threshold = _parse_float("z_threshold", z_threshold, strict=True)
+    eps = _parse_float("eps", eps, strict=False)
     from .dask_graph import is_dask_array
 
     if is_dask_array(data) or scheduler is not None or not compute:
@@ -280,23 +280,15 @@ def resolve_by(by: tuple[int, ...] | None, ndim: int, name: str) -> tuple[int, .
     return tuple(sorted(out))
 
 
-def _parse_positive_float(name: str, v: Any) -> float:
+def _parse_float(name: str, v: Any, *, strict: bool) -> float:
+    """A number > 0 (``strict``) or >= 0, else ``InvalidArgumentError`` showing the value."""
+    bound = "> 0" if strict else ">= 0"
     try:
         f = float(v)
     except (TypeError, ValueError):
-        raise InvalidArgumentError(f"{name} must be a number > 0, got {v!r}") from None
-    if not f > 0:
-        raise InvalidArgumentError(f"{name} must be a number > 0, got {v!r}")
-    return f
-
-
-def _parse_nonnegative_float(name: str, v: Any) -> float:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        raise InvalidArgumentError(f"{name} must be a number >= 0, got {v!r}") from None
-    if not f >= 0:
-        raise InvalidArgumentError(f"{name} must be a number >= 0, got {v!r}")
+        f = float("nan")
+    if not (f > 0 if strict else f >= 0):
+        raise InvalidArgumentError(f"{name} must be a number {bound}, got {v!r}")
     return f
 
 

@@ -14,22 +14,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .anomalies import is_slice_kind
 from .errors import InvalidArgumentError
 from .report import Finding, Localization, Location, ScanReport, SliceReport, combined_counts
 from .summary import _chan
-
-_SLICE_FINDINGS = (
-    "nonfinite",
-    "zero_variance",
-    "near_zero_variance",
-    "outlier",
-    "sum_overflow:",
-    "variance_overflow:",
-)
-
-
-def _is_slice_finding(kind: str) -> bool:
-    return kind.startswith(_SLICE_FINDINGS)
 
 
 def _concatenable(reports: list[ScanReport]) -> bool:
@@ -102,7 +90,7 @@ def _concatenate(reports: list[ScanReport], name: str) -> ScanReport:
     findings = []
     for r in reports:
         for f in r.findings:
-            if _is_slice_finding(f.kind):
+            if is_slice_kind(f.kind):
                 continue
             findings.append(
                 Finding(f.kind, f.where, f"{r.name}: {f.message}" if r.name else f.message)

@@ -352,17 +352,9 @@ class ScanReport:
         tuples); empty without ``by``."""
         if self.by is None:
             return []
-        from .anomalies import SLICE_KINDS
+        from .anomalies import is_slice_kind
 
-        slice_kinds = set(SLICE_KINDS)
-        bad = sorted(
-            {
-                f.where
-                for f in self.findings
-                if f.kind in slice_kinds
-                or f.kind.startswith(("sum_overflow:", "variance_overflow:"))
-            }
-        )
+        bad = sorted({f.where for f in self.findings if is_slice_kind(f.kind)})
         return [w[0] for w in bad] if len(self.by) == 1 else bad
 
     def mask(self) -> np.ndarray:

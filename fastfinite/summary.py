@@ -142,7 +142,6 @@ class DenseSlices:
         self.m2 = np.zeros(size)
         self.min = np.full(size, math.inf)
         self.max = np.full(size, -math.inf)
-        self.size = size
         self.nan = np.zeros(size, np.int64)
         self.posinf = np.zeros(size, np.int64)
         self.neginf = np.zeros(size, np.int64)

@@ -206,6 +206,15 @@ def test_worker_killed_mid_scan_result_still_exact(cluster, tmp_path):
     assert r.complete
 
 
+def _cli(*args, timeout=300):
+    return subprocess.run(
+        [sys.executable, "-m", "fastfinite", "scan", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -258,23 +267,7 @@ def test_real_dask_scheduler_and_worker_processes_with_cli(tmp_path):
                 if time.time() > deadline:
                     raise
                 time.sleep(0.5)
-        r = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "fastfinite",
-                "scan",
-                path,
-                "--scheduler",
-                address,
-                "--json",
-                str(tmp_path / "r.json"),
-                "--no-progress",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        r = _cli(path, "--scheduler", address, "--json", str(tmp_path / "r.json"), "--no-progress")
         assert r.returncode == 1, r.stderr
         import json
 
@@ -282,20 +275,7 @@ def test_real_dask_scheduler_and_worker_processes_with_cli(tmp_path):
         ref = fastfinite.scan(x)
         assert d["nan"] == ref.nan and d["posinf"] == ref.posinf
         assert d["cast"]["float32"]["overflow"] == ref.cast["float32"].overflow
-        bad = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "fastfinite",
-                "scan",
-                path,
-                "--scheduler",
-                f"tcp://127.0.0.1:{_free_port()}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        bad = _cli(path, "--scheduler", f"tcp://127.0.0.1:{_free_port()}", timeout=120)
         assert bad.returncode == 2 and "Traceback" not in bad.stderr
     finally:
         for p in reversed(procs):
@@ -313,22 +293,6 @@ def test_cli_local_cluster(tmp_path):
     x = _data((20, 10), seed=7)
     path = str(tmp_path / "a.zarr")
     zarr.create_array(store=path, data=x, chunks=(5, 5))
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fastfinite",
-            "scan",
-            path,
-            "--workers",
-            "2",
-            "--json",
-            "-",
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    r = _cli(path, "--workers", "2", "--json", "-", "--no-progress")
     assert r.returncode == 1, r.stderr
     assert f'"nan": {int(np.isnan(x).sum())}' in r.stdout

@@ -3,10 +3,9 @@ reading a failed region again unit by unit to name the unit that cannot be read.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator
-
-import numpy as np
 
 from ..blocks import Region, plan_regions
 
@@ -42,17 +41,13 @@ class ChunkGrid:
 
     def units_in(self, region: Region) -> Iterator[tuple[int, ...]]:
         """Grid coordinates of the units a region of elements covers."""
-        ranges = [range(r.start // n, -(-r.stop // n)) for r, n in zip(region, self.unit)]
-        return _product(ranges)
+        return itertools.product(
+            *[range(r.start // n, -(-r.stop // n)) for r, n in zip(region, self.unit)]
+        )
 
     def unit_region(self, coords: tuple[int, ...]) -> Region:
         """The element slices of one unit."""
         return self.to_elements(tuple(slice(c, c + 1) for c in coords))
-
-
-def _product(ranges: list[range]) -> Iterator[tuple[int, ...]]:
-    for idx in np.ndindex(*[len(r) for r in ranges]):
-        yield tuple(int(r[i]) for r, i in zip(ranges, idx))
 
 
 def key_parser(encode, ndim: int):

@@ -31,7 +31,7 @@ class ZarrSource:
 
     def __init__(self, array: Any, name: str | None = None):
         self.array = array
-        self.name = name or _array_name(array)
+        self.name = name or array_name(array)
         self.shape = tuple(int(s) for s in array.shape)
         self.dtype = check_dtype(np.dtype(array.dtype))
         self.nbytes = math.prod(self.shape) * self.dtype.itemsize
@@ -41,22 +41,23 @@ class ZarrSource:
         self.storage = ChunkGrid(self.shape, tuple(shards or array.chunks))
         self._inner = ChunkGrid(self.shape, tuple(array.chunks))
 
-    def _read_grid(self, budget_bytes: int) -> ChunkGrid:
-        """Shards when one fits a few region budgets, else their inner chunks."""
-        unit_bytes = math.prod(self.storage.unit) * self.dtype.itemsize
-        return self.storage if unit_bytes <= 4 * budget_bytes else self._inner
-
     def regions(self, budget_bytes: int):
-        self._grid = self._read_grid(budget_bytes)
-        return self._grid.regions(self.dtype.itemsize, budget_bytes)
+        """Regions of whole shards when a shard fits a few region budgets, else of chunks."""
+        unit_bytes = math.prod(self.storage.unit) * self.dtype.itemsize
+        grid = self.storage if unit_bytes <= 4 * budget_bytes else self._inner
+        return grid.regions(self.dtype.itemsize, budget_bytes)
 
     def read(self, region: Region) -> np.ndarray:
         return np.asarray(self.array[region])
 
     def units(self, region: Region):
-        """``(kind, grid coordinates, region)`` of each read unit in a region."""
-        grid = getattr(self, "_grid", self.storage)
-        kind = self.unit_kind if grid is self.storage else "chunk"
+        """``(kind, grid coordinates, region)`` of each storage unit in a region: shards (or
+        unsharded chunks) when the region is made of them, else inner chunks."""
+        aligned = all(
+            r.start % u == 0 and (r.stop % u == 0 or r.stop == n)
+            for r, u, n in zip(region, self.storage.unit, self.shape)
+        )
+        grid, kind = (self.storage, self.unit_kind) if aligned else (self._inner, "chunk")
         for coords in grid.units_in(region):
             yield kind, coords, grid.unit_region(coords)
 
@@ -99,7 +100,7 @@ def _plain(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else v
 
 
-def _array_name(array: Any) -> str:
+def array_name(array: Any) -> str:
     try:
         return str(array.store_path).rstrip("/")
     except Exception:
