@@ -228,11 +228,10 @@ def localize_source(source, report: ScanReport, eps: float, limit: int) -> list[
             break
         try:
             block = np.asarray(source.read(region))
-        except Exception as e:
+        except Exception:
             if not any(f.kind == "unreadable_chunk" for f in report.findings):
                 raise
             # the piece holds a chunk the scan already reported unreadable: replay the rest
-            del e
             continue
         start = tuple(s.start for s in region)
         bshape = tuple(s.stop - s.start for s in region)
