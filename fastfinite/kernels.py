@@ -9,14 +9,15 @@ Never the blanket ``fastmath`` switch: its ``nnan``/``ninf`` flags let LLVM dele
 and inf tests this package exists for. ``reassoc`` and ``contract`` only allow reordering the
 sums, which the vectorizer needs for float reductions.
 
-How the pass stays fast: the block is cut into sub-blocks of ``SUB_BLOCK_BYTES``. A
-branch-free integer loop over the values' bits (``_keys``) takes the largest magnitude (is
-anything non-finite?) and the extrema; another (``_sums``) the shifted sums in float64; each
-vectorizes at its own width. LLVM cannot vectorize float min/max reductions without ``nnan``,
-so the extrema are taken over integer keys that order like the floats; integer min/max
-vectorize. A sub-block holding a non-finite value runs the masked variants (``_keys_finite``,
-``_sums_finite``); one holding a non-finite value or crossing a cast threshold goes through the
-exact classifying loop (``_classify``) and, while locations are still wanted, ``_record``.
+How the pass stays fast: the block is cut into sub-blocks of ``SUB_BLOCK_BYTES``. One
+branch-free loop (``_pass``) reads each value once and takes, from its bits, the largest
+magnitude (is anything non-finite?) and the extrema, and from its value the shifted sums in
+float64. LLVM cannot vectorize float min/max reductions without ``nnan``, so the extrema are
+taken over integer keys that order like the floats; integer min/max vectorize. A sub-block
+holding a non-finite value runs the masked variants (``_keys_finite``, ``_sums_finite``); one
+holding a non-finite value or crossing a cast threshold goes through the exact classifying
+loop (``_classify``) and, while locations are still wanted, ``_record``. ``_keys`` alone (no
+sums) serves the per-column kernel and ``quick_check``.
 """
 
 from __future__ import annotations
@@ -102,22 +103,47 @@ def _keys_finite(xi, kk, big, inf_bits):
 
 
 @njit(nogil=True, cache=True, fastmath=_FLAGS)
-def _sums(x, k):
-    """``(sum(x - k), sum((x - k)**2))`` in float64, for a block of finite values."""
+def _pass(x, xi, big, k, tiny):
+    """``_keys`` (or ``_keys_tiny`` when ``tiny``) and the shifted sums in one read of a block:
+    ``(max_abs_bits, min_key, max_key, min_nonzero_abs_bits, sum(x - k), sum((x - k)**2))``.
+    The sums are those of the finite values only when ``max_abs_bits`` is below inf's."""
+    T = xi.dtype.type
+    amax = T(0)
+    mn = big
+    mx = T(~big)
+    mz = big
     k64 = np.float64(k)
     s1 = 0.0
     s2 = 0.0
-    for i in range(x.shape[0]):
-        d = np.float64(x[i]) - k64
-        s1 += d
-        s2 += d * d
-    return s1, s2
+    if tiny:
+        for i in range(xi.shape[0]):
+            b = xi[i]
+            ab = T(b & big)
+            amax = max(amax, ab)
+            key = T(b ^ big) if b < T(0) else b
+            mn = min(mn, key)
+            mx = max(mx, key)
+            mz = min(mz, ab if ab > T(0) else big)
+            d = np.float64(x[i]) - k64
+            s1 += d
+            s2 += d * d
+    else:
+        for i in range(xi.shape[0]):
+            b = xi[i]
+            amax = max(amax, T(b & big))
+            key = T(b ^ big) if b < T(0) else b
+            mn = min(mn, key)
+            mx = max(mx, key)
+            d = np.float64(x[i]) - k64
+            s1 += d
+            s2 += d * d
+    return amax, mn, mx, mz, s1, s2
 
 
 @njit(nogil=True, cache=True, fastmath=_FLAGS)
 def _sums_finite(x, k):
-    """``_sums`` over the finite values: non-finite ones are replaced by the finite shift
-    ``k``, so they add nothing."""
+    """The sums of ``_pass`` over the finite values: non-finite ones are replaced by the
+    finite shift ``k``, so they add nothing."""
     k64 = np.float64(k)
     s1 = 0.0
     s2 = 0.0
@@ -249,15 +275,9 @@ def _scan_row(x, xi, base, thr, counts, rcounts, locs, vals, nlocs, stats, work)
         e = min(s + sub, n)
         xs = x[s:e]
         xis = xi[s:e]
-        smz = big
-        if tiny:
-            amax, smn, smx, smz = _keys_tiny(xis, big)
-        else:
-            amax, smn, smx = _keys(xis, big)
+        amax, smn, smx, smz, a1, a2 = _pass(xs, xis, big, k, tiny)
         clean = amax < inf_bits
-        if clean:
-            a1, a2 = _sums(xs, k)
-        else:
+        if not clean:
             smn, smx, smz = _keys_finite(xis, kk, big, inf_bits)
             a1, a2 = _sums_finite(xs, k)
         s1 += a1
