@@ -10,10 +10,11 @@ and inf tests this package exists for. ``reassoc`` and ``contract`` only allow r
 sums, which the vectorizer needs for float reductions.
 
 How the pass stays fast: the block is cut into sub-blocks of ``SUB_BLOCK_BYTES``. One
-branch-free loop (``_pass``) reads each value once and takes, from its bits, the largest
-magnitude (is anything non-finite?) and the extrema, and from its value the shifted sums in
-float64. LLVM cannot vectorize float min/max reductions without ``nnan``, so the extrema are
-taken over integer keys that order like the floats; integer min/max vectorize. A sub-block
+branch-free loop (``_pass``) reads each value once and takes, from its bits, the extrema,
+and from its value the shifted sums in float64. LLVM cannot vectorize float min/max
+reductions without ``nnan``, so the extrema are taken over integer keys that order like the
+floats; integer min/max vectorize, and the extreme keys also tell whether anything was NaN or
+inf (``_clean``). A sub-block
 holding a non-finite value runs the masked variants (``_keys_finite``, ``_sums_finite``); one
 holding a non-finite value or crossing a cast threshold goes through the exact classifying
 loop (``_classify``) and, while locations are still wanted, ``_record``. ``_keys`` alone (no
@@ -46,41 +47,45 @@ def _key(b, big):
 
 @njit(nogil=True, cache=True)
 def _keys(xi, big):
-    """Fast pass over the bits ``xi`` of a float block: ``(max_abs_bits, min_key, max_key)``.
+    """Fast pass over the bits ``xi`` of a float block: ``(min_key, max_key)``.
 
-    A value is finite when its magnitude bits are below those of inf, so the block is clean
-    when ``max_abs_bits`` is; only then are the keys' extrema those of the finite values.
+    The keys of the finite values lie strictly between those of -inf and +inf and NaN's lie
+    outside, so the extrema alone tell whether the block is clean (``_clean``); only then are
+    they those of the finite values.
     """
     T = xi.dtype.type
-    amax = T(0)
     mn = big
     mx = T(~big)
     for i in range(xi.shape[0]):  # a loop from 0 vectorizes twice as well as range(s, e)
         b = xi[i]
-        amax = max(amax, T(b & big))
         key = T(b ^ big) if b < T(0) else b
         mn = min(mn, key)
         mx = max(mx, key)
-    return amax, mn, mx
+    return mn, mx
 
 
 @njit(nogil=True, cache=True)
 def _keys_tiny(xi, big):
     """``_keys`` plus the magnitude bits of the smallest non-zero value (underflow check)."""
     T = xi.dtype.type
-    amax = T(0)
     mn = big
     mx = T(~big)
     mz = big
     for i in range(xi.shape[0]):
         b = xi[i]
         ab = T(b & big)
-        amax = max(amax, ab)
         key = T(b ^ big) if b < T(0) else b
         mn = min(mn, key)
         mx = max(mx, key)
         mz = min(mz, ab if ab > T(0) else big)
-    return amax, mn, mx, mz
+    return mn, mx, mz
+
+
+@njit(nogil=True, cache=True)
+def _clean(mn, mx, inf_bits):
+    """Whether extrema keys ``mn``/``mx`` are those of finite values only: -inf's key is
+    ``~inf_bits``, NaN's lie beyond the infinities'."""
+    return mn > type(mn)(~inf_bits) and mx < inf_bits
 
 
 @njit(nogil=True, cache=True)
@@ -105,10 +110,9 @@ def _keys_finite(xi, kk, big, inf_bits):
 @njit(nogil=True, cache=True, fastmath=_FLAGS)
 def _pass(x, xi, big, k, tiny):
     """``_keys`` (or ``_keys_tiny`` when ``tiny``) and the shifted sums in one read of a block:
-    ``(max_abs_bits, min_key, max_key, min_nonzero_abs_bits, sum(x - k), sum((x - k)**2))``.
-    The sums are those of the finite values only when ``max_abs_bits`` is below inf's."""
+    ``(min_key, max_key, min_nonzero_abs_bits, sum(x - k), sum((x - k)**2))``, the sums
+    those of the finite values only when the keys are (``_clean``)."""
     T = xi.dtype.type
-    amax = T(0)
     mn = big
     mx = T(~big)
     mz = big
@@ -119,7 +123,6 @@ def _pass(x, xi, big, k, tiny):
         for i in range(xi.shape[0]):
             b = xi[i]
             ab = T(b & big)
-            amax = max(amax, ab)
             key = T(b ^ big) if b < T(0) else b
             mn = min(mn, key)
             mx = max(mx, key)
@@ -130,14 +133,13 @@ def _pass(x, xi, big, k, tiny):
     else:
         for i in range(xi.shape[0]):
             b = xi[i]
-            amax = max(amax, T(b & big))
             key = T(b ^ big) if b < T(0) else b
             mn = min(mn, key)
             mx = max(mx, key)
             d = np.float64(x[i]) - k64
             s1 += d
             s2 += d * d
-    return amax, mn, mx, mz, s1, s2
+    return mn, mx, mz, s1, s2
 
 
 @njit(nogil=True, cache=True, fastmath=_FLAGS)
@@ -275,8 +277,8 @@ def _scan_row(x, xi, base, thr, counts, rcounts, locs, vals, nlocs, stats, work)
         e = min(s + sub, n)
         xs = x[s:e]
         xis = xi[s:e]
-        amax, smn, smx, smz, a1, a2 = _pass(xs, xis, big, k, tiny)
-        clean = amax < inf_bits
+        smn, smx, smz, a1, a2 = _pass(xs, xis, big, k, tiny)
+        clean = _clean(smn, smx, inf_bits)
         if not clean:
             smn, smx, smz = _keys_finite(xis, kk, big, inf_bits)
             a1, a2 = _sums_finite(xs, k)
@@ -423,10 +425,10 @@ def scan_cols(x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs):
             row = x[r, c0:c1]
             smz = big
             if tiny:
-                amax, smn, smx, smz = _keys_tiny(xi[r, c0:c1], big)
+                smn, smx, smz = _keys_tiny(xi[r, c0:c1], big)
             else:
-                amax, smn, smx = _keys(xi[r, c0:c1], big)
-            clean = amax < inf_bits
+                smn, smx = _keys(xi[r, c0:c1], big)
+            clean = _clean(smn, smx, inf_bits)
             if clean:
                 _col_update(row, kt, s1t, s2t, mnt, mxt)
             else:
@@ -501,8 +503,8 @@ def quick_check(x, xi, thr):
         work[7],
     )
     if under_max >= 0:
-        amax, mn, mx, mz = _keys_tiny(xi, big)
+        mn, mx, mz = _keys_tiny(xi, big)
     else:
-        amax, mn, mx = _keys(xi, big)
+        mn, mx = _keys(xi, big)
         mz = big
-    return amax < inf_bits and not _risky(keys, fl, mn, mx, mz, big, over_min, under_max)
+    return _clean(mn, mx, inf_bits) and not _risky(keys, fl, mn, mx, mz, big, over_min, under_max)
