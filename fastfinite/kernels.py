@@ -108,10 +108,12 @@ def _keys_finite(xi, kk, big, inf_bits):
 
 
 @njit(nogil=True, cache=True, fastmath=_FLAGS)
-def _pass(x, xi, big, k, tiny):
-    """``_keys`` (or ``_keys_tiny`` when ``tiny``) and the shifted sums in one read of a block:
-    ``(min_key, max_key, min_nonzero_abs_bits, sum(x - k), sum((x - k)**2))``, the sums
-    those of the finite values only when the keys are (``_clean``)."""
+def _pass(x, xi, off, n, big, k, tiny):
+    """``_keys`` (or ``_keys_tiny`` when ``tiny``) and the shifted sums in one read of
+    ``x[off:off + n]``: ``(min_key, max_key, min_nonzero_abs_bits, sum(x - k),
+    sum((x - k)**2))``, the sums those of the finite values only when the keys are
+    (``_clean``). An offset rather than a slice: a view per short row costs reference
+    counting that shows at 1000 values per row."""
     T = xi.dtype.type
     mn = big
     mx = T(~big)
@@ -119,24 +121,26 @@ def _pass(x, xi, big, k, tiny):
     k64 = np.float64(k)
     s1 = 0.0
     s2 = 0.0
+    off = np.uint64(off)  # unsigned indices: no negative-index wraparound to block vectorizing
+    n = np.uint64(n)
     if tiny:
-        for i in range(xi.shape[0]):
-            b = xi[i]
+        for i in range(n):
+            b = xi[off + i]
             ab = T(b & big)
             key = T(b ^ big) if b < T(0) else b
             mn = min(mn, key)
             mx = max(mx, key)
             mz = min(mz, ab if ab > T(0) else big)
-            d = np.float64(x[i]) - k64
+            d = np.float64(x[off + i]) - k64
             s1 += d
             s2 += d * d
     else:
-        for i in range(xi.shape[0]):
-            b = xi[i]
+        for i in range(n):
+            b = xi[off + i]
             key = T(b ^ big) if b < T(0) else b
             mn = min(mn, key)
             mx = max(mx, key)
-            d = np.float64(x[i]) - k64
+            d = np.float64(x[off + i]) - k64
             s1 += d
             s2 += d * d
     return mn, mx, mz, s1, s2
@@ -226,13 +230,10 @@ def _record(x, s, e, base, thr, want, locs, vals, nlocs):
 
 
 @njit(nogil=True, cache=True)
-def _risky(keys, fl, smn, smx, smz, big, over_min, under_max):
+def _risky(smn, smx, smz, lo, hi, tiny_bits):
     """Whether extrema keys ``smn``/``smx`` or the smallest magnitude bits ``smz`` cross a
-    cast threshold (``keys``/``fl``: one scratch buffer seen as integers and as floats)."""
-    keys[0] = _key(smn, big)
-    keys[1] = _key(smx, big)
-    keys[2] = smz
-    return not (max(abs(fl[0]), abs(fl[1])) < over_min) or fl[2] <= under_max
+    cast threshold: the thresholds as keys and bits (``_work``), so no float is rebuilt."""
+    return smn <= lo or smx >= hi or smz <= tiny_bits
 
 
 @njit(nogil=True, cache=True)
@@ -251,69 +252,26 @@ def _classify_and_record(x, s, e, base, thr, counts, cnt, want, locs, vals, nloc
 
 
 @njit(nogil=True, cache=True)
-def _scan_row(x, xi, base, thr, counts, rcounts, locs, vals, nlocs, stats, work):
-    """One pass over a contiguous 1-D row (see ``scan_rows``); ``stats`` receives
-    ``[shift, sum(y - shift), sum((y - shift)**2), min, max]`` of its finite values and
-    ``rcounts`` its NaN, +inf and -inf counts. ``work`` holds what does not change from row
-    to row (made once per block by ``_work``: an allocation per short row would cost more
-    than the row)."""
-    cnt, want, keys, fl, big, inf_bits, over_min, under_max = work
-    n = x.shape[0]
-    T = xi.dtype.type
-    # Shift by a finite value of the row: sums of (y - k) stay small for data with a large
-    # offset, and the cancellation error is at most eps * n relative to M2.
-    first = 0
-    while first < n and not (x[first] - x[first]) == 0:
-        first += 1
-    k = x[first] if first < n else x.dtype.type(0)
-    kk = _key(xi[first] if first < n else T(0), big)
-    s1 = 0.0
-    s2 = 0.0
-    mn = big
-    mx = T(~big)
-    tiny = under_max >= 0
-    sub = SUB_BLOCK_BYTES // x.itemsize
-    for s in range(0, n, sub):
-        e = min(s + sub, n)
-        xs = x[s:e]
-        xis = xi[s:e]
-        smn, smx, smz, a1, a2 = _pass(xs, xis, big, k, tiny)
-        clean = _clean(smn, smx, inf_bits)
-        if not clean:
-            smn, smx, smz = _keys_finite(xis, kk, big, inf_bits)
-            a1, a2 = _sums_finite(xs, k)
-        s1 += a1
-        s2 += a2
-        mn = min(mn, smn)
-        mx = max(mx, smx)
-        if clean and not _risky(keys, fl, smn, smx, smz, big, over_min, under_max):
-            continue
-        _classify_and_record(x, s, e, base, thr, counts, cnt, want, locs, vals, nlocs)
-        rcounts[0] += cnt[0]
-        rcounts[1] += cnt[1]
-        rcounts[2] += cnt[2]
-    keys[0] = _key(mn, big)
-    keys[1] = _key(mx, big)
-    stats[0] = np.float64(k)
-    stats[1] = s1
-    stats[2] = s2
-    stats[3] = np.float64(fl[0]) if first < n else np.inf
-    stats[4] = np.float64(fl[1]) if first < n else -np.inf
-
-
-@njit(nogil=True, cache=True)
 def _work(x, xi, thr):
-    """Per-block constants and scratch arrays of ``_scan_row``."""
+    """Per-block constants and scratch arrays of the kernels, made once per block (an
+    allocation per short row would cost more than the row): ``(cnt, want, keys, fl, big,
+    inf_bits, lo, hi, tiny_bits, tiny)``. A clean value ``v`` risks a cast overflow when its
+    key is ``<= lo`` or ``>= hi`` (the keys of -/+ the smallest overflow threshold), an
+    underflow when its magnitude bits are ``<= tiny_bits``; ``tiny``: any underflow target."""
     big = xi.dtype.type(np.iinfo(xi.dtype).max)
-    keys = np.empty(3, dtype=xi.dtype)
+    keys = np.empty(3, dtype=xi.dtype)  # scratch: the same bits seen as integers and floats
     fl = keys.view(x.dtype)
-    fl[0] = np.inf
-    inf_bits = keys[0]
     over_min = min(thr[0], min(thr[2], thr[4]))
     under_max = max(thr[1], max(thr[3], thr[5]))
+    fl[0] = np.inf
+    fl[1] = over_min
+    fl[2] = -over_min
+    inf_bits, hi, lo = keys[0], _key(keys[1], big), _key(keys[2], big)
+    fl[0] = under_max
+    tiny_bits = keys[0]  # negative when under_max is (no underflow target): never reached
     cnt = np.zeros(N_KINDS, dtype=np.int64)
     want = np.zeros(N_KINDS, dtype=np.bool_)
-    return cnt, want, keys, fl, big, inf_bits, over_min, under_max
+    return cnt, want, keys, fl, big, inf_bits, lo, hi, tiny_bits, under_max >= 0
 
 
 @njit(nogil=True, cache=True)
@@ -329,9 +287,9 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
         ``(overflow, underflow)`` thresholds of three cast targets (see ``casts``).
     counts : int64 array of ``N_KINDS``
         Incremented by the counts of NaN, +inf, -inf and (overflow, underflow) per target.
-    rstats : float64 array (rows, 5)
+    rstats : float64 array (5, rows)
         Per row ``[shift, sum(y - shift), sum((y - shift)**2), min, max]`` over finite values.
-    rcounts : int64 array (rows, 3)
+    rcounts : int64 array (3, rows)
         Per row counts of NaN, +inf and -inf.
     locs : int64 array (N_KINDS, cap)
         Receives the first ``cap`` positions (flat indices into ``x``) of each kind.
@@ -340,12 +298,49 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
     nlocs : int64 array of ``N_KINDS``
         Number of positions recorded per kind.
     """
-    cols = x.shape[1]
-    work = _work(x, xi, thr)
-    for r in range(x.shape[0]):
-        _scan_row(
-            x[r], xi[r], r * cols, thr, counts, rcounts[r], locs, vals, nlocs, rstats[r], work
-        )
+    rows, n = x.shape
+    cnt, want, keys, fl, big, inf_bits, lo, hi, tiny_bits, tiny = _work(x, xi, thr)
+    T = xi.dtype.type
+    xf = x.reshape(x.size)  # flat, with offsets: a view per short row costs reference counts
+    xif = xi.reshape(xi.size)
+    sub = SUB_BLOCK_BYTES // x.itemsize
+    for r in range(rows):
+        off = r * n
+        # Shift by a finite value of the row: sums of (y - k) stay small for data with a
+        # large offset, and the cancellation error is at most eps * n relative to M2.
+        first = 0
+        while first < n and not (xf[off + first] - xf[off + first]) == 0:
+            first += 1
+        k = xf[off + first] if first < n else x.dtype.type(0)
+        kk = _key(xif[off + first] if first < n else T(0), big)
+        s1 = 0.0
+        s2 = 0.0
+        mn = big
+        mx = T(~big)
+        for s in range(off, off + n, sub):
+            e = min(s + sub, off + n)
+            smn, smx, smz, a1, a2 = _pass(xf, xif, s, e - s, big, k, tiny)
+            clean = _clean(smn, smx, inf_bits)
+            if not clean:
+                smn, smx, smz = _keys_finite(xif[s:e], kk, big, inf_bits)
+                a1, a2 = _sums_finite(xf[s:e], k)
+            s1 += a1
+            s2 += a2
+            mn = min(mn, smn)
+            mx = max(mx, smx)
+            if clean and not _risky(smn, smx, smz, lo, hi, tiny_bits):
+                continue
+            _classify_and_record(xf, s, e, 0, thr, counts, cnt, want, locs, vals, nlocs)
+            rcounts[0, r] += cnt[0]
+            rcounts[1, r] += cnt[1]
+            rcounts[2, r] += cnt[2]
+        keys[0] = _key(mn, big)
+        keys[1] = _key(mx, big)
+        rstats[0, r] = np.float64(k)
+        rstats[1, r] = s1
+        rstats[2, r] = s2
+        rstats[3, r] = np.float64(fl[0]) if first < n else np.inf
+        rstats[4, r] = np.float64(fl[1]) if first < n else -np.inf
 
 
 @njit(nogil=True, cache=True, fastmath=_FLAGS)
@@ -361,7 +356,7 @@ def _col_update(row, k, s1, s2, mn, mx):
 
 
 @njit(nogil=True, cache=True)
-def _col_update_finite(row, k, s1, s2, mn, mx, ccounts):
+def _col_update_finite(row, k, s1, s2, mn, mx, cnan, cpos, cneg):
     """``_col_update`` for a row holding NaN or inf: those are counted per column instead."""
     for j in range(row.shape[0]):
         v = row[j]
@@ -373,11 +368,11 @@ def _col_update_finite(row, k, s1, s2, mn, mx, ccounts):
             mn[j] = min(mn[j], w)
             mx[j] = max(mx[j], w)
         elif v != v:
-            ccounts[j, 0] += 1
+            cnan[j] += 1
         elif v > 0:
-            ccounts[j, 1] += 1
+            cpos[j] += 1
         else:
-            ccounts[j, 2] += 1
+            cneg[j] += 1
 
 
 @njit(nogil=True, cache=True)
@@ -386,41 +381,26 @@ def scan_cols(x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs):
 
     Like ``scan_rows`` with the slices along the columns: each row is checked with the fast
     integer loop, then added to per-column accumulators (a vectorized map, not a
-    reduction). ``cstats`` (cols, 5) and ``ccounts`` (cols, 3) as in ``scan_rows``.
+    reduction). ``cstats`` (5, cols) and ``ccounts`` (3, cols) as in ``scan_rows``.
     """
     rows, cols = x.shape
-    T = xi.dtype.type
-    big = T(np.iinfo(xi.dtype).max)
-    k = np.zeros(cols, dtype=np.float64)
+    k, s1, s2, mn, mx = cstats[0], cstats[1], cstats[2], cstats[3], cstats[4]
+    k[:] = 0.0
     for j in range(cols):
         for r in range(rows):
             v = x[r, j]
             if (v - v) == 0:
                 k[j] = v
                 break
-    s1 = np.zeros(cols, dtype=np.float64)
-    s2 = np.zeros(cols, dtype=np.float64)
-    mn = np.full(cols, np.inf)
-    mx = np.full(cols, -np.inf)
-    over_min = min(thr[0], min(thr[2], thr[4]))
-    under_max = max(thr[1], max(thr[3], thr[5]))
-    tiny = under_max >= 0
-    cnt = np.zeros(N_KINDS, dtype=np.int64)
-    want = np.zeros(N_KINDS, dtype=np.bool_)
-    keys = np.empty(3, dtype=xi.dtype)
-    fl = keys.view(x.dtype)
-    fl[0] = np.inf
-    inf_bits = keys[0]
+    s1[:] = 0.0
+    s2[:] = 0.0
+    mn[:] = np.inf
+    mx[:] = -np.inf
+    cnt, want, _, _, big, inf_bits, lo, hi, tiny_bits, tiny = _work(x, xi, thr)
     for c0 in range(0, cols, COL_TILE):  # accumulators of a tile stay in cache
         c1 = min(c0 + COL_TILE, cols)
-        kt, s1t, s2t, mnt, mxt, cct = (
-            k[c0:c1],
-            s1[c0:c1],
-            s2[c0:c1],
-            mn[c0:c1],
-            mx[c0:c1],
-            ccounts[c0:c1],
-        )
+        kt, s1t, s2t, mnt, mxt = k[c0:c1], s1[c0:c1], s2[c0:c1], mn[c0:c1], mx[c0:c1]
+        cnan, cpos, cneg = ccounts[0, c0:c1], ccounts[1, c0:c1], ccounts[2, c0:c1]
         for r in range(rows):
             row = x[r, c0:c1]
             smz = big
@@ -432,34 +412,50 @@ def scan_cols(x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs):
             if clean:
                 _col_update(row, kt, s1t, s2t, mnt, mxt)
             else:
-                _col_update_finite(row, kt, s1t, s2t, mnt, mxt, cct)
-            if clean and not _risky(keys, fl, smn, smx, smz, big, over_min, under_max):
+                _col_update_finite(row, kt, s1t, s2t, mnt, mxt, cnan, cpos, cneg)
+            if clean and not _risky(smn, smx, smz, lo, hi, tiny_bits):
                 continue
             _classify_and_record(
                 row, 0, c1 - c0, r * cols + c0, thr, counts, cnt, want, locs, vals, nlocs
             )
-    for j in range(cols):
-        cstats[j, 0] = k[j]
-        cstats[j, 1] = s1[j]
-        cstats[j, 2] = s2[j]
-        cstats[j, 3] = mn[j]
-        cstats[j, 4] = mx[j]
 
 
 @njit(nogil=True, cache=True)
 def finish_slices(length, sstats, scounts, n, mean, m2):
-    """Per slice count, mean and M2 of the finite values from a kernel's shifted sums."""
+    """Per slice count, mean and M2 of the finite values from a kernel's shifted sums, and
+    over all of them ``(count, mean, M2, min, max, sum)``: the kernels' twin of
+    ``SliceStats.total`` (same formulas), for blocks of many slices."""
+    tn = 0
+    tsum = 0.0
+    tmn = np.inf
+    tmx = -np.inf
     for r in range(n.shape[0]):
-        c = length - scounts[r, 0] - scounts[r, 1] - scounts[r, 2]
+        c = length - scounts[0, r] - scounts[1, r] - scounts[2, r]
         n[r] = c
         if c > 0:
-            s1 = sstats[r, 1]
-            mean[r] = sstats[r, 0] + s1 / c
-            v = sstats[r, 2] - s1 * (s1 / c)
+            s1 = sstats[1, r]
+            mean[r] = sstats[0, r] + s1 / c
+            v = sstats[2, r] - s1 * (s1 / c)
             m2[r] = np.inf if v != v else max(v, 0.0)  # inf - inf: the squares overflow
         else:
             mean[r] = 0.0
             m2[r] = 0.0
+        tn += c
+        tsum += c * mean[r]
+        tmn = min(tmn, sstats[3, r])
+        tmx = max(tmx, sstats[4, r])
+    if tn == 0:
+        return 0, 0.0, 0.0, np.inf, -np.inf, tsum
+    tmean = tsum / tn
+    if not np.isfinite(tmean):  # n * mean overflowed: average the means instead
+        tmean = 0.0
+        for r in range(n.shape[0]):
+            tmean += (n[r] / tn) * mean[r]
+    tm2 = 0.0
+    for r in range(n.shape[0]):
+        d = mean[r] - tmean
+        tm2 += m2[r] + n[r] * d * d
+    return tn, tmean, (np.inf if tm2 != tm2 else tm2), tmn, tmx, tsum
 
 
 @njit(nogil=True, cache=True)
@@ -493,18 +489,11 @@ def fold_slices(
 def quick_check(x, xi, thr):
     """True when a contiguous 1-D block holds no non-finite value and no cast risk: the
     integer pass of ``_keys`` alone (no sums, no positions), for checks on every batch."""
-    work = _work(x, xi, thr)
-    keys, fl, big, inf_bits, over_min, under_max = (
-        work[2],
-        work[3],
-        work[4],
-        work[5],
-        work[6],
-        work[7],
-    )
-    if under_max >= 0:
+    _, _, _, _, big, inf_bits, lo, hi, tiny_bits, tiny = _work(x, xi, thr)
+    if tiny:
         mn, mx, mz = _keys_tiny(xi, big)
     else:
         mn, mx = _keys(xi, big)
         mz = big
-    return _clean(mn, mx, inf_bits) and not _risky(keys, fl, mn, mx, mz, big, over_min, under_max)
+    return _clean(mn, mx, inf_bits) and not _risky(mn, mx, mz, lo, hi, tiny_bits)
+

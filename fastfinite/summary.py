@@ -73,30 +73,35 @@ class SliceStats:
     FIELDS = ("n", "mean", "m2", "min", "max", "nan", "posinf", "neginf")
 
     @classmethod
-    def from_partials(cls, idx, length, stats, counts) -> SliceStats:
-        """From kernel outputs: per slice ``[shift, s1, s2, min, max]`` and NaN/+inf/-inf
-        counts, ``length`` values per slice."""
+    def from_partials(cls, idx, length, stats, counts) -> tuple[SliceStats, tuple]:
+        """From kernel outputs: per slice ``[shift, s1, s2, min, max]`` (``stats``, 5 rows)
+        and NaN/+inf/-inf counts (``counts``, 3 rows), ``length`` values per slice. Returns
+        the slices and their totals ``(n, mean, m2, min, max, sum)``."""
         m = len(idx)
         n, mean, m2 = np.empty(m, np.int64), np.empty(m), np.empty(m)
         if m <= 64:  # a handful of slices: NumPy, and no numba start-up for small scans
-            n[:] = length - counts[:, 0] - counts[:, 1] - counts[:, 2]
-            s1 = stats[:, 1]
+            n[:] = length - counts[0] - counts[1] - counts[2]
+            s1 = stats[1]
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 safe = np.maximum(n, 1)
-                mean[:] = np.where(n > 0, stats[:, 0] + s1 / safe, 0.0)
-                v = np.where(n > 0, stats[:, 2] - s1 * (s1 / safe), 0.0)
+                mean[:] = np.where(n > 0, stats[0] + s1 / safe, 0.0)
+                v = np.where(n > 0, stats[2] - s1 * (s1 / safe), 0.0)
             m2[:] = np.where(np.isnan(v), np.inf, np.maximum(v, 0.0))
+            totals = None
         else:
             from .kernels import finish_slices
 
-            finish_slices(length, stats, counts, n, mean, m2)
-        mn, mx = stats[:, 3].copy(), stats[:, 4].copy()
-        nan, pos, neg = counts[:, 0].copy(), counts[:, 1].copy(), counts[:, 2].copy()
+            totals = finish_slices(length, stats, counts, n, mean, m2)
+        mn, mx = stats[3], stats[4]
+        nan, pos, neg = counts[0], counts[1], counts[2]
         if m > 1 and not (idx[1:] > idx[:-1]).all():
             o = np.argsort(idx, kind="stable")
             idx, n, mean, m2, mn, mx = idx[o], n[o], mean[o], m2[o], mn[o], mx[o]
             nan, pos, neg = nan[o], pos[o], neg[o]
-        return cls(idx, n, mean, m2, mn, mx, nan, pos, neg)
+        out = cls(idx, n, mean, m2, mn, mx, nan, pos, neg)
+        if totals is None:
+            totals = (*out.total(), _finite_sum(out))
+        return out, totals
 
     def total(self) -> tuple[int, float, float, float, float]:
         """``(n, mean, m2, min, max)`` over all these slices (Chan's formula, vectorized)."""
@@ -342,8 +347,8 @@ def summarize(data: np.ndarray, start: tuple[int, ...], spec: ScanSpec) -> Summa
     thr = spec.thresholds.astype(x.dtype, copy=False)
     nsl = x2.shape[0] if rows_are_slices else x2.shape[1]
     counts = np.zeros(kinds.N_KINDS, np.int64)
-    sstats = np.empty((nsl, 5), np.float64)
-    scounts = np.zeros((nsl, 3), np.int64)
+    sstats = np.empty((5, nsl), np.float64)
+    scounts = np.zeros((3, nsl), np.int64)
     # complex parts: both parts of one element may hold the same kind
     locs = np.empty((kinds.N_KINDS, cap * block.ncomp), np.int64)
     vals = np.empty((kinds.N_KINDS, cap * block.ncomp), np.float64)
@@ -362,15 +367,17 @@ def summarize(data: np.ndarray, start: tuple[int, ...], spec: ScanSpec) -> Summa
     if x.size == 0:
         return s
     if by is None:
-        part = SliceStats.from_partials(np.zeros(1, np.int64), length, sstats, scounts)
+        idx = np.zeros(1, np.int64)
+    elif len(by) == 1:  # the region's slices are a run along the one axis
+        idx = np.arange(start[by[0]], start[by[0]] + nsl, dtype=np.int64)
     else:
         local = np.unravel_index(np.arange(nsl), tuple(data.shape[a] for a in by))
         glob = [c + start[a] for c, a in zip(local, by)]
         idx = np.ravel_multi_index(glob, spec.by_shape).astype(np.int64)
-        part = SliceStats.from_partials(idx, length, sstats, scounts)
+    part, totals = SliceStats.from_partials(idx, length, sstats, scounts)
+    s.n, s.mean, s.m2, s.min, s.max, s.total = totals
+    if by is not None:
         s.slices = part
-    s.n, s.mean, s.m2, s.min, s.max = part.total()
-    s.total = _finite_sum(part)
     if counts.any():
         stop = tuple(int(a + n) for a, n in zip(start, data.shape))
         s.flagged = [(tuple(int(a) for a in start), stop, int(counts.sum()))]
@@ -403,13 +410,13 @@ def scan_row_numpy(x2, xi2, thr, counts, rstats, rcounts, locs, vals, nlocs) -> 
                 locs[k, : len(pos)] = pos
                 vals[k, : len(pos)] = x[pos]
                 nlocs[k] = len(pos)
-        rcounts[0] = counts[:3]
+        rcounts[:, 0] = counts[:3]
         y = x[fin]
         if y.size:
             d = y.astype(np.float64) - np.float64(y[0])
-            rstats[0] = (y[0], d.sum(), (d * d).sum(), y.min(), y.max())
+            rstats[:, 0] = (y[0], d.sum(), (d * d).sum(), y.min(), y.max())
         else:
-            rstats[0] = (0.0, 0.0, 0.0, math.inf, -math.inf)
+            rstats[:, 0] = (0.0, 0.0, 0.0, math.inf, -math.inf)
 
 
 def _finite_sum(part: SliceStats) -> float:
