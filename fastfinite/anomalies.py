@@ -39,20 +39,31 @@ def rounding_eps(dtype: np.dtype) -> float:
     return float(np.finfo(component_dtype(dtype)).eps)
 
 
-def near_zero(var: np.ndarray, mean: np.ndarray, n: np.ndarray, eps: float = EPS64) -> np.ndarray:
-    """scikit-learn's test for a constant feature (``_is_constant_feature``): the variance is
-    below what rounding alone produces for that mean and count,
-    ``var <= n * eps * var + (n * mean * eps) ** 2``."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        bound = n * eps * var + (n * mean * eps) ** 2
-        return (var > 0) & (var <= bound)
-
-
 def max_abs_z(mean, std, mn, mx) -> np.ndarray:
-    """The largest |z| in each slice: max((max - mean) / std, (mean - min) / std)."""
+    """The largest |z| in each slice: max((max - mean) / std, (mean - min) / std); the NumPy
+    twin of ``kernels.slice_columns``'s."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         z = np.maximum((mx - mean) / std, (mean - mn) / std)
     return np.where(std > 0, z, 0.0)
+
+
+def slice_kinds(dtypes: tuple[str, ...]) -> list[str]:
+    """The slice finding kinds in the order of ``kernels.slice_flags``'s bits. A slice with
+    ``n`` finite values, mean ``m``, variance ``v`` (population) has:
+
+    - ``nonfinite``: a NaN or inf;
+    - ``zero_variance``: ``n > 0`` and ``v == 0``;
+    - ``near_zero_variance``: ``0 < v <= n * eps * v + (n * m * eps) ** 2``, ``v`` finite:
+      scikit-learn's test for a constant feature (``_is_constant_feature``), the variance
+      rounding alone produces for that mean and count;
+    - ``sum_overflow:T`` / ``variance_overflow:T``: ``|n * m|`` / ``n * v`` reaches T's
+      overflow threshold, for each dtype T in ``dtypes``;
+    - ``outlier``: ``n > 1`` and the largest |z| exceeds ``z_threshold``.
+    """
+    kinds = ["nonfinite", "zero_variance", "near_zero_variance"]
+    for t in dtypes:
+        kinds += [f"sum_overflow:{t}", f"variance_overflow:{t}"]
+    return kinds + ["outlier"]
 
 
 def slice_findings(
@@ -64,41 +75,38 @@ def slice_findings(
 ):
     """Findings per slice, in slice order then kind order (``limit`` findings at most).
     ``eps``: the rounding unit of the near-zero-variance bound (see ``rounding_eps``)."""
+    from .kernels import slice_flags
     from .report import Finding, _fmt_index
 
-    n = slices.count
-    shape = n.shape
-    var = np.where(n > 0, slices.std**2, 0.0)
-    with np.errstate(over="ignore", invalid="ignore"):
-        total = slices.mean * n
-        m2 = var * n
-    masks: list[tuple[str, np.ndarray]] = [
-        ("nonfinite", (slices.nan + slices.posinf + slices.neginf) > 0),
-        ("zero_variance", (n > 0) & (var == 0)),
-        ("near_zero_variance", (n > 0) & near_zero(var, slices.mean, n, eps)),
-    ]
-    for t in dtypes:
-        thr = TARGETS[t].overflow_threshold
-        masks.append((f"sum_overflow:{t}", (n > 0) & (np.abs(total) >= thr)))
-        masks.append((f"variance_overflow:{t}", (n > 0) & (m2 >= thr)))
-    masks.append(("outlier", (n > 1) & (slices.max_z > z_threshold)))
-    hits = np.zeros(shape, dtype=bool)
-    for _, m in masks:
-        hits |= m
+    kinds = slice_kinds(dtypes)
+    count, mean, std, max_z, nan, pos, neg = (
+        np.ascontiguousarray(a).reshape(-1)
+        for a in (
+            slices.count,
+            slices.mean,
+            slices.std,
+            slices.max_z,
+            slices.nan,
+            slices.posinf,
+            slices.neginf,
+        )
+    )
+    flags = np.empty(len(count), np.int64)
+    thresholds = np.array([TARGETS[t].overflow_threshold for t in dtypes], np.float64)
+    slice_flags(
+        count, mean, std, max_z, nan, pos, neg, float(eps), float(z_threshold), thresholds, flags
+    )
+    shape = slices.count.shape
     out = []
-    for flat in np.flatnonzero(hits.ravel()):
-        where = tuple(int(i) for i in np.unravel_index(flat, shape))
+    for i in np.flatnonzero(flags):
+        where = tuple(int(j) for j in np.unravel_index(i, shape))
         w = _fmt_index(where)
-        for kind, m in masks:
-            if not m.flat[flat]:
+        with np.errstate(over="ignore", invalid="ignore"):
+            total, m2 = mean[i] * count[i], std[i] * std[i] * count[i]
+        for bit, kind in enumerate(kinds):
+            if not (flags[i] >> bit) & 1:
                 continue
-            out.append(
-                Finding(
-                    kind,
-                    where,
-                    _message(kind, w, slices, flat, total.flat[flat], m2.flat[flat], z_threshold),
-                )
-            )
+            out.append(Finding(kind, where, _message(kind, w, slices, i, total, m2, z_threshold)))
             if limit is not None and len(out) >= limit:
                 return out
     return out

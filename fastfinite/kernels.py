@@ -497,3 +497,62 @@ def quick_check(x, xi, thr):
         mz = big
     return _clean(mn, mx, inf_bits) and not _risky(mn, mx, mz, lo, hi, tiny_bits)
 
+
+@njit(nogil=True, cache=True)
+def slice_columns(n, mean, m2, mn, mx, out_mean, out_std, out_min, out_max, out_z):
+    """A report's per-slice columns from merged statistics: population std, the largest |z|
+    ``max((max - mean) / std, (mean - min) / std)`` (0 when std is 0 or the quotient NaN,
+    +-inf clipped to the float64 maximum), and NaN for the mean, std, min and max of slices
+    without a finite value. ``anomalies.max_abs_z`` is its NumPy twin."""
+    big = np.finfo(np.float64).max
+    for i in range(n.shape[0]):
+        if n[i] > 0:
+            s = np.sqrt(m2[i] / n[i])
+            out_mean[i] = mean[i]
+            out_std[i] = s
+            out_min[i] = mn[i]
+            out_max[i] = mx[i]
+            z = 0.0
+            if s > 0:
+                a = (mx[i] - mean[i]) / s
+                b = (mean[i] - mn[i]) / s
+                if a == a and b == b:
+                    z = min(max(a if a >= b else b, -big), big)
+            out_z[i] = z
+        else:
+            out_mean[i] = np.nan
+            out_std[i] = np.nan
+            out_min[i] = np.nan
+            out_max[i] = np.nan
+            out_z[i] = 0.0
+
+
+@njit(nogil=True, cache=True)
+def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresholds, flags):
+    """Bit ``j`` of ``flags[i]`` set when slice ``i`` has the ``j``-th kind of
+    ``anomalies.slice_kinds`` (its docstring gives the conditions); ``thresholds``: the
+    overflow threshold of each checked dtype."""
+    nt = thresholds.shape[0]
+    for i in range(count.shape[0]):
+        n = count[i]
+        f = 0
+        if nan[i] + pos[i] + neg[i] > 0:
+            f |= 1
+        if n > 0:
+            var = std[i] * std[i]
+            if var == 0:
+                f |= 2
+            elif var < np.inf:
+                bound = n * eps * var + (n * mean[i] * eps) ** 2
+                if var <= bound:
+                    f |= 4
+            total = mean[i] * n
+            m2 = var * n
+            for t in range(nt):
+                if abs(total) >= thresholds[t]:
+                    f |= 1 << (3 + 2 * t)
+                if m2 >= thresholds[t]:
+                    f |= 1 << (4 + 2 * t)
+            if n > 1 and max_z[i] > z_threshold:
+                f |= 1 << (3 + 2 * nt)
+        flags[i] = f

@@ -163,31 +163,32 @@ class SliceReport:
 
     @classmethod
     def from_stats(cls, by, shape, stats) -> SliceReport:
-        from .anomalies import max_abs_z
+        """The report's columns from merged ``SliceStats`` over the slices of ``shape``."""
+        from .kernels import slice_columns
 
-        nan = np.zeros(shape, np.int64)
-        pos = np.zeros(shape, np.int64)
-        neg = np.zeros(shape, np.int64)
-        cnt = np.zeros(shape, np.int64)
-        mean = np.full(shape, math.nan)
-        std = np.full(shape, math.nan)
-        mn = np.full(shape, math.nan)
-        mx = np.full(shape, math.nan)
-        if stats is not None and len(stats.idx):
-            from .summary import _as_index
+        size = math.prod(shape)
+        if (
+            stats is not None
+            and len(stats.idx) == size
+            and (size == 0 or stats.idx[-1] == size - 1)
+        ):
+            full = stats  # dense and sorted: every slice, in order
+        else:
+            from .summary import SliceStats, _as_index
 
-            i = _as_index(stats.idx)
-            flat = [a.reshape(-1) for a in (nan, pos, neg, cnt, mean, std, mn, mx)]
-            flat[0][i], flat[1][i], flat[2][i] = stats.nan, stats.posinf, stats.neginf
-            flat[3][i] = stats.n
-            has = stats.n > 0
-            with np.errstate(invalid="ignore", divide="ignore"):
-                flat[4][i] = np.where(has, stats.mean, math.nan)
-                flat[5][i] = np.where(has, np.sqrt(stats.m2 / np.maximum(stats.n, 1)), math.nan)
-            flat[6][i] = np.where(has, stats.min, math.nan)
-            flat[7][i] = np.where(has, stats.max, math.nan)
-        z = max_abs_z(mean, std, mn, mx)
-        return cls(tuple(by), nan, pos, neg, cnt, mean, std, mn, mx, np.nan_to_num(z, nan=0.0))
+            ints = ("n", "nan", "posinf", "neginf")
+            full = SliceStats(
+                np.arange(size, dtype=np.int64),
+                **{f: np.zeros(size, np.int64 if f in ints else None) for f in SliceStats.FIELDS},
+            )
+            if stats is not None and len(stats.idx):
+                i = _as_index(stats.idx)
+                for f in SliceStats.FIELDS:
+                    getattr(full, f)[i] = getattr(stats, f)
+        mean, std, mn, mx, z = (np.empty(size) for _ in range(5))
+        slice_columns(full.n, full.mean, full.m2, full.min, full.max, mean, std, mn, mx, z)
+        cols = (full.nan, full.posinf, full.neginf, full.n, mean, std, mn, mx, z)
+        return cls(tuple(by), *(np.asarray(c).reshape(shape) for c in cols))
 
 
 def _num(v: float) -> float | None | str:

@@ -10,8 +10,13 @@ import dask.array as da
 import numpy as np
 import pytest
 import zarr
+from hypothesis import given
+from hypothesis import strategies as st
 
 import fastfinite
+from fastfinite import kernels
+from fastfinite.anomalies import max_abs_z, slice_kinds
+from fastfinite.casts import TARGETS
 
 
 def _expected(x, by):
@@ -130,6 +135,72 @@ def test_every_finding_kind():
     r64 = fastfinite.scan(x.astype(np.float64), by=0)
     assert ("variance_overflow:float32", (5,)) in {(f.kind, f.where) for f in r64.findings}
     assert fastfinite.scan(x, by=0, z_threshold=100).bad_slices() == [1, 2, 3, 4, 5]
+
+
+def _masks_numpy(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, dtypes):
+    """The NumPy twin of ``kernels.slice_flags``: one boolean mask per kind of
+    ``slice_kinds``, from the conditions its docstring states."""
+    n = count
+    with np.errstate(over="ignore", invalid="ignore"):
+        var = np.where(n > 0, std**2, 0.0)
+        total, m2 = mean * n, var * n
+        bound = n * eps * var + (n * mean * eps) ** 2
+    masks = [
+        (nan + pos + neg) > 0,
+        (n > 0) & (var == 0),
+        (n > 0) & (var > 0) & np.isfinite(var) & (var <= bound),
+    ]
+    for t in dtypes:
+        thr = TARGETS[t].overflow_threshold
+        masks += [(n > 0) & (np.abs(total) >= thr), (n > 0) & (m2 >= thr)]
+    return masks + [(n > 1) & (max_z > z_threshold)]
+
+
+_STAT = st.sampled_from([0.0, -0.0, 1.0, -2.5, 1e-300, 1e20, 3e38, 1e200, 1e308, np.inf, np.nan])
+
+
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(0, 10**6), _STAT, _STAT, _STAT, _STAT, st.integers(0, 2)),
+        min_size=0,
+        max_size=40,
+    ),
+    z_threshold=st.sampled_from([0.0, 3.0, 10.0]),
+)
+def test_slice_kernels_match_numpy_twin(rows, z_threshold):
+    """``slice_columns`` and ``slice_flags`` against NumPy, at zeros, overflow thresholds,
+    infinite M2 and empty slices."""
+    n = np.array([r[0] for r in rows], np.int64)
+    mean, m2, mn, mx = (np.array([r[i] for r in rows], np.float64) for i in (1, 2, 3, 4))
+    m2 = np.abs(m2)  # M2 is never negative; inf when the squares overflowed
+    mean = np.where(np.isnan(mean), 0.0, mean)
+    bad = np.array([r[5] for r in rows], np.int64)
+    out = [np.empty(len(rows)) for _ in range(5)]
+    kernels.slice_columns(n, mean, np.nan_to_num(m2, nan=0.0), mn, mx, *out)
+    with np.errstate(all="ignore"):
+        std = np.where(n > 0, np.sqrt(np.nan_to_num(m2, nan=0.0) / np.maximum(n, 1)), np.nan)
+    z = np.nan_to_num(max_abs_z(mean, std, mn, mx), nan=0.0)
+    empty = n == 0
+    want = [np.where(empty, np.nan, c) for c in (mean, std, mn, mx)] + [z]
+    for name, got, w in zip(("mean", "std", "min", "max", "max_z"), out, want):
+        np.testing.assert_array_equal(got, w, err_msg=name)
+    dtypes = ("float32", "float16")
+    flags = np.empty(len(rows), np.int64)
+    thr = np.array([TARGETS[t].overflow_threshold for t in dtypes])
+    eps = float(np.finfo(np.float32).eps)
+    kernels.slice_flags(n, out[0], out[1], out[4], bad, bad, bad, eps, z_threshold, thr, flags)
+    masks = _masks_numpy(n, out[0], out[1], out[4], bad, bad, bad, eps, z_threshold, dtypes)
+    assert len(masks) == len(slice_kinds(dtypes))
+    for bit, m in enumerate(masks):
+        np.testing.assert_array_equal((flags >> bit) & 1 == 1, m, err_msg=slice_kinds(dtypes)[bit])
+
+
+def test_overflowed_variance_is_not_near_zero():
+    x = np.full((2, 100), 1e200)
+    x[:, ::2] = -1e200  # squares overflow float64: M2 is inf
+    kinds = {f.kind for f in fastfinite.scan(x, by=0).findings}
+    assert "near_zero_variance" not in kinds and "zero_variance" not in kinds
+    assert "variance_overflow:float32" in kinds
 
 
 def test_article_example_inf():
