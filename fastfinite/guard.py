@@ -8,6 +8,8 @@ scan that names it.
 
 from __future__ import annotations
 
+import queue
+import threading
 import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -19,6 +21,8 @@ from .errors import InvalidArgumentError, NonFiniteError
 
 ON_BAD = ("raise", "warn", "skip")
 _F4, _F8 = np.dtype("=f4"), np.dtype("=f8")
+_BITS = {4: np.int32, 8: np.int64}
+_END = object()
 
 
 class BadBatchWarning(UserWarning):
@@ -28,6 +32,8 @@ class BadBatchWarning(UserWarning):
 def _elements(batch: Any) -> list[tuple[int, Any, Any]]:
     """``(position, key, array)`` of the arrays in a batch: an array, a tuple or list of
     arrays, a dict of arrays, or objects with ``__array__`` (CPU tensors)."""
+    if type(batch) is np.ndarray:  # the common case, first
+        return [(0, None, batch)] if batch.dtype.kind in "biufc" else []
     if isinstance(batch, dict):
         items = [(i, k, v) for i, (k, v) in enumerate(batch.items())]
     elif isinstance(batch, (tuple, list)):
@@ -67,6 +73,12 @@ class Guard:
     fail_on : set of str, optional
         Kinds that make a batch bad (default: non-finite values and cast risks); e.g.
         ``{"nonfinite"}``, or ``{"nonfinite", "zero_variance"}`` with ``by``.
+    prefetch : int
+        Batches to read and check ahead in a background thread while the loop works on the
+        current one (0, the default: everything in the caller's thread). It overlaps the
+        check with the training step, so the guard costs next to nothing; but the source is
+        then advanced from another thread and up to ``prefetch`` batches early: do not use it
+        with a source that reuses one buffer for every batch.
 
     Attributes
     ----------
@@ -83,54 +95,63 @@ class Guard:
         on_bad: str = "raise",
         fail_on: Iterable[str] | None = None,
         max_locations: int = 5,
+        prefetch: int = 0,
     ):
         if on_bad not in ON_BAD:
             raise InvalidArgumentError(f"on_bad must be one of {ON_BAD}, got {on_bad!r}")
+        if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
+            raise InvalidArgumentError(f"prefetch must be an int >= 0, got {prefetch!r}")
         self.iterable = iterable
         self.by = by
         self.cast = parse_cast(cast)
         self.on_bad = on_bad
         self.fail_on = None if fail_on is None else frozenset(fail_on)
         self.max_locations = max_locations
+        self.prefetch = prefetch
         self.batches = 0
         self.bad = 0
         self.skipped = 0
         self.warned = 0
         self.problems: list[str] = []
-        self._thr: dict[np.dtype, np.ndarray] = {}
+        self._thr: dict[np.dtype, np.ndarray] = {}  # thresholds per dtype, in the block's type
+        self._quick_check = None  # kernels.quick_check, once numba is loaded
 
     # -- the check -------------------------------------------------------------------
     def _clean(self, arr: np.ndarray) -> bool:
         """Lean path: one integer pass (``kernels.quick_check``), no report. True when the
-        array holds no non-finite value and no cast risk."""
-        from . import kernels
-        from .blocks import Block
-        from .summary import ScanSpec
-
+        array holds no non-finite value and no cast risk. Runs per batch: kept short."""
         if arr.size == 0:
             return True
         if arr.dtype.kind in "biu" and not self.cast:
             return True
-        thr = self._thr.get(arr.dtype)
-        if thr is None:
-            thr = ScanSpec(arr.shape, arr.dtype, self.cast, 0).thresholds
-            self._thr[arr.dtype] = thr
         if arr.dtype in (_F4, _F8) and arr.flags.c_contiguous:  # the common case: no copy
             x = arr.reshape(-1)
-            xi = x.view(np.int32 if x.itemsize == 4 else np.int64)
+            xi = x.view(_BITS[x.itemsize])
         else:
+            from .blocks import Block
+
             block = Block(arr, (0,) * arr.ndim)
             x, xi = block.x, block.xi
-        return bool(kernels.quick_check(x, xi, thr.astype(x.dtype, copy=False)))
+        thr = self._thr.get(arr.dtype)
+        if thr is None:
+            from .summary import ScanSpec
+
+            thr = ScanSpec(arr.shape, arr.dtype, self.cast, 0).thresholds.astype(x.dtype)
+            self._thr[arr.dtype] = thr
+        if self._quick_check is None:
+            from .kernels import quick_check
+
+            self._quick_check = quick_check
+        return bool(self._quick_check(x, xi, thr))
 
     def check(self, batch: Any, where: str) -> str | None:
         """The message for a bad batch, or None when it is fine."""
-        from .api import scan
-
         problems = []
         for pos, key, arr in _elements(batch):
             if self.fail_on is None and self._clean(arr):
                 continue
+            from .api import scan
+
             by = self.by if (self.by is not None and arr.ndim > 0) else None
             report = scan(
                 arr,
@@ -151,10 +172,10 @@ class Guard:
             problems.append(f"{where}, {label}, {_describe(report)}")
         return "; ".join(problems) if problems else None
 
-    def _handle(self, batch: Any, where: str) -> bool:
-        """True to pass the batch on."""
+    def _dispose(self, msg: str | None, stacklevel: int = 3) -> bool:
+        """Count a checked batch (``msg``: its problems, or None); True to pass it on.
+        ``stacklevel``: of a warning, so that it points at the caller's loop."""
         self.batches += 1
-        msg = self.check(batch, where)
         if msg is None:
             return True
         self.bad += 1
@@ -163,23 +184,68 @@ class Guard:
             raise NonFiniteError(msg)
         if self.on_bad == "warn":
             self.warned += 1
-            warnings.warn(msg, BadBatchWarning, stacklevel=3)
+            warnings.warn(msg, BadBatchWarning, stacklevel=stacklevel)
             return True
         self.skipped += 1
         return False
 
     # -- iteration and indexing --------------------------------------------------------
-    def __iter__(self) -> Iterator[Any]:
+    def _items(self) -> Iterator[tuple[str, Any]]:
+        """``(where, batch)`` from the source: ``sample i`` of an indexable dataset,
+        ``batch i`` of an iterable."""
         src = self.iterable
         if not hasattr(src, "__iter__") and hasattr(src, "__getitem__") and hasattr(src, "__len__"):
-            for i in range(len(src)):  # an indexable dataset: sample indices
-                item = src[i]
-                if self._handle(item, f"sample {i}"):
-                    yield item
+            for i in range(len(src)):
+                yield f"sample {i}", src[i]
+        else:
+            for i, batch in enumerate(src):
+                yield f"batch {i}", batch
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.prefetch:
+            yield from self._prefetched()
             return
-        for i, batch in enumerate(src):
-            if self._handle(batch, f"batch {i}"):
-                yield batch
+        for where, item in self._items():
+            if self._dispose(self.check(item, where)):
+                yield item
+
+    def _prefetched(self) -> Iterator[Any]:
+        """``__iter__`` with reading and checking in a background thread, ``prefetch``
+        batches ahead; counts, warnings and errors (the source's own too) surface here, in
+        the caller's thread, in batch order."""
+        ahead: queue.Queue = queue.Queue(self.prefetch)
+        stop = threading.Event()
+
+        def produce() -> None:
+            try:
+                for where, item in self._items():
+                    ahead.put((item, self.check(item, where), None))
+                    if stop.is_set():
+                        return
+            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+                ahead.put((None, None, e))
+                return
+            ahead.put(_END)
+
+        worker = threading.Thread(target=produce, name="fastfinite-guard", daemon=True)
+        worker.start()
+        try:
+            while True:
+                entry = ahead.get()
+                if entry is _END:
+                    return
+                item, msg, error = entry
+                if error is not None:
+                    raise error
+                if self._dispose(msg, stacklevel=4):
+                    yield item
+        finally:
+            stop.set()
+            while True:  # make room: a producer blocked on a full queue wakes and sees stop
+                try:
+                    ahead.get_nowait()
+                except queue.Empty:
+                    break
 
     def __len__(self) -> int:
         return len(self.iterable)
@@ -189,7 +255,7 @@ class Guard:
         item comes back as None, counted in ``skipped``: drop it in your collate function
         (an index cannot be skipped without changing the dataset's length)."""
         item = self.iterable[index]
-        if self._handle(item, f"sample {index}"):
+        if self._dispose(self.check(item, f"sample {index}")):
             return item
         return None
 
@@ -231,6 +297,7 @@ def guard(
     on_bad: str = "raise",
     fail_on: Iterable[str] | None = None,
     max_locations: int = 5,
+    prefetch: int = 0,
 ) -> Guard:
     """Wrap batches (a generator, iterator or indexable dataset) and scan each as it passes.
 
@@ -239,7 +306,7 @@ def guard(
     iterable : iterable or indexable
         Batches: arrays, tuples or lists of arrays ``(x, y, weights)``, dicts of arrays, or
         objects with ``__array__``.
-    by, cast, on_bad, fail_on, max_locations
+    by, cast, on_bad, fail_on, max_locations, prefetch
         See :class:`Guard`.
 
     Returns
@@ -255,5 +322,11 @@ def guard(
     ...     pass
     """
     return Guard(
-        iterable, by=by, cast=cast, on_bad=on_bad, fail_on=fail_on, max_locations=max_locations
+        iterable,
+        by=by,
+        cast=cast,
+        on_bad=on_bad,
+        fail_on=fail_on,
+        max_locations=max_locations,
+        prefetch=prefetch,
     )

@@ -67,6 +67,57 @@ def test_cast_risk_and_tensors_and_clean_batches_pass():
     assert len(list(guard(_batches(bad=-1)))) == 6
 
 
+@pytest.mark.parametrize("prefetch", [1, 3])
+def test_prefetch_gives_the_same_batches_counts_and_errors(prefetch):
+    """Reading ahead in a thread changes nothing the caller sees: the batches, in order,
+    the counts, the warning (pointing at the caller's loop) and the error at the bad batch."""
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        g = guard(_batches(kind="tuple", bad=2), on_bad="warn", prefetch=prefetch)
+        seen = list(g)
+    plain = list(_batches(kind="tuple", bad=2))
+    assert len(seen) == len(plain) and all(np.array_equal(a[1], b[1]) for a, b in zip(seen, plain))
+    assert (g.batches, g.bad, g.warned) == (6, 1, 1)
+    [warning] = [x for x in w if issubclass(x.category, BadBatchWarning)]
+    assert warning.filename == __file__ and "batch 2, element 1," in str(warning.message)
+    skipped = guard(_batches(bad=3), on_bad="skip", prefetch=prefetch)
+    assert len(list(skipped)) == 5 and skipped.skipped == 1
+    got = []
+    with pytest.raises(NonFiniteError, match=r"^batch 4, element 0 \('image'\), posinf"):
+        for b in guard(_batches(), prefetch=prefetch):
+            got.append(b)
+    assert len(got) == 4  # batches 0-3 reached the loop, the bad one did not
+
+
+def test_prefetch_raises_the_sources_own_error_in_place_and_stops_on_break():
+    def source():
+        yield np.zeros(3)
+        yield np.ones(3)
+        raise OSError("disk gone")
+
+    got = []
+    with pytest.raises(OSError, match="disk gone"):
+        for b in guard(source(), prefetch=2):
+            got.append(b)
+    assert len(got) == 2
+    produced = []
+
+    def endless():
+        i = 0
+        while True:
+            produced.append(i)
+            yield np.full(4, float(i))
+            i += 1
+
+    for i, b in enumerate(guard(endless(), prefetch=2)):
+        assert b[0] == i
+        if i == 5:
+            break
+    assert len(produced) <= 6 + 2 + 1  # read ahead by at most prefetch (+ one in hand)
+    with pytest.raises(fastfinite.InvalidArgumentError, match="prefetch"):
+        guard([], prefetch=-1)
+
+
 def test_indexable_dataset():
     class Dataset:  # the shape of a PyTorch Dataset or a Keras Sequence, no framework
         def __init__(self):
