@@ -14,11 +14,12 @@ branch-free loop (``_pass``) reads each value once and takes, from its bits, the
 and from its value the shifted sums in float64. LLVM cannot vectorize float min/max
 reductions without ``nnan``, so the extrema are taken over integer keys that order like the
 floats; integer min/max vectorize, and the extreme keys also tell whether anything was NaN or
-inf (``_clean``). A sub-block
-holding a non-finite value runs the masked variants (``_keys_finite``, ``_sums_finite``); one
-holding a non-finite value or crossing a cast threshold goes through the exact classifying
-loop (``_classify``) and, while locations are still wanted, ``_record``. ``_keys`` alone (no
-sums) serves the per-column kernel and ``quick_check``.
+inf (``_clean``). A sub-block holding a non-finite value runs the masked variants
+(``_keys_finite``, ``_sums_finite``); one holding a non-finite value or crossing a cast
+threshold goes through the exact classifying loop (``_classify``) and, while locations are
+still wanted, ``_record``. ``_keys`` alone (no sums) serves the per-column kernel and
+``quick_check``. Per-row loops index flat arrays by offset: numba counts references to every
+array view it makes, which costs more than a short row.
 """
 
 from __future__ import annotations
