@@ -369,7 +369,13 @@ def scan_source(
 ) -> ScanReport:
     """Scan one opened source on the local engine and build its report."""
     spec = make_spec(source, targets, cap, by, z_threshold)
-    missing = source.missing_units() if hasattr(source, "missing_units") else None
+    listing = None
+    if hasattr(source, "missing_units"):  # list the store while the scan runs
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(1, thread_name_prefix="fastfinite-listing")
+        listing = pool.submit(source.missing_units)
+        pool.shutdown(wait=False)
     result = run(
         source,
         spec,
@@ -379,6 +385,7 @@ def scan_source(
         fail_fast=fail_fast,
         on_error=on_error,
     )
+    missing = listing.result() if listing is not None else None
     meta = report_meta(source)
     return build_report(spec, meta, result.summary, result.failed, missing, result.complete)
 

@@ -78,7 +78,9 @@ class ZarrSource:
             return out
 
         try:
-            keys = sync(listing())
+            keys = _local_keys(store_path.store, prefix)
+            if keys is None:
+                keys = sync(listing())
         except Exception as e:  # a store that cannot list (plain HTTP, say)
             warnings.warn(
                 f"cannot list the store of {self.name} ({e}); missing chunks are not reported",
@@ -94,6 +96,22 @@ class ZarrSource:
         if math.prod(self.storage.grid) == 0:
             return []
         return [tuple(int(i) for i in c) for c in np.argwhere(~present)]
+
+
+def _local_keys(store: Any, prefix: str) -> list[str] | None:
+    """The keys under ``prefix`` of a ``zarr.storage.LocalStore``, from the file system:
+    zarr's async listing costs about 0.1 ms a key, a few percent of a scan of 1 MB chunks.
+    None for any other store."""
+    from zarr.storage import LocalStore
+
+    if not isinstance(store, LocalStore):
+        return None
+    root = str(store.root)
+    keys = []
+    for folder, _, files in os.walk(os.path.join(root, prefix)):
+        rel = os.path.relpath(folder, root).replace(os.sep, "/")
+        keys += [f if rel == "." else f"{rel}/{f}" for f in files]
+    return keys
 
 
 def _plain(v: Any) -> Any:
