@@ -5,7 +5,7 @@ limit) and dask's native ``isnan``/``isinf`` path, with wall time and peak RSS.
     python benchmarks/bench_store.py --quick        # 0.1 GB stores (CI smoke run)
     python benchmarks/bench_store.py --write        # also record benchmarks/RESULTS.md
 
-Each method runs in a fresh process (so its peak RSS is its own), twice, the best kept; the
+Each method runs in a fresh process (so its peak RSS is its own), three times, the best kept; the
 store is in the page cache, so this measures decompression and scanning, not the disk.
 """
 
@@ -101,7 +101,7 @@ def main() -> None:
     p.add_argument("--dir", default=tempfile.gettempdir())
     args = p.parse_args()
     size = args.size_gb or (0.1 if args.quick else 4.0)
-    repeat = 1 if args.quick else 2
+    repeat = 1 if args.quick else 3
     print(machine())
     rows = []
     for codec in ("zstd", "blosc-lz4"):
