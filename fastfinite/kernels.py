@@ -424,8 +424,8 @@ def scan_cols(x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs):
 @njit(nogil=True, cache=True)
 def finish_slices(length, sstats, scounts, n, mean, m2):
     """Per slice count, mean and M2 of the finite values from a kernel's shifted sums, and
-    over all of them ``(count, mean, M2, min, max, sum)``: the kernels' twin of
-    ``SliceStats.total`` (same formulas), for blocks of many slices."""
+    over all of them ``(count, mean, M2, min, max, sum)`` (Chan's formula; the mean of the
+    means when the sum overflows). ``SliceStats._one`` is its one-slice twin."""
     tn = 0
     tsum = 0.0
     tmn = np.inf

@@ -78,36 +78,23 @@ class SliceStats:
         and NaN/+inf/-inf counts (``counts``, 3 rows), ``length`` values per slice. Returns
         the slices and their totals ``(n, mean, m2, min, max, sum)``."""
         m = len(idx)
-        if m == 1:  # a plain scan's one row: Python floats, a tenth of NumPy's call overhead
+        if m == 1:  # a plain scan's one row: Python floats, no numba, little call overhead
             return cls._one(idx, length, stats, counts)
-        n, mean, m2 = np.empty(m, np.int64), np.empty(m), np.empty(m)
-        if m <= 64:  # a handful of slices: NumPy, and no numba start-up for small scans
-            n[:] = length - counts[0] - counts[1] - counts[2]
-            s1 = stats[1]
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                safe = np.maximum(n, 1)
-                mean[:] = np.where(n > 0, stats[0] + s1 / safe, 0.0)
-                v = np.where(n > 0, stats[2] - s1 * (s1 / safe), 0.0)
-            m2[:] = np.where(np.isnan(v), np.inf, np.maximum(v, 0.0))
-            totals = None
-        else:
-            from .kernels import finish_slices
+        from .kernels import finish_slices  # several slices: ``by``, whose kernels load numba
 
-            totals = finish_slices(length, stats, counts, n, mean, m2)
+        n, mean, m2 = np.empty(m, np.int64), np.empty(m), np.empty(m)
+        totals = finish_slices(length, stats, counts, n, mean, m2)
         mn, mx = stats[3], stats[4]
         nan, pos, neg = counts[0], counts[1], counts[2]
-        if m > 1 and not (idx[1:] > idx[:-1]).all():
+        if not (idx[1:] > idx[:-1]).all():
             o = np.argsort(idx, kind="stable")
             idx, n, mean, m2, mn, mx = idx[o], n[o], mean[o], m2[o], mn[o], mx[o]
             nan, pos, neg = nan[o], pos[o], neg[o]
-        out = cls(idx, n, mean, m2, mn, mx, nan, pos, neg)
-        if totals is None:
-            totals = (*out.total(), _finite_sum(out))
-        return out, totals
+        return cls(idx, n, mean, m2, mn, mx, nan, pos, neg), totals
 
     @classmethod
     def _one(cls, idx, length, stats, counts) -> tuple[SliceStats, tuple]:
-        """``from_partials`` for a single slice, with the same formulas."""
+        """``from_partials`` for a single slice: ``kernels.finish_slices``'s formulas."""
         c = int(length - counts[0, 0] - counts[1, 0] - counts[2, 0])
         mean = m2 = 0.0
         if c > 0:
@@ -128,20 +115,6 @@ class SliceStats:
             counts[2],
         )
         return out, (c, mean, m2, mn, mx, c * mean)
-
-    def total(self) -> tuple[int, float, float, float, float]:
-        """``(n, mean, m2, min, max)`` over all these slices (Chan's formula, vectorized)."""
-        n = int(self.n.sum())
-        if n == 0:
-            return 0, 0.0, 0.0, math.inf, -math.inf
-        with np.errstate(over="ignore", invalid="ignore"):
-            mean = float((self.n * self.mean).sum() / n)
-            if not math.isfinite(mean):  # n * mean overflowed: average the means instead
-                w = self.n / n
-                mean = float((w * self.mean).sum())
-            m2 = float(self.m2.sum() + (self.n * (self.mean - mean) ** 2).sum())
-        m2 = math.inf if math.isnan(m2) else m2
-        return n, mean, m2, float(self.min.min()), float(self.max.max())
 
 
 def _chan(na, mean_a, m2a, nb, mean_b, m2b):
@@ -443,8 +416,3 @@ def scan_row_numpy(x2, xi2, thr, counts, rstats, rcounts, locs, vals, nlocs) -> 
             rstats[:, 0] = (y[0], d.sum(), (d * d).sum(), y.min(), y.max())
         else:
             rstats[:, 0] = (0.0, 0.0, 0.0, math.inf, -math.inf)
-
-
-def _finite_sum(part: SliceStats) -> float:
-    with np.errstate(over="ignore", invalid="ignore"):
-        return float((part.n * part.mean).sum())
