@@ -289,16 +289,7 @@ def _describe(report) -> str:
     return " ".join(parts) or "findings"
 
 
-def guard(
-    iterable: Any,
-    *,
-    by: int | None = 0,
-    cast=("float32",),
-    on_bad: str = "raise",
-    fail_on: Iterable[str] | None = None,
-    max_locations: int = 5,
-    prefetch: int = 0,
-) -> Guard:
+def guard(iterable: Any, **options: Any) -> Guard:
     """Wrap batches (a generator, iterator or indexable dataset) and scan each as it passes.
 
     Parameters
@@ -306,8 +297,9 @@ def guard(
     iterable : iterable or indexable
         Batches: arrays, tuples or lists of arrays ``(x, y, weights)``, dicts of arrays, or
         objects with ``__array__``.
-    by, cast, on_bad, fail_on, max_locations, prefetch
-        See :class:`Guard`.
+    **options
+        ``by=0``, ``cast=("float32",)``, ``on_bad="raise"``, ``fail_on=None``,
+        ``max_locations=5``, ``prefetch=0``: see :class:`Guard`, which holds the one list.
 
     Returns
     -------
@@ -321,12 +313,4 @@ def guard(
     >>> for b in fastfinite.guard(batches, on_bad="skip"):
     ...     pass
     """
-    return Guard(
-        iterable,
-        by=by,
-        cast=cast,
-        on_bad=on_bad,
-        fail_on=fail_on,
-        max_locations=max_locations,
-        prefetch=prefetch,
-    )
+    return Guard(iterable, **options)
