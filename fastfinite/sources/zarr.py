@@ -18,13 +18,15 @@ import numpy as np
 from ..blocks import Region, check_dtype
 from ..errors import SourceError
 from .chunked import ChunkGrid, key_parser
+from .zarr_files import ChunkFiles
 
 
 class ZarrSource:
-    """One ``zarr.Array``, read region by region with zarr's own codecs.
+    """One ``zarr.Array``, read region by region.
 
-    Reads go through ``array[region]``: zarr decompresses on its own I/O loop and worker
-    threads (its codecs release the GIL), while fastfinite's threads only run kernels.
+    Chunk files of a local, unsharded array with a plain codec chain are read and decompressed
+    in the calling thread (:class:`~fastfinite.sources.zarr_files.ChunkFiles`); any other
+    array through ``array[region]``, zarr decompressing on its own I/O loop and threads.
     """
 
     in_memory = False
@@ -40,6 +42,7 @@ class ZarrSource:
         self.unit_kind = "shard" if shards else "chunk"
         self.storage = ChunkGrid(self.shape, tuple(shards or array.chunks))
         self._inner = ChunkGrid(self.shape, tuple(array.chunks))
+        self.files = ChunkFiles.for_array(array)
 
     def regions(self, budget_bytes: int):
         """Regions of whole shards when a shard fits a few region budgets, else of chunks."""
@@ -48,6 +51,8 @@ class ZarrSource:
         return grid.regions(self.dtype.itemsize, budget_bytes)
 
     def read(self, region: Region) -> np.ndarray:
+        if self.files is not None:
+            return self.files.read(region)
         return np.asarray(self.array[region])
 
     def units(self, region: Region):
