@@ -143,7 +143,7 @@ class ChunkFiles:
                     raise ValueError(f"raw chunk file is not {len(buf)} bytes long")
                 return True
             size = os.fstat(f.fileno()).st_size
-            enc = _scratch("encoded", size)[:size]
+            enc = _scratch("encoded", size)
             if f.readinto(enc) != size:
                 raise OSError(f"short read of {path}")
         known = _decoded_size(self.codec, enc)
