@@ -3,9 +3,9 @@
 zarr-python reads a chunk through its event loop and decodes it into a freshly allocated
 buffer; for chunk files on a local disk that costs up to twice the decompression itself. For
 the common layout -- a ``LocalStore``, no sharding, the ``bytes`` codec (Zarr 3) or no filters
-(Zarr 2), and at most one compressor -- :class:`ChunkFiles` reads each chunk file into a
-reused buffer and decompresses it with numcodecs (the library zarr itself uses) straight into
-the region's array, in the calling thread. Any other layout is left to zarr.
+(Zarr 2), and at most one compressor -- :class:`ChunkFiles` reads each chunk file and
+decompresses it with numcodecs (the library zarr itself uses) straight into the region's
+array, in the calling thread. Any other layout is left to zarr.
 
 A decoded chunk must have exactly the chunk's size: a valid chunk of the wrong size is an error,
 as it is for zarr, never a partly filled region.
@@ -15,15 +15,12 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 from typing import Any
 
 import numpy as np
 
 from ..blocks import Region
 from .chunked import ChunkGrid
-
-_local = threading.local()  # per-thread scratch buffers, reused from chunk to chunk
 
 
 class ChunkFiles:
@@ -119,7 +116,7 @@ class ChunkFiles:
                 if not self._decode(coords, dest.reshape(-1, order="A").view(np.uint8)):
                     dest[...] = self.fill_value
                 continue
-            whole = _scratch("chunk", self.chunk_bytes)
+            whole = np.empty(self.chunk_bytes, np.uint8)  # an edge chunk, or a partial one
             if not self._decode(coords, whole):
                 dest[...] = self.fill_value
                 continue
@@ -142,10 +139,7 @@ class ChunkFiles:
                 if n != len(buf) or f.read(1):
                     raise ValueError(f"raw chunk file is not {len(buf)} bytes long")
                 return True
-            size = os.fstat(f.fileno()).st_size
-            enc = _scratch("encoded", size)
-            if f.readinto(enc) != size:
-                raise OSError(f"short read of {path}")
+            enc = np.frombuffer(f.read(), np.uint8)
         known = _decoded_size(self.codec, enc)
         if known is not None and known != len(buf):
             raise ValueError(f"chunk decodes to {known} bytes, expected {len(buf)}")
@@ -204,12 +198,3 @@ def _zstd_content_size(b: np.ndarray) -> int | None:
         return None
     value = int.from_bytes(b[at : at + width].tobytes(), "little")
     return value + 256 if width == 2 else value
-
-
-def _scratch(name: str, nbytes: int) -> np.ndarray:
-    """A byte buffer of at least ``nbytes`` owned by this thread."""
-    buf = getattr(_local, name, None)
-    if buf is None or len(buf) < nbytes:
-        buf = np.empty(nbytes, np.uint8)
-        setattr(_local, name, buf)
-    return buf[:nbytes]
