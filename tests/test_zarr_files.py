@@ -13,6 +13,7 @@ import zarr
 
 import fastfinite
 from fastfinite import ChunkReadError
+from fastfinite.sources import zarr_files
 from fastfinite.sources.zarr import ZarrSource
 from fastfinite.sources.zarr_files import ChunkFiles, _zstd_content_size
 
@@ -97,8 +98,16 @@ LAYOUTS = {
 }
 
 
+@pytest.fixture(params=[False, True], ids=["read", "mapped"])
+def mapped(request, monkeypatch):
+    """Chunk files read, or mapped (as files of MAP_MIN_BYTES and more are)."""
+    if request.param:
+        monkeypatch.setattr(zarr_files, "MAP_MIN_BYTES", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("name", list(LAYOUTS))
-def test_chunk_files_read_what_zarr_reads(tmp_path, name):
+def test_chunk_files_read_what_zarr_reads(tmp_path, name, mapped):
     kwargs = dict(LAYOUTS[name])
     skip = kwargs.pop("skip", (1, 4))
     path = str(tmp_path / "s.zarr")
@@ -165,21 +174,32 @@ def _chunk_path(path, a, coords):
 @pytest.mark.parametrize(
     "compressor", [zarr.codecs.ZstdCodec(), zarr.codecs.BloscCodec(), zarr.codecs.GzipCodec(), None]
 )
-def test_chunk_of_the_wrong_size_is_an_error_not_a_partial_region(tmp_path, compressor):
+@pytest.mark.parametrize("content", ["half-size chunk", "empty file", "garbage"])
+def test_chunk_of_the_wrong_size_or_bytes_is_an_error_not_a_partial_region(
+    tmp_path, compressor, content, mapped
+):
     path = str(tmp_path / "w.zarr")
     a = _store(path, shape=(12, 12), chunks=(4, 4), dtype="f4", compressors=compressor)
     codec = ChunkFiles.for_array(a).codec
     small = np.zeros(8, "f4")  # a valid chunk, half the size: from another chunk shape
+    data = {
+        "half-size chunk": small.tobytes() if codec is None else codec.encode(small),
+        "empty file": b"",
+        "garbage": b"\x28\xb5\x2f\xfd not a chunk" * 3,
+    }[content]
     with open(_chunk_path(path, a, (1, 2)), "wb") as f:
-        f.write(small.tobytes() if codec is None else codec.encode(small))
+        f.write(data)
     with pytest.raises(ChunkReadError, match=r"\(1, 2\)"):
         fastfinite.scan(path)
     r = fastfinite.scan(path, on_error="report")
     assert [f.where for f in r.findings if f.kind == "unreadable_chunk"] == [(1, 2)]
+    cells = [(i, j) for i in range(3) for j in range(3) if (i, j) != (1, 2)]
+    others = [a[4 * i : 4 * i + 4, 4 * j : 4 * j + 4] for i, j in cells]  # not the bad one
+    assert r.count == sum(int(np.isfinite(o).sum()) for o in others)
 
 
 def test_zstd_frame_content_size_matches_numcodecs():
     for n in (0, 1, 255, 256, 300, 65791, 70000, 1 << 20):
-        enc = np.frombuffer(numcodecs.Zstd().encode(np.zeros(n, np.uint8)), np.uint8)
+        enc = bytes(numcodecs.Zstd().encode(np.zeros(n, np.uint8)))
         assert _zstd_content_size(enc) == n
-    assert _zstd_content_size(np.frombuffer(b"not zstd at all", np.uint8)) is None
+    assert _zstd_content_size(b"not zstd at all") is None
