@@ -30,7 +30,7 @@ from numba import njit
 from .kinds import N_KINDS, NAN, NEGINF, POSINF
 
 SUB_BLOCK_BYTES = 65536
-COL_TILE = 2048  # columns per tile of scan_cols: 6 accumulators x 16 KiB  # two passes per sub-block: the second reads it from L2
+COL_TILE = 2048  # columns per tile of scan_cols: its accumulators stay in cache
 
 _FLAGS = {"reassoc", "contract"}
 

@@ -74,12 +74,8 @@ class ChunkFiles:
     @classmethod
     def for_array(cls, array: Any) -> ChunkFiles | None:
         """A reader for ``array`` when its layout allows, else None (read it with zarr)."""
-        from zarr.storage import LocalStore
-
-        store = array.store_path.store
-        if not isinstance(store, LocalStore) or getattr(array, "shards", None):
-            return None
-        if array.fill_value is None:
+        folder = local_folder(array)
+        if folder is None or getattr(array, "shards", None) or array.fill_value is None:
             return None
         meta = array.metadata
         dtype = np.dtype(array.dtype)
@@ -93,7 +89,6 @@ class ChunkFiles:
             if meta.filters or meta.order not in ("C", "F"):
                 return None
             codec, order = meta.compressor, meta.order
-        folder = os.path.join(str(store.root), *array.store_path.path.strip("/").split("/"))
         return cls(
             folder,
             meta.encode_chunk_key,
@@ -170,6 +165,16 @@ class ChunkFiles:
         if len(raw) != len(buf):
             raise ValueError(f"chunk decodes to {len(raw)} bytes, expected {len(buf)}")
         buf[:] = raw
+
+
+def local_folder(array: Any) -> str | None:
+    """The folder of ``array`` when its store is a ``zarr.storage.LocalStore``, else None."""
+    from zarr.storage import LocalStore
+
+    store_path = array.store_path
+    if not isinstance(store_path.store, LocalStore):
+        return None
+    return os.path.join(str(store_path.store.root), *store_path.path.strip("/").split("/"))
 
 
 def _v3_layout(codecs, dtype: np.dtype):
