@@ -54,9 +54,8 @@ def main() -> None:
                 ) as cluster,
                 Client(cluster) as client,
             ):
-                fastfinite.scan(
-                    np.zeros(1 << 17, np.float32), scheduler=client
-                )  # load numba on workers
+                # load numba on the workers before timing
+                fastfinite.scan(np.zeros(1 << 17, np.float32), scheduler=client)
 
                 def ff(client=client):
                     return fastfinite.scan(path, scheduler=client)
