@@ -10,26 +10,31 @@ and inf tests this package exists for. ``reassoc`` and ``contract`` only allow r
 sums, which the vectorizer needs for float reductions.
 
 How the pass stays fast: the block is cut into sub-blocks of ``SUB_BLOCK_BYTES``. One
-branch-free loop (``_pass``) reads each value once and takes, from its bits, the extrema,
-and from its value the shifted sums in float64. LLVM cannot vectorize float min/max
-reductions without ``nnan``, so the extrema are taken over integer keys that order like the
-floats; integer min/max vectorize, and the extreme keys also tell whether anything was NaN or
-inf (``_clean``). A sub-block holding a non-finite value runs the masked variants
-(``_keys_finite``, ``_sums_finite``); one holding a non-finite value or crossing a cast
+branch-free loop (``_pass``) reads each value once and takes its extrema and the shifted sums
+in float64. A non-finite value makes the sums non-finite, so a finite sum proves the sub-block
+clean. LLVM vectorizes a float min/max reduction only under ``nnan``: that flag sits on the
+min/max calls alone (``_extremum``), whose results are used only for clean sub-blocks; a
+sub-block holding NaN or inf takes its extrema and sums again over the finite values
+(``_extrema_finite``, ``_sums_finite``). One holding a non-finite value or crossing a cast
 threshold goes through the exact classifying loop (``_classify``) and, while locations are
-still wanted, ``_record``. ``_keys`` alone (no sums) serves the per-column kernel and
-``quick_check``. Per-row loops index flat arrays by offset: numba counts references to every
-array view it makes, which costs more than a short row.
+still wanted, ``_record``. The per-column kernel and ``quick_check`` (no sums) take the
+extrema over integer keys that order like the floats instead, which also tell NaN and inf
+apart from finite values (``_keys``, ``_clean``). Per-row loops index flat arrays by offset:
+numba counts references to every array view it makes, which costs more than a short row.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .kinds import N_KINDS, NAN, NEGINF, POSINF
 
 SUB_BLOCK_BYTES = 65536
+PIECE_BYTES = 2048  # a dirty sub-block is taken again in pieces of this size
 COL_TILE = 2048  # columns per tile of scan_cols: its accumulators stay in cache
 
 _FLAGS = {"reassoc", "contract"}
@@ -89,36 +94,47 @@ def _clean(mn, mx, inf_bits):
     return mn > type(mn)(~inf_bits) and mx < inf_bits
 
 
-@njit(nogil=True, cache=True)
-def _keys_finite(xi, kk, big, inf_bits):
-    """Extrema of the keys of the finite values only (non-finite ones count as key ``kk``),
-    and the magnitude bits of the smallest non-zero value: for blocks holding NaN or inf."""
-    T = xi.dtype.type
-    mn = big
-    mx = T(~big)
-    mz = big
-    for i in range(xi.shape[0]):
-        b = xi[i]
-        ab = T(b & big)
-        key = T(b ^ big) if b < T(0) else b
-        key = key if ab < inf_bits else kk
-        mn = min(mn, key)
-        mx = max(mx, key)
-        mz = min(mz, ab if ab > T(0) else big)
-    return mn, mx, mz
+def _extremum(name: str):
+    """``llvm.minnum`` or ``llvm.maxnum`` of two floats with ``nnan`` and ``nsz`` on this one
+    call: the only way LLVM vectorizes a float min/max reduction. The flags say nothing
+    about the operands' other uses, so the NaN tests elsewhere stay; a NaN operand makes the
+    result undefined, which is why ``_pass``'s extrema count only when its sums are finite,
+    and the sign of a zero extremum may be either."""
+
+    @intrinsic
+    def impl(typingctx, a, b):
+        if not isinstance(a, types.Float) or a != b:
+            return None
+
+        def codegen(context, builder, sig, args):
+            t = args[0].type
+            suffix = "f32" if t == ir.FloatType() else "f64"
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(t, [t, t]), f"llvm.{name}.{suffix}"
+            )
+            return builder.call(fn, args, fastmath=("nnan", "nsz"))
+
+        return a(a, b), codegen
+
+    return impl
+
+
+_fmin = _extremum("minnum")
+_fmax = _extremum("maxnum")
 
 
 @njit(nogil=True, cache=True, fastmath=_FLAGS)
-def _pass(x, xi, off, n, big, k, tiny):
-    """``_keys`` (or ``_keys_tiny`` when ``tiny``) and the shifted sums in one read of
-    ``x[off:off + n]``: ``(min_key, max_key, min_nonzero_abs_bits, sum(x - k),
-    sum((x - k)**2))``, the sums those of the finite values only when the keys are
-    (``_clean``). An offset rather than a slice: a view per short row costs reference
-    counting that shows at 1000 values per row."""
-    T = xi.dtype.type
-    mn = big
-    mx = T(~big)
-    mz = big
+def _pass(x, off, n, k, tiny):
+    """One read of ``x[off:off + n]``: ``(min, max, min_nonzero_abs, sum(x - k),
+    sum((x - k)**2))``, the sums in float64. A non-finite value makes the first sum
+    non-finite; only when it is finite do the extrema hold (``_extremum``).
+    ``min_nonzero_abs`` (1 when there is none, or when not ``tiny``) is for the underflow
+    test; every underflow threshold is far below 1. An offset rather than a slice: a view
+    per short row costs reference counting that shows at 1000 values per row."""
+    T = x.dtype.type
+    mn = T(np.inf)
+    mx = T(-np.inf)
+    mz = T(1)
     k64 = np.float64(k)
     s1 = 0.0
     s2 = 0.0
@@ -126,25 +142,38 @@ def _pass(x, xi, off, n, big, k, tiny):
     n = np.uint64(n)
     if tiny:
         for i in range(n):
-            b = xi[off + i]
-            ab = T(b & big)
-            key = T(b ^ big) if b < T(0) else b
-            mn = min(mn, key)
-            mx = max(mx, key)
-            mz = min(mz, ab if ab > T(0) else big)
-            d = np.float64(x[off + i]) - k64
+            v = x[off + i]
+            a = abs(v)
+            mn = _fmin(mn, v)
+            mx = _fmax(mx, v)
+            mz = _fmin(mz, a if a > T(0) else T(1))
+            d = np.float64(v) - k64
             s1 += d
             s2 += d * d
     else:
         for i in range(n):
-            b = xi[off + i]
-            key = T(b ^ big) if b < T(0) else b
-            mn = min(mn, key)
-            mx = max(mx, key)
-            d = np.float64(x[off + i]) - k64
+            v = x[off + i]
+            mn = _fmin(mn, v)
+            mx = _fmax(mx, v)
+            d = np.float64(v) - k64
             s1 += d
             s2 += d * d
     return mn, mx, mz, s1, s2
+
+
+@njit(nogil=True, cache=True)
+def _extrema_finite(x, k):
+    """``_pass``'s extrema for a piece holding NaN or inf: those of its finite values and of
+    ``k``, a finite value of the same row, which stands in for the others (with an infinity
+    instead, LLVM would not vectorize the loop)."""
+    mn = k
+    mx = k
+    for i in range(x.shape[0]):
+        v = x[i]
+        y = v if (v - v) == 0 else k
+        mn = _fmin(mn, y)
+        mx = _fmax(mx, y)
+    return mn, mx
 
 
 @njit(nogil=True, cache=True, fastmath=_FLAGS)
@@ -203,13 +232,25 @@ def _classify(x, thr, cnt):
 
 
 @njit(nogil=True, cache=True)
+def _limits(thr):
+    """``(over, under, tiny)`` of thresholds ``thr``: a finite ``|v| >= over`` risks a cast
+    overflow, a non-zero ``|v| <= under`` an underflow; ``tiny``: any underflow target
+    (unused slots hold ``(inf, -1)``)."""
+    under = max(thr[1], max(thr[3], thr[5]))
+    return min(thr[0], min(thr[2], thr[4])), under, under >= 0
+
+
+@njit(nogil=True, cache=True)
 def _record(x, s, e, base, thr, want, locs, vals, nlocs):
     """Slow path: record positions ``base + i`` of ``x[i]``, ``s <= i < e``, for the kinds
     flagged in ``want``."""
     cap = locs.shape[1]
+    over, under, _ = _limits(thr)
     for i in range(s, e):
         v = x[i]
         a = abs(v)
+        if a < over and (a > under or a == 0):  # finite, no cast risk: most values here
+            continue
         fin = (v - v) == 0
         for kind in range(N_KINDS):
             if not want[kind] or nlocs[kind] >= cap:
@@ -276,6 +317,44 @@ def _work(x, xi, thr):
 
 
 @njit(nogil=True, cache=True)
+def _plain(mn, mx, mz, s1, over, under, tiny):
+    """Whether ``_pass``'s results show nothing to report: a finite sum (no NaN or inf; or,
+    rarely, finite values whose sum overflowed) and no value across a cast threshold."""
+    return (s1 - s1) == 0 and mn > -over and mx < over and not (tiny and mz <= under)
+
+
+@njit(nogil=True, cache=True)
+def _pieces(x, s, e, k, r, thr, counts, cnt, want, locs, vals, nlocs, rcounts):
+    """The slow path of a sub-block ``x[s:e]`` of row ``r`` that has something to report:
+    taken again in pieces of ``PIECE_BYTES``, of which only those that have go through
+    ``_classify_and_record``, so a few problems cost little more than the fast pass. Adds
+    to the counts and returns the sub-block's ``(min, max, s1, s2)`` as ``_pass`` would."""
+    over, under, tiny = _limits(thr)
+    piece = PIECE_BYTES // x.itemsize
+    mn = k
+    mx = k
+    s1 = 0.0
+    s2 = 0.0
+    for p in range(s, e, piece):
+        q = min(p + piece, e)
+        pmn, pmx, pmz, a1, a2 = _pass(x, p, q - p, k, tiny)
+        dirty = (a1 - a1) != 0
+        if dirty:
+            pmn, pmx = _extrema_finite(x[p:q], k)
+            a1, a2 = _sums_finite(x[p:q], k)
+        s1 += a1
+        s2 += a2
+        mn = min(mn, pmn)
+        mx = max(mx, pmx)
+        if dirty or not _plain(pmn, pmx, pmz, a1, over, under, tiny):
+            _classify_and_record(x, p, q, 0, thr, counts, cnt, want, locs, vals, nlocs)
+            rcounts[0, r] += cnt[0]
+            rcounts[1, r] += cnt[1]
+            rcounts[2, r] += cnt[2]
+    return mn, mx, s1, s2
+
+
+@njit(nogil=True, cache=True)
 def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
     """Scan a C-contiguous 2-D block in one pass, keeping statistics per row.
 
@@ -284,6 +363,7 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
     x : 2-D C-contiguous float32 or float64 array
         One row per slice (a plain scan passes a single row).
     xi : the same memory viewed as int32 or int64
+        Unused: the signature of every block kernel (``scan_cols`` uses it).
     thr : array of 6 values of ``x.dtype``
         ``(overflow, underflow)`` thresholds of three cast targets (see ``casts``).
     counts : int64 array of ``N_KINDS``
@@ -300,10 +380,11 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
         Number of positions recorded per kind.
     """
     rows, n = x.shape
-    cnt, want, keys, fl, big, inf_bits, lo, hi, tiny_bits, tiny = _work(x, xi, thr)
-    T = xi.dtype.type
+    T = x.dtype.type
+    cnt = np.zeros(N_KINDS, dtype=np.int64)
+    want = np.zeros(N_KINDS, dtype=np.bool_)
+    over, under, tiny = _limits(thr)
     xf = x.reshape(x.size)  # flat, with offsets: a view per short row costs reference counts
-    xif = xi.reshape(xi.size)
     sub = SUB_BLOCK_BYTES // x.itemsize
     for r in range(rows):
         off = r * n
@@ -312,36 +393,27 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
         first = 0
         while first < n and not (xf[off + first] - xf[off + first]) == 0:
             first += 1
-        k = xf[off + first] if first < n else x.dtype.type(0)
-        kk = _key(xif[off + first] if first < n else T(0), big)
+        k = xf[off + first] if first < n else T(0)
         s1 = 0.0
         s2 = 0.0
-        mn = big
-        mx = T(~big)
+        mn = T(np.inf)
+        mx = T(-np.inf)
         for s in range(off, off + n, sub):
             e = min(s + sub, off + n)
-            smn, smx, smz, a1, a2 = _pass(xf, xif, s, e - s, big, k, tiny)
-            clean = _clean(smn, smx, inf_bits)
-            if not clean:
-                smn, smx, smz = _keys_finite(xif[s:e], kk, big, inf_bits)
-                a1, a2 = _sums_finite(xf[s:e], k)
+            smn, smx, smz, a1, a2 = _pass(xf, s, e - s, k, tiny)
+            if not _plain(smn, smx, smz, a1, over, under, tiny):
+                smn, smx, a1, a2 = _pieces(
+                    xf, s, e, k, r, thr, counts, cnt, want, locs, vals, nlocs, rcounts
+                )
             s1 += a1
             s2 += a2
             mn = min(mn, smn)
             mx = max(mx, smx)
-            if clean and not _risky(smn, smx, smz, lo, hi, tiny_bits):
-                continue
-            _classify_and_record(xf, s, e, 0, thr, counts, cnt, want, locs, vals, nlocs)
-            rcounts[0, r] += cnt[0]
-            rcounts[1, r] += cnt[1]
-            rcounts[2, r] += cnt[2]
-        keys[0] = _key(mn, big)
-        keys[1] = _key(mx, big)
         rstats[0, r] = np.float64(k)
         rstats[1, r] = s1
         rstats[2, r] = s2
-        rstats[3, r] = np.float64(fl[0]) if first < n else np.inf
-        rstats[4, r] = np.float64(fl[1]) if first < n else -np.inf
+        rstats[3, r] = np.float64(mn) if first < n else np.inf
+        rstats[4, r] = np.float64(mx) if first < n else -np.inf
 
 
 @njit(nogil=True, cache=True, fastmath=_FLAGS)

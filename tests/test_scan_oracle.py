@@ -224,3 +224,31 @@ def test_numpy_twin_matches_kernels_and_oracle(x, cast, max_locations):
             extreme and not (np.isfinite(twin.mean) and np.isfinite(kern.mean))
         )
     assert_matches_oracle(twin, x, cast=cast, max_locations=max_locations)
+
+
+LANE_VALUES = [np.nan, np.inf, -np.inf, -0.0, 1e30, -1e30, 1e100, 3.4028236e38, 1e-300, 7e-46]
+
+
+@pytest.mark.parametrize("dtype", ["<f4", ">f4", "<f8", ">f8"])
+def test_kernel_finds_a_value_at_every_lane_and_sub_block_edge(dtype, monkeypatch):
+    """The vectorized pass reads 8-32 values a step and takes the extrema of clean sub-blocks
+    under ``nnan``: a special value (or a new extremum) at any lane, at either edge of a
+    sub-block or in the loop's tail must still be found and counted exactly."""
+    from fastfinite import kernels, summary
+
+    monkeypatch.setattr(summary, "SMALL_BLOCK", 0)
+    dt = np.dtype(dtype)
+    sub = kernels.SUB_BLOCK_BYTES // dt.itemsize
+    n = 2 * sub + 45
+    base = np.random.default_rng(3).uniform(0.5, 2.0, n).astype(dt)
+    positions = sorted({*range(33), sub - 1, sub, sub + 1, 2 * sub - 1, 2 * sub, n - 2, n - 1})
+    cast = ("float32", "float16", "bfloat16") if dt.itemsize == 4 else ("float32", "float16")
+    with np.errstate(all="ignore"):
+        planted = {float(dt.type(v)) for v in LANE_VALUES}
+    for value in planted:
+        for pos in positions:
+            x = base.copy()
+            x[pos] = value
+            x[(pos * 7 + 11) % n] = -value  # a second one, elsewhere in the vector step
+            report = fastfinite.scan(x, cast=cast, max_locations=3)
+            assert_matches_oracle(report, x, cast=cast, max_locations=3)
