@@ -124,17 +124,19 @@ _fmax = _extremum("maxnum")
 
 
 @njit(nogil=True, cache=True, fastmath=_FLAGS)
-def _pass(x, off, n, k, tiny):
-    """One read of ``x[off:off + n]``: ``(min, max, min_nonzero_abs, sum(x - k),
+def _pass(x, xi, off, n, k, lim):
+    """One read of ``x[off:off + n]`` (``xi``: its bits): ``(min, max, low, sum(x - k),
     sum((x - k)**2))``, the sums in float64. A non-finite value makes the first sum
-    non-finite; only when it is finite do the extrema hold (``_extremum``).
-    ``min_nonzero_abs`` (1 when there is none, or when not ``tiny``) is for the underflow
-    test; every underflow threshold is far below 1. An offset rather than a slice: a view
-    per short row costs reference counting that shows at 1000 values per row."""
+    non-finite; only when it is finite do the extrema hold (``_extremum``). ``low`` is
+    non-zero when a non-zero value is at most the underflow threshold (``_bounds``). An
+    offset rather than a slice: a view per short row costs reference counting that shows
+    at 1000 values per row."""
     T = x.dtype.type
+    B = xi.dtype.type
+    _, big, bound, tiny = lim
     mn = T(np.inf)
     mx = T(-np.inf)
-    mz = T(1)
+    low = B(0)
     k64 = np.float64(k)
     s1 = 0.0
     s2 = 0.0
@@ -143,10 +145,11 @@ def _pass(x, off, n, k, tiny):
     if tiny:
         for i in range(n):
             v = x[off + i]
-            a = abs(v)
+            # 0 < |v| <= under: magnitude bits - 1 below under's bits, compared unsigned
+            # (the sign bit flipped, then signed); nothing here can overflow
+            low |= B(B(((xi[off + i] & big) - B(1)) ^ ~big) < bound)
             mn = _fmin(mn, v)
             mx = _fmax(mx, v)
-            mz = _fmin(mz, a if a > T(0) else T(1))
             d = np.float64(v) - k64
             s1 += d
             s2 += d * d
@@ -158,7 +161,7 @@ def _pass(x, off, n, k, tiny):
             d = np.float64(v) - k64
             s1 += d
             s2 += d * d
-    return mn, mx, mz, s1, s2
+    return mn, mx, low, s1, s2
 
 
 @njit(nogil=True, cache=True)
@@ -233,11 +236,24 @@ def _classify(x, thr, cnt):
 
 @njit(nogil=True, cache=True)
 def _limits(thr):
-    """``(over, under, tiny)`` of thresholds ``thr``: a finite ``|v| >= over`` risks a cast
-    overflow, a non-zero ``|v| <= under`` an underflow; ``tiny``: any underflow target
-    (unused slots hold ``(inf, -1)``)."""
-    under = max(thr[1], max(thr[3], thr[5]))
-    return min(thr[0], min(thr[2], thr[4])), under, under >= 0
+    """``(over, under)`` of thresholds ``thr``: a finite ``|v| >= over`` risks a cast
+    overflow, a non-zero ``|v| <= under`` an underflow (unused slots hold ``(inf, -1)``)."""
+    return min(thr[0], min(thr[2], thr[4])), max(thr[1], max(thr[3], thr[5]))
+
+
+@njit(nogil=True, cache=True)
+def _bounds(x, xi, thr):
+    """What ``_pass`` and ``_plain`` compare with: ``(over, big, bound, tiny)``. A finite
+    ``|v| >= over`` risks a cast overflow. With ``big`` the largest integer of the bits'
+    width and ``tiny`` (any underflow target), a non-zero ``|v| <= under`` is one whose
+    magnitude bits ``m = b & big`` have ``m - 1 < under_bits`` as unsigned integers (``m ==
+    0`` wraps to the top), that is ``(m - 1) ^ ~big < under_bits ^ ~big`` as signed ones."""
+    over, under = _limits(thr)
+    B = xi.dtype.type
+    big = B(np.iinfo(xi.dtype).max)
+    bits = np.empty(1, dtype=xi.dtype)
+    bits.view(x.dtype)[0] = max(under, x.dtype.type(0))
+    return over, big, B(bits[0] ^ ~big), under >= 0
 
 
 @njit(nogil=True, cache=True)
@@ -245,7 +261,7 @@ def _record(x, s, e, base, thr, want, locs, vals, nlocs):
     """Slow path: record positions ``base + i`` of ``x[i]``, ``s <= i < e``, for the kinds
     flagged in ``want``."""
     cap = locs.shape[1]
-    over, under, _ = _limits(thr)
+    over, under = _limits(thr)
     for i in range(s, e):
         v = x[i]
         a = abs(v)
@@ -317,19 +333,18 @@ def _work(x, xi, thr):
 
 
 @njit(nogil=True, cache=True)
-def _plain(mn, mx, mz, s1, over, under, tiny):
+def _plain(mn, mx, low, s1, over):
     """Whether ``_pass``'s results show nothing to report: a finite sum (no NaN or inf; or,
     rarely, finite values whose sum overflowed) and no value across a cast threshold."""
-    return (s1 - s1) == 0 and mn > -over and mx < over and not (tiny and mz <= under)
+    return (s1 - s1) == 0 and mn > -over and mx < over and low == 0
 
 
 @njit(nogil=True, cache=True)
-def _pieces(x, s, e, k, r, thr, counts, cnt, want, locs, vals, nlocs, rcounts):
+def _pieces(x, xi, s, e, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts):
     """The slow path of a sub-block ``x[s:e]`` of row ``r`` that has something to report:
     taken again in pieces of ``PIECE_BYTES``, of which only those that have go through
     ``_classify_and_record``, so a few problems cost little more than the fast pass. Adds
     to the counts and returns the sub-block's ``(min, max, s1, s2)`` as ``_pass`` would."""
-    over, under, tiny = _limits(thr)
     piece = PIECE_BYTES // x.itemsize
     mn = k
     mx = k
@@ -337,7 +352,7 @@ def _pieces(x, s, e, k, r, thr, counts, cnt, want, locs, vals, nlocs, rcounts):
     s2 = 0.0
     for p in range(s, e, piece):
         q = min(p + piece, e)
-        pmn, pmx, pmz, a1, a2 = _pass(x, p, q - p, k, tiny)
+        pmn, pmx, low, a1, a2 = _pass(x, xi, p, q - p, k, lim)
         dirty = (a1 - a1) != 0
         if dirty:
             pmn, pmx = _extrema_finite(x[p:q], k)
@@ -346,7 +361,7 @@ def _pieces(x, s, e, k, r, thr, counts, cnt, want, locs, vals, nlocs, rcounts):
         s2 += a2
         mn = min(mn, pmn)
         mx = max(mx, pmx)
-        if dirty or not _plain(pmn, pmx, pmz, a1, over, under, tiny):
+        if dirty or not _plain(pmn, pmx, low, a1, lim[0]):
             _classify_and_record(x, p, q, 0, thr, counts, cnt, want, locs, vals, nlocs)
             rcounts[0, r] += cnt[0]
             rcounts[1, r] += cnt[1]
@@ -363,7 +378,6 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
     x : 2-D C-contiguous float32 or float64 array
         One row per slice (a plain scan passes a single row).
     xi : the same memory viewed as int32 or int64
-        Unused: the signature of every block kernel (``scan_cols`` uses it).
     thr : array of 6 values of ``x.dtype``
         ``(overflow, underflow)`` thresholds of three cast targets (see ``casts``).
     counts : int64 array of ``N_KINDS``
@@ -383,8 +397,9 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
     T = x.dtype.type
     cnt = np.zeros(N_KINDS, dtype=np.int64)
     want = np.zeros(N_KINDS, dtype=np.bool_)
-    over, under, tiny = _limits(thr)
+    lim = _bounds(x, xi, thr)
     xf = x.reshape(x.size)  # flat, with offsets: a view per short row costs reference counts
+    xif = xi.reshape(xi.size)
     sub = SUB_BLOCK_BYTES // x.itemsize
     for r in range(rows):
         off = r * n
@@ -400,10 +415,10 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
         mx = T(-np.inf)
         for s in range(off, off + n, sub):
             e = min(s + sub, off + n)
-            smn, smx, smz, a1, a2 = _pass(xf, s, e - s, k, tiny)
-            if not _plain(smn, smx, smz, a1, over, under, tiny):
+            smn, smx, low, a1, a2 = _pass(xf, xif, s, e - s, k, lim)
+            if not _plain(smn, smx, low, a1, lim[0]):
                 smn, smx, a1, a2 = _pieces(
-                    xf, s, e, k, r, thr, counts, cnt, want, locs, vals, nlocs, rcounts
+                    xf, xif, s, e, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts
                 )
             s1 += a1
             s2 += a2
