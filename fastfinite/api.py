@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from .casts import parse_cast
-from .engine import REGION_BYTES, run
+from .engine import run
 from .errors import InvalidArgumentError, NonFiniteError, SourceError, UnsupportedDtypeError
 from .report import Finding, Location, ScanReport, _fmt_index
 from .summary import ScanSpec
@@ -135,9 +135,12 @@ def scan(
         A chunk that cannot be read raises ``ChunkReadError``, or becomes an
         ``"unreadable_chunk"`` finding.
     region_bytes : int, optional
-        Size of the regions read and scanned at once (default 32 MiB for arrays in memory,
-        whose regions are views; 4 MiB for stores, rounded to whole storage chunks). Peak
-        memory is about ``2 * workers`` regions.
+        Size of the regions read and scanned at once: by default 64 MiB for arrays in
+        memory, whose regions are views, and 1 GiB for a float32/float64 array in RAM,
+        contiguous in any order, scanned on several cores (each region is cut into one part
+        of at most 64 MiB per core, and findings are flagged by part); 4 MiB for stores,
+        rounded to whole storage chunks. Peak memory is about ``2 * workers`` regions read
+        (none for views).
     scheduler : str or distributed.Client, optional
         Run the scan as a Dask graph on this scheduler: ``"threads"``, ``"processes"``,
         ``"synchronous"``, a ``distributed.Client``, or a scheduler address
@@ -380,7 +383,7 @@ def scan_source(
         source,
         spec,
         workers=workers,
-        region_bytes=region_bytes or getattr(source, "region_bytes", REGION_BYTES),
+        region_bytes=region_bytes,
         progress=progress,
         fail_fast=fail_fast,
         on_error=on_error,

@@ -97,6 +97,27 @@ def plan_regions(shape: tuple[int, ...], order: tuple[int, ...], budget: int) ->
             yield tuple(sl[ax] for ax in range(ndim))
 
 
+def memory_view(data: np.ndarray) -> tuple[np.ndarray, tuple[int, ...], tuple[int, ...]]:
+    """``data`` with negative strides flipped and axes in memory order (outermost first):
+    ``(view, order, flipped axes)``. The view is C-contiguous when ``data`` is contiguous
+    in any order."""
+    order = memory_order(data.strides, data.shape)
+    flips = tuple(ax for ax in range(data.ndim) if data.strides[ax] < 0 and data.shape[ax] > 1)
+    view = np.flip(data, axis=flips) if flips else data
+    return view.transpose(order), order, flips
+
+
+def scanned_in_place(data: np.ndarray) -> bool:
+    """Whether ``Block`` scans ``data`` (and each region of it) in place: native float32 or
+    float64, contiguous in some order of its axes."""
+    return (
+        data.dtype.kind == "f"
+        and data.dtype.itemsize in (4, 8)
+        and data.dtype.isnative
+        and memory_view(data)[0].flags.c_contiguous
+    )
+
+
 class Block:
     """A region's data as a contiguous 1-D array in the kernels' dtype.
 
@@ -122,16 +143,9 @@ class Block:
         self.start = start
         self.ncomp = 2 if data.dtype.kind == "c" else 1
         if order is None:
-            order = memory_order(data.strides, data.shape)
-            flips = tuple(
-                ax for ax in range(data.ndim) if data.strides[ax] < 0 and data.shape[ax] > 1
-            )
+            view, order, flips = memory_view(data)
         else:
-            flips = ()
-        view = data
-        if flips:
-            view = np.flip(view, axis=flips)
-        view = view.transpose(order)
+            view, flips = data.transpose(order), ()
         self.perm = order
         self.flips = flips
         self.bshape = view.shape
@@ -147,6 +161,23 @@ class Block:
         x = flat.astype(comp if comp.itemsize >= 4 else np.float32, copy=False)
         self.x = np.ascontiguousarray(x)
         self.xi = self.x.view(np.int32 if self.x.itemsize == 4 else np.int64)
+
+    def box(self, a: int, b: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """``(start, stop)`` of the smallest box of the global array holding the elements of
+        ``x[a:b]``: their run along the outermost axis of ``x`` longer than 1, in whole
+        steps of it, and the region's extent along the other axes."""
+        lo = list(self.start)
+        hi = [s + n for s, n in zip(self.start, self.dshape)]
+        outer = next((i for i, n in enumerate(self.bshape) if n > 1), None)
+        if outer is None:
+            return tuple(lo), tuple(hi)
+        step = math.prod(self.bshape[outer + 1 :]) * self.ncomp
+        first, last = a // step, -(-b // step)
+        ax = self.perm[outer]
+        if ax in self.flips:
+            first, last = self.dshape[ax] - last, self.dshape[ax] - first
+        lo[ax], hi[ax] = self.start[ax] + first, self.start[ax] + last
+        return tuple(lo), tuple(hi)
 
     def to_global(self, j: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         """Map positions in ``x`` to C-order flat indices of the global array ``shape``."""

@@ -22,6 +22,10 @@ R = TypeVar("R")
 # Below this many bytes, threads cost more than they save.
 PARALLEL_MIN_BYTES = 32 << 20
 REGION_BYTES = 4 << 20
+# A region of an array in RAM scanned on every core (``views_in_ram``): large, because the
+# Python around each region runs on cold caches (about 0.5 ms), and findings are located
+# to its parts of ``summary.PART_BYTES`` anyway.
+VIEW_REGION_BYTES = 1 << 30
 
 
 def default_workers() -> int:
@@ -98,7 +102,7 @@ def run(
     spec,
     *,
     workers: int | None = None,
-    region_bytes: int = REGION_BYTES,
+    region_bytes: int | None = None,
     progress: bool = False,
     fail_fast: bool = False,
     on_error: str = "raise",
@@ -111,8 +115,9 @@ def run(
     spec : ScanSpec
     workers : int, optional
         Threads; default all cores for large or out-of-core input, 1 for small arrays.
-    region_bytes : int
-        Target size of one region.
+    region_bytes : int, optional
+        Target size of one region (default: the source's ``region_bytes``, or
+        ``VIEW_REGION_BYTES`` for an array in RAM scanned on several cores).
     progress : bool
         Show a tqdm bar in bytes.
     fail_fast : bool
@@ -123,11 +128,20 @@ def run(
     if workers is None:
         small = getattr(source, "in_memory", False) and source.nbytes < PARALLEL_MIN_BYTES
         workers = 1 if small else default_workers()
+    threads = 1
+    if workers > 1 and spec.by is None and getattr(source, "views_in_ram", False):
+        # nothing to read: regions one at a time, each on every core (``prange``), without
+        # the Python of other regions competing for the GIL and the cores
+        threads, workers = workers, 1
+    if region_bytes is None:
+        region_bytes = (
+            VIEW_REGION_BYTES if threads > 1 else getattr(source, "region_bytes", REGION_BYTES)
+        )
     bar = _progress_bar(source, progress)
     failed: list = []
 
     def task(region):
-        return region, *scan_region_or_units(source, region, spec, on_error)
+        return region, *scan_region_or_units(source, region, spec, on_error, threads)
 
     n_slices = None if spec.by is None else math.prod(spec.by_shape)
     merger = PairwiseMerger(spec.max_locations, n_slices)
@@ -150,25 +164,27 @@ def run(
     return RunResult(merger.result(), failed, done >= source.nbytes)
 
 
-def scan_region(source, region, spec) -> Summary:
-    """Read one region of a source and scan it."""
+def scan_region(source, region, spec, threads: int = 1) -> Summary:
+    """Read one region of a source and scan it (on ``threads`` cores)."""
     from .summary import summarize
 
-    summary = summarize(source.read(region), tuple(s.start for s in region), spec)
+    summary = summarize(source.read(region), tuple(s.start for s in region), spec, threads)
     release = getattr(source, "release", None)
     if release is not None:
         release(region)
     return summary
 
 
-def scan_region_or_units(source, region, spec, on_error: str) -> tuple[Summary, list]:
+def scan_region_or_units(
+    source, region, spec, on_error: str, threads: int = 1
+) -> tuple[Summary, list]:
     """Scan a region; when it cannot be read, read its storage units one by one so the error
     names the unit: raise ``ChunkReadError``, or with ``on_error="report"`` return the
     summary of the readable units and the errors."""
     from .errors import ChunkReadError
 
     try:
-        return scan_region(source, region, spec), []
+        return scan_region(source, region, spec, threads), []
     except Exception as e:
         units = getattr(source, "units", None)
         if units is None:

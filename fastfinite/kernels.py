@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -431,6 +431,66 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
         rstats[4, r] = np.float64(mx) if first < n else -np.inf
 
 
+@njit(nogil=True, cache=True, parallel=True)
+def scan_row_parallel(
+    x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs, bounds, threads, found
+):
+    """``scan_rows`` for a single row cut into parts ``bounds[p]:bounds[p + 1]``, scanned
+    ``threads`` at a time on as many threads (``prange``; scratch for that many parts
+    only), with the same outputs: the parts' counts added, their positions taken in order
+    up to the cap, their statistics combined into the row's ``[mean, 0, M2, min, max]``
+    (shifted by the mean, the first sum is 0). ``found[p]``: the findings in part ``p``."""
+    parts = bounds.shape[0] - 1
+    cap = locs.shape[1]
+    n = x.shape[1]
+    xf = x.reshape(n)
+    xif = xi.reshape(n)
+    pc = np.empty((threads, N_KINDS), dtype=np.int64)
+    ps = np.empty((threads, 5, 1))
+    prc = np.empty((threads, 3, 1), dtype=np.int64)
+    pl = np.empty((threads, N_KINDS, cap), dtype=np.int64)
+    pv = np.empty((threads, N_KINDS, cap))
+    pn = np.empty((threads, N_KINDS), dtype=np.int64)
+    pcount = np.empty(parts, dtype=np.int64)  # per part: finite count, mean, M2, min, max
+    pmean = np.empty(parts)
+    pm2 = np.empty(parts)
+    pmin = np.empty(parts)
+    pmax = np.empty(parts)
+    for w in range(0, parts, threads):
+        m = min(threads, parts - w)
+        pc[:] = 0
+        prc[:] = 0
+        pn[:] = 0
+        for q in prange(m):
+            a = bounds[w + q]
+            b = bounds[w + q + 1]
+            part = xf[a:b].reshape(1, b - a)
+            bits = xif[a:b].reshape(1, b - a)
+            scan_rows(part, bits, thr, pc[q], ps[q], prc[q], pl[q], pv[q], pn[q])
+        for q in range(m):
+            p = w + q
+            pcount[p], pmean[p], pm2[p] = _moments(bounds[p + 1] - bounds[p], ps[q], prc[q], 0)
+            pmin[p] = ps[q, 3, 0]
+            pmax[p] = ps[q, 4, 0]
+            found[p] = 0
+            for kind in range(N_KINDS):
+                found[p] += pc[q, kind]
+                counts[kind] += pc[q, kind]
+                for j in range(pn[q, kind]):
+                    if nlocs[kind] < cap:
+                        locs[kind, nlocs[kind]] = bounds[p] + pl[q, kind, j]
+                        vals[kind, nlocs[kind]] = pv[q, kind, j]
+                        nlocs[kind] += 1
+            for i in range(3):
+                rcounts[i, 0] += prc[q, i, 0]
+    _, tmean, tm2, tmn, tmx, _ = _totals(pcount, pmean, pm2, pmin, pmax)
+    rstats[0, 0] = tmean
+    rstats[1, 0] = 0.0
+    rstats[2, 0] = tm2
+    rstats[3, 0] = tmn
+    rstats[4, 0] = tmx
+
+
 @njit(nogil=True, cache=True, fastmath=_FLAGS)
 def _col_update(row, k, s1, s2, mn, mx):
     """Add a row of finite values to per-column shifted sums and extrema."""
@@ -509,29 +569,26 @@ def scan_cols(x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs):
 
 
 @njit(nogil=True, cache=True)
-def finish_slices(length, sstats, scounts, n, mean, m2):
-    """Per slice count, mean and M2 of the finite values from a kernel's shifted sums, and
-    over all of them ``(count, mean, M2, min, max, sum)`` (Chan's formula; the mean of the
-    means when the sum overflows). ``SliceStats._one`` is its one-slice twin."""
+def _moments(length, stats, counts, r):
+    """``(count, mean, M2)`` of the finite values of row ``r`` of a kernel's output:
+    ``length`` values, shifted sums ``stats[:, r]``, non-finite counts ``counts[:, r]``."""
+    c = length - counts[0, r] - counts[1, r] - counts[2, r]
+    if c <= 0:
+        return c, 0.0, 0.0
+    s1 = stats[1, r]
+    v = stats[2, r] - s1 * (s1 / c)
+    return c, stats[0, r] + s1 / c, (np.inf if v != v else max(v, 0.0))  # inf - inf: overflow
+
+
+@njit(nogil=True, cache=True)
+def _totals(n, mean, m2, mn, mx):
+    """``(count, mean, M2, min, max, sum)`` over rows of counts, means and M2s (Chan's
+    formula; the mean of the means when the sum overflows)."""
     tn = 0
     tsum = 0.0
-    tmn = np.inf
-    tmx = -np.inf
     for r in range(n.shape[0]):
-        c = length - scounts[0, r] - scounts[1, r] - scounts[2, r]
-        n[r] = c
-        if c > 0:
-            s1 = sstats[1, r]
-            mean[r] = sstats[0, r] + s1 / c
-            v = sstats[2, r] - s1 * (s1 / c)
-            m2[r] = np.inf if v != v else max(v, 0.0)  # inf - inf: the squares overflow
-        else:
-            mean[r] = 0.0
-            m2[r] = 0.0
-        tn += c
-        tsum += c * mean[r]
-        tmn = min(tmn, sstats[3, r])
-        tmx = max(tmx, sstats[4, r])
+        tn += n[r]
+        tsum += n[r] * mean[r]
     if tn == 0:
         return 0, 0.0, 0.0, np.inf, -np.inf, tsum
     tmean = tsum / tn
@@ -543,7 +600,17 @@ def finish_slices(length, sstats, scounts, n, mean, m2):
     for r in range(n.shape[0]):
         d = mean[r] - tmean
         tm2 += m2[r] + n[r] * d * d
-    return tn, tmean, (np.inf if tm2 != tm2 else tm2), tmn, tmx, tsum
+    return tn, tmean, (np.inf if tm2 != tm2 else tm2), mn.min(), mx.max(), tsum
+
+
+@njit(nogil=True, cache=True)
+def finish_slices(length, sstats, scounts, n, mean, m2):
+    """Per slice count, mean and M2 of the finite values from a kernel's shifted sums, and
+    over all of them ``(count, mean, M2, min, max, sum)``. ``SliceStats._one`` is its
+    one-slice twin."""
+    for r in range(n.shape[0]):
+        n[r], mean[r], m2[r] = _moments(length, sstats, scounts, r)
+    return _totals(n, mean, m2, sstats[3], sstats[4])
 
 
 @njit(nogil=True, cache=True)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..blocks import Region, check_dtype, memory_order, plan_regions
+from ..blocks import Region, check_dtype, memory_order, plan_regions, scanned_in_place
 from ..errors import SourceError
 
 
@@ -33,6 +33,16 @@ class ArraySource:
         if self.path is not None:
             return (open_npy, (self.path,))
         return (ArraySource, (self.array, self.name))
+
+    @property
+    def views_in_ram(self) -> bool:
+        """Whether each region is a view of data in RAM that the kernel scans in place (no
+        read to overlap, no copy): then one region at a time on every core is fastest."""
+        return (
+            self.path is None
+            and not isinstance(self.array, np.memmap)
+            and scanned_in_place(self.array)
+        )
 
     def regions(self, budget_bytes: int) -> Iterator[Region]:
         """Regions of about ``budget_bytes`` that follow the array's memory layout."""

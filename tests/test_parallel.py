@@ -1,0 +1,142 @@
+"""Arrays in RAM scanned one region at a time on every core (``kernels.scan_row_parallel``):
+the same report as the serial scan and the NumPy oracle, findings flagged by part."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fastfinite
+from fastfinite import kernels, summary
+
+from .helpers import assert_matches_oracle
+
+PLANTED = [np.nan, np.inf, -np.inf, 1e100, -1e300, 1e-300, 3.4028236e38, 0.0]
+
+
+@pytest.fixture
+def parted(monkeypatch):
+    """Small blocks take the parallel path, in many parts (several waves of threads), and
+    every call of the parallel kernel is counted (the real kernel runs)."""
+    monkeypatch.setattr(summary, "PARALLEL_BLOCK_BYTES", 1 << 12)
+    monkeypatch.setattr(summary, "PART_BYTES", 1 << 14)
+    calls = []
+    real = kernels.scan_row_parallel
+
+    def counted(*args):
+        calls.append(len(args[-3]) - 1)  # parts
+        return real(*args)
+
+    monkeypatch.setattr(kernels, "scan_row_parallel", counted)
+    return calls
+
+
+def _layout(x: np.ndarray, layout: str) -> np.ndarray:
+    if layout == "1d":
+        return x.ravel()
+    y = x.reshape(300, -1)
+    return {
+        "C": y,
+        "F": np.asfortranarray(y),
+        "rows reversed": y[::-1],
+        "columns reversed": y[:, ::-1],
+        "transposed": y.T,
+        "3-d": y.reshape(1, 300, -1),
+    }[layout]
+
+
+# the fixture only patches constants and clears its call list in the test: safe to share
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    layout=st.sampled_from(
+        ["1d", "C", "F", "rows reversed", "columns reversed", "transposed", "3-d"]
+    ),
+    dtype=st.sampled_from(["<f4", "<f8"]),
+    plants=st.lists(st.tuples(st.integers(0, 90_000 - 1), st.sampled_from(PLANTED)), max_size=30),
+    max_locations=st.sampled_from([0, 1, 5, 100]),
+)
+def test_parallel_scan_equals_serial_and_oracle(parted, layout, dtype, plants, max_locations):
+    base = np.random.default_rng(len(plants)).uniform(-3, 3, 90_000)
+    with np.errstate(over="ignore"):
+        for pos, value in plants:
+            base[pos] = value
+        x = _layout(base.astype(dtype), layout)
+    parted.clear()
+    par = fastfinite.scan(x, workers=2, max_locations=max_locations, cast=("float32", "float16"))
+    assert parted and parted[0] > 2  # the parallel kernel ran, in several parts
+    ser = fastfinite.scan(x, workers=1, max_locations=max_locations, cast=("float32", "float16"))
+    assert par.counts() == ser.counts() and par.locations == ser.locations
+    assert (par.count, par.min, par.max) == (ser.count, ser.min, ser.max)
+    assert par.mean == pytest.approx(ser.mean, rel=1e-12, abs=1e-12)
+    assert par.std == pytest.approx(ser.std, rel=1e-9, abs=1e-12)
+    assert_matches_oracle(par, x, cast=("float32", "float16"), max_locations=max_locations)
+
+
+@pytest.mark.parametrize("layout", ["1d", "C", "F", "rows reversed", "columns reversed", "3-d"])
+def test_findings_are_flagged_by_part(parted, layout):
+    """Each region of ``report.regions`` is a box of whole steps of the outer axis, the boxes
+    are disjoint, hold every finding and count each once."""
+    rng = np.random.default_rng(5)
+    base = rng.standard_normal(90_000)
+    hits = rng.choice(base.size, 40, replace=False)
+    base[hits[:20]] = np.nan
+    base[hits[20:]] = 1e100
+    x = _layout(base, layout)
+    r = fastfinite.scan(x, workers=2, max_locations=1000)
+    total = r.nan + r.cast["float32"].overflow
+    assert total == 40 and len(r.locations) == 40
+    assert 1 < len(r.regions) and sum(c for _, _, c in r.regions) == total
+    boxes = [(np.array(lo), np.array(hi)) for lo, hi, _ in r.regions]
+    for i, (lo, hi) in enumerate(boxes):
+        assert (lo < hi).all() and (hi <= np.array(x.shape)).all()
+        for lo2, hi2 in boxes[i + 1 :]:
+            assert not ((lo < hi2) & (lo2 < hi)).all()
+    for loc in r.locations:
+        inside = [((lo <= loc.index) & (np.array(loc.index) < hi)).all() for lo, hi in boxes]
+        assert sum(inside) == 1
+
+
+def test_concurrent_scans_take_turns_and_agree(parted):
+    """Scans from several threads at once (the parallel kernel is behind a lock: numba's
+    workqueue layer cannot run two at a time) each give their own serial result."""
+    rng = np.random.default_rng(11)
+    arrays = [rng.standard_normal(100_000) for _ in range(4)]
+    for i, a in enumerate(arrays):
+        a[rng.integers(0, a.size, i + 1)] = np.nan
+    results: dict[int, fastfinite.ScanReport] = {}
+
+    def work(i: int) -> None:
+        results[i] = fastfinite.scan(arrays[i], workers=2)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, a in enumerate(arrays):
+        ser = fastfinite.scan(a, workers=1)
+        assert results[i].counts() == ser.counts() and results[i].locations == ser.locations
+
+
+def test_numba_thread_count_is_restored(parted):
+    import numba
+
+    before = numba.get_num_threads()
+    fastfinite.scan(np.ones(100_000), workers=2)
+    assert parted and numba.get_num_threads() == before
+
+
+def test_localize_replays_the_flagged_parts(parted):
+    x = np.random.default_rng(2).standard_normal(100_000)
+    x[[10, 70_000]] = np.nan
+    x[50_000] = 1e300  # (x - mean) ** 2 overflows in its part
+    r = fastfinite.scan(x, workers=2, localize=True, max_locations=10_000)
+    where = {loc.index for loc in r.localized}
+    assert {(10,), (70_000,)} <= where
+    assert any(loc.op == "multiply" and loc.index == (50_000,) for loc in r.localized)
