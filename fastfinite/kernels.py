@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -431,64 +431,44 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
         rstats[4, r] = np.float64(mx) if first < n else -np.inf
 
 
-@njit(nogil=True, cache=True, parallel=True)
-def scan_row_parallel(
-    x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs, bounds, threads, found
-):
-    """``scan_rows`` for a single row cut into parts ``bounds[p]:bounds[p + 1]``, scanned
-    ``threads`` at a time on as many threads (``prange``; scratch for that many parts
-    only), with the same outputs: the parts' counts added, their positions taken in order
-    up to the cap, their statistics combined into the row's ``[mean, 0, M2, min, max]``
-    (shifted by the mean, the first sum is 0). ``found[p]``: the findings in part ``p``."""
-    parts = bounds.shape[0] - 1
+@njit(nogil=True, cache=True)
+def fold_parts(bounds, pc, ps, prc, pl, pv, pn, counts, rcounts, locs, vals, nlocs, found, moments):
+    """Fold the ``scan_rows`` outputs of consecutive parts ``bounds[q]:bounds[q + 1]`` of a
+    row, in order, into the row's: counts added, positions (offset to the row) taken up to
+    the cap. Per part, ``found[q]`` receives its findings and ``moments[:, q]`` its finite
+    count, mean, M2, min and max (for ``finish_parts``)."""
     cap = locs.shape[1]
-    n = x.shape[1]
-    xf = x.reshape(n)
-    xif = xi.reshape(n)
-    pc = np.empty((threads, N_KINDS), dtype=np.int64)
-    ps = np.empty((threads, 5, 1))
-    prc = np.empty((threads, 3, 1), dtype=np.int64)
-    pl = np.empty((threads, N_KINDS, cap), dtype=np.int64)
-    pv = np.empty((threads, N_KINDS, cap))
-    pn = np.empty((threads, N_KINDS), dtype=np.int64)
-    pcount = np.empty(parts, dtype=np.int64)  # per part: finite count, mean, M2, min, max
-    pmean = np.empty(parts)
-    pm2 = np.empty(parts)
-    pmin = np.empty(parts)
-    pmax = np.empty(parts)
-    for w in range(0, parts, threads):
-        m = min(threads, parts - w)
-        pc[:] = 0
-        prc[:] = 0
-        pn[:] = 0
-        for q in prange(m):
-            a = bounds[w + q]
-            b = bounds[w + q + 1]
-            part = xf[a:b].reshape(1, b - a)
-            bits = xif[a:b].reshape(1, b - a)
-            scan_rows(part, bits, thr, pc[q], ps[q], prc[q], pl[q], pv[q], pn[q])
-        for q in range(m):
-            p = w + q
-            pcount[p], pmean[p], pm2[p] = _moments(bounds[p + 1] - bounds[p], ps[q], prc[q], 0)
-            pmin[p] = ps[q, 3, 0]
-            pmax[p] = ps[q, 4, 0]
-            found[p] = 0
-            for kind in range(N_KINDS):
-                found[p] += pc[q, kind]
-                counts[kind] += pc[q, kind]
-                for j in range(pn[q, kind]):
-                    if nlocs[kind] < cap:
-                        locs[kind, nlocs[kind]] = bounds[p] + pl[q, kind, j]
-                        vals[kind, nlocs[kind]] = pv[q, kind, j]
-                        nlocs[kind] += 1
-            for i in range(3):
-                rcounts[i, 0] += prc[q, i, 0]
-    _, tmean, tm2, tmn, tmx, _ = _totals(pcount, pmean, pm2, pmin, pmax)
-    rstats[0, 0] = tmean
+    for q in range(bounds.shape[0] - 1):
+        c, mean, m2 = _moments(bounds[q + 1] - bounds[q], ps[q], prc[q], 0)
+        moments[0, q] = c
+        moments[1, q] = mean
+        moments[2, q] = m2
+        moments[3, q] = ps[q, 3, 0]
+        moments[4, q] = ps[q, 4, 0]
+        found[q] = 0
+        for kind in range(N_KINDS):
+            found[q] += pc[q, kind]
+            counts[kind] += pc[q, kind]
+            for j in range(pn[q, kind]):
+                if nlocs[kind] < cap:
+                    locs[kind, nlocs[kind]] = bounds[q] + pl[q, kind, j]
+                    vals[kind, nlocs[kind]] = pv[q, kind, j]
+                    nlocs[kind] += 1
+        for i in range(3):
+            rcounts[i, 0] += prc[q, i, 0]
+
+
+@njit(nogil=True, cache=True)
+def finish_parts(moments, rstats):
+    """The row's statistics from its parts' ``moments`` (``fold_parts``), as ``scan_rows``
+    gives them but shifted by the mean: ``[mean, 0, M2, min, max]``."""
+    n = moments[0].astype(np.int64)
+    _, mean, m2, mn, mx, _ = _totals(n, moments[1], moments[2], moments[3], moments[4])
+    rstats[0, 0] = mean
     rstats[1, 0] = 0.0
-    rstats[2, 0] = tm2
-    rstats[3, 0] = tmn
-    rstats[4, 0] = tmx
+    rstats[2, 0] = m2
+    rstats[3, 0] = mn
+    rstats[4, 0] = mx
 
 
 @njit(nogil=True, cache=True, fastmath=_FLAGS)

@@ -8,7 +8,6 @@ reduction tree give the same counts and locations, and statistics equal to round
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -18,6 +17,7 @@ from . import kinds
 from .blocks import Block, component_dtype
 from .casts import risk_thresholds
 from .kinds import BASE_KINDS  # noqa: E402
+from .parts import PARALLEL_BLOCK_BYTES, PartedScan
 
 
 @dataclass(frozen=True)
@@ -330,7 +330,7 @@ def summarize(
         if block.x.size <= SMALL_BLOCK:  # NumPy's twin: no numba start-up for small data
             kernel = scan_row_numpy
         elif threads > 1 and block.x.nbytes >= PARALLEL_BLOCK_BYTES:
-            parts = _PartedScan(block, threads)
+            parts = PartedScan(block, threads)
             kernel = parts.scan
         else:
             from . import kernels  # numba loads on the first large scan, not on import
@@ -391,64 +391,6 @@ def summarize(
         if parts is not None:
             s.flagged = parts.flagged()
     return s
-
-
-# A block of at least this many bytes is worth cutting into one part per thread.
-PARALLEL_BLOCK_BYTES = 4 << 20
-# ... and into parts of at most this many: where findings are located (``flagged``, what
-# ``localize`` replays), as with the regions of the threaded engine.
-PART_BYTES = 64 << 20
-# Numba's ``workqueue`` threading layer aborts when two threads launch parallel kernels at
-# once (``omp`` and ``tbb`` do not): concurrent scans take turns, each on every core.
-_PARALLEL_LOCK = threading.Lock()
-
-
-class _PartedScan:
-    """A large block scanned by ``kernels.scan_row_parallel`` on ``threads`` cores, in
-    equal parts of at most ``PART_BYTES``; findings are then flagged by part."""
-
-    def __init__(self, block: Block, threads: int):
-        import numba
-
-        self.block = block
-        self.threads = min(threads, numba.config.NUMBA_NUM_THREADS)
-        n = block.x.size
-        per_wave = self.threads * PART_BYTES
-        nparts = self.threads * max(1, -(-block.x.nbytes // per_wave))
-        self.bounds = np.arange(nparts + 1, dtype=np.int64) * n // nparts
-        self.found = np.zeros(nparts, np.int64)
-
-    def scan(self, *args) -> None:
-        import numba
-
-        from . import kernels
-
-        with _PARALLEL_LOCK:
-            before = numba.get_num_threads()
-            numba.set_num_threads(self.threads)
-            try:
-                kernels.scan_row_parallel(*args, self.bounds, self.threads, self.found)
-            finally:
-                numba.set_num_threads(before)
-
-    def flagged(self) -> list:
-        """``(start, stop, count)`` of the boxes holding the parts with findings; parts
-        that share a row of the block's outer axis are one box."""
-        out: list = []
-        for p in np.flatnonzero(self.found):
-            lo, hi = self.block.box(int(self.bounds[p]), int(self.bounds[p + 1]))
-            count = int(self.found[p])
-            if out and _overlap(out[-1], lo, hi):
-                plo, phi, pc = out.pop()
-                lo = tuple(map(min, plo, lo))
-                hi = tuple(map(max, phi, hi))
-                count += pc
-            out.append((lo, hi, count))
-        return out
-
-
-def _overlap(box: tuple, lo: tuple, hi: tuple) -> bool:
-    return all(a < d and c < b for a, b, c, d in zip(box[0], box[1], lo, hi))
 
 
 # Blocks of at most this many values, scanned without ``by``, go through ``scan_row_numpy``:

@@ -1,4 +1,4 @@
-"""Arrays in RAM scanned one region at a time on every core (``kernels.scan_row_parallel``):
+"""Arrays in RAM scanned one region at a time on every core, in parts (``parts.PartedScan``):
 the same report as the serial scan and the NumPy oracle, findings flagged by part."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastfinite
-from fastfinite import kernels, summary
+from fastfinite import kernels, parts, summary
 
 from .helpers import assert_matches_oracle
 
@@ -20,18 +20,18 @@ PLANTED = [np.nan, np.inf, -np.inf, 1e100, -1e300, 1e-300, 3.4028236e38, 0.0]
 
 @pytest.fixture
 def parted(monkeypatch):
-    """Small blocks take the parallel path, in many parts (several waves of threads), and
-    every call of the parallel kernel is counted (the real kernel runs)."""
+    """Small blocks take the parted path, in many parts (more than the parts in flight), and
+    each fold is counted (the real fold runs)."""
     monkeypatch.setattr(summary, "PARALLEL_BLOCK_BYTES", 1 << 12)
-    monkeypatch.setattr(summary, "PART_BYTES", 1 << 14)
+    monkeypatch.setattr(parts, "PART_BYTES", 1 << 14)
     calls = []
-    real = kernels.scan_row_parallel
+    real = kernels.fold_parts
 
-    def counted(*args):
-        calls.append(len(args[-3]) - 1)  # parts
-        return real(*args)
+    def counted(bounds, *args):
+        calls.append(len(bounds) - 1)  # parts folded at once
+        return real(bounds, *args)
 
-    monkeypatch.setattr(kernels, "scan_row_parallel", counted)
+    monkeypatch.setattr(kernels, "fold_parts", counted)
     return calls
 
 
@@ -69,7 +69,7 @@ def test_parallel_scan_equals_serial_and_oracle(parted, layout, dtype, plants, m
         x = _layout(base.astype(dtype), layout)
     parted.clear()
     par = fastfinite.scan(x, workers=2, max_locations=max_locations, cast=("float32", "float16"))
-    assert parted and parted[0] > 2  # the parallel kernel ran, in several parts
+    assert len(parted) > 2  # the parted path ran, in several parts
     ser = fastfinite.scan(x, workers=1, max_locations=max_locations, cast=("float32", "float16"))
     assert par.counts() == ser.counts() and par.locations == ser.locations
     assert (par.count, par.min, par.max) == (ser.count, ser.min, ser.max)
@@ -103,8 +103,8 @@ def test_findings_are_flagged_by_part(parted, layout):
 
 
 def test_concurrent_scans_take_turns_and_agree(parted):
-    """Scans from several threads at once (the parallel kernel is behind a lock: numba's
-    workqueue layer cannot run two at a time) each give their own serial result."""
+    """Scans from several threads at once share the pool of part threads; each gives its
+    own serial result."""
     rng = np.random.default_rng(11)
     arrays = [rng.standard_normal(100_000) for _ in range(4)]
     for i, a in enumerate(arrays):
@@ -124,14 +124,6 @@ def test_concurrent_scans_take_turns_and_agree(parted):
         assert results[i].counts() == ser.counts() and results[i].locations == ser.locations
 
 
-def test_numba_thread_count_is_restored(parted):
-    import numba
-
-    before = numba.get_num_threads()
-    fastfinite.scan(np.ones(100_000), workers=2)
-    assert parted and numba.get_num_threads() == before
-
-
 def test_localize_replays_the_flagged_parts(parted):
     x = np.random.default_rng(2).standard_normal(100_000)
     x[[10, 70_000]] = np.nan
@@ -140,3 +132,21 @@ def test_localize_replays_the_flagged_parts(parted):
     where = {loc.index for loc in r.localized}
     assert {(10,), (70_000,)} <= where
     assert any(loc.op == "multiply" and loc.index == (50_000,) for loc in r.localized)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_forked_child_scans_with_a_pool_of_its_own(parted):
+    """The part threads do not survive a fork: a child that scans must not wait on them."""
+    import multiprocessing
+
+    x = np.random.default_rng(4).standard_normal(100_000)
+    x[77] = np.nan
+    assert fastfinite.scan(x, workers=2).nan == 1  # the parent's pool now exists
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        nan = pool.apply_async(_scan_nan, (x,)).get(timeout=60)
+    assert nan == 1
+
+
+def _scan_nan(x: np.ndarray) -> int:
+    return fastfinite.scan(x, workers=2).nan
