@@ -257,8 +257,9 @@ class ScanReport:
     chunks : tuple of int or None
         The storage chunk shape (shard shape for sharded Zarr), when the data has one.
     regions : list of (start, stop, count)
-        The scanned regions that hold value findings, with their number: where problems
-        sit (``plot``), and what ``localize`` reads again.
+        The scanned regions (for a float array in RAM scanned on several cores, the parts
+        of at most 64 MiB each region was cut into) that hold value findings, with their
+        number: where problems sit (``plot``), and what ``localize`` reads again.
     """
 
     name: str = ""
