@@ -107,17 +107,6 @@ def memory_view(data: np.ndarray) -> tuple[np.ndarray, tuple[int, ...], tuple[in
     return view.transpose(order), order, flips
 
 
-def scanned_in_place(data: np.ndarray) -> bool:
-    """Whether ``Block`` scans ``data`` (and each region of it) in place: native float32 or
-    float64, contiguous in some order of its axes."""
-    return (
-        data.dtype.kind == "f"
-        and data.dtype.itemsize in (4, 8)
-        and data.dtype.isnative
-        and memory_view(data)[0].flags.c_contiguous
-    )
-
-
 class Block:
     """A region's data as a contiguous 1-D array in the kernels' dtype.
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from .summary import DenseSlices, Summary, merge, merge_all
+from .summary import DenseSlices, Summary, merge, merge_all, scanned_in_parts
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -22,9 +22,9 @@ R = TypeVar("R")
 # Below this many bytes, threads cost more than they save.
 PARALLEL_MIN_BYTES = 32 << 20
 REGION_BYTES = 4 << 20
-# A region of an array in RAM scanned on every core (``views_in_ram``): large, because the
-# Python around each region runs on cold caches (about 0.5 ms), and findings are located
-# to its parts of ``summary.PART_BYTES`` anyway.
+# A region of an array in RAM scanned in parts (``summary.scanned_in_parts``): large,
+# because the Python around each region runs on cold caches (about 0.5 ms), and findings
+# are located to its parts of ``parts.PART_BYTES`` anyway.
 VIEW_REGION_BYTES = 1 << 30
 
 
@@ -129,9 +129,10 @@ def run(
         small = getattr(source, "in_memory", False) and source.nbytes < PARALLEL_MIN_BYTES
         workers = 1 if small else default_workers()
     threads = 1
-    if workers > 1 and spec.by is None and getattr(source, "views_in_ram", False):
-        # nothing to read: regions one at a time, each on every core (``prange``), without
-        # the Python of other regions competing for the GIL and the cores
+    ram = getattr(source, "ram_array", None)
+    if workers > 1 and ram is not None and scanned_in_parts(ram, spec.by):
+        # nothing to read: regions one at a time, each in parts on every core, without the
+        # Python of other regions competing for the GIL and the cores
         threads, workers = workers, 1
     if region_bytes is None:
         region_bytes = (

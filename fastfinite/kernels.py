@@ -432,35 +432,35 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
 
 
 @njit(nogil=True, cache=True)
-def fold_parts(bounds, pc, ps, prc, pl, pv, pn, counts, rcounts, locs, vals, nlocs, found, moments):
-    """Fold the ``scan_rows`` outputs of consecutive parts ``bounds[q]:bounds[q + 1]`` of a
-    row, in order, into the row's: counts added, positions (offset to the row) taken up to
-    the cap. Per part, ``found[q]`` receives its findings and ``moments[:, q]`` its finite
-    count, mean, M2, min and max (for ``finish_parts``)."""
+def fold_part(offset, pc, pl, pv, pn, counts, locs, vals, nlocs):
+    """Fold the counts ``pc`` and positions ``pl``/``pv``/``pn`` that ``scan_rows`` gave for
+    a part of a block starting at flat position ``offset`` into the block's (parts in
+    order: positions are taken up to the cap). Returns the part's number of findings."""
     cap = locs.shape[1]
-    for q in range(bounds.shape[0] - 1):
-        c, mean, m2 = _moments(bounds[q + 1] - bounds[q], ps[q], prc[q], 0)
-        moments[0, q] = c
-        moments[1, q] = mean
-        moments[2, q] = m2
-        moments[3, q] = ps[q, 3, 0]
-        moments[4, q] = ps[q, 4, 0]
-        found[q] = 0
-        for kind in range(N_KINDS):
-            found[q] += pc[q, kind]
-            counts[kind] += pc[q, kind]
-            for j in range(pn[q, kind]):
-                if nlocs[kind] < cap:
-                    locs[kind, nlocs[kind]] = bounds[q] + pl[q, kind, j]
-                    vals[kind, nlocs[kind]] = pv[q, kind, j]
-                    nlocs[kind] += 1
-        for i in range(3):
-            rcounts[i, 0] += prc[q, i, 0]
+    found = 0
+    for kind in range(N_KINDS):
+        found += pc[kind]
+        counts[kind] += pc[kind]
+        for j in range(pn[kind]):
+            if nlocs[kind] < cap:
+                locs[kind, nlocs[kind]] = offset + pl[kind, j]
+                vals[kind, nlocs[kind]] = pv[kind, j]
+                nlocs[kind] += 1
+    return found
+
+
+@njit(nogil=True, cache=True)
+def part_moments(length, stats, counts, moments, p):
+    """``moments[:, p]``: finite count, mean, M2, min and max of a part of a row, from its
+    ``scan_rows`` statistics (``length`` values), for ``finish_parts``."""
+    moments[0, p], moments[1, p], moments[2, p] = _moments(length, stats, counts, 0)
+    moments[3, p] = stats[3, 0]
+    moments[4, p] = stats[4, 0]
 
 
 @njit(nogil=True, cache=True)
 def finish_parts(moments, rstats):
-    """The row's statistics from its parts' ``moments`` (``fold_parts``), as ``scan_rows``
+    """The row's statistics from its parts' ``moments`` (``part_moments``), as ``scan_rows``
     gives them but shifted by the mean: ``[mean, 0, M2, min, max]``."""
     n = moments[0].astype(np.int64)
     _, mean, m2, mn, mx, _ = _totals(n, moments[1], moments[2], moments[3], moments[4])

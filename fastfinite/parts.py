@@ -54,14 +54,14 @@ if hasattr(os, "register_at_fork"):
 
 class PartedScan:
     """``kernels.scan_rows`` over a single-row block on ``threads`` threads, in equal parts
-    of at most ``PART_BYTES``, at most ``2 * threads`` in flight (scratch for that many
-    only), with ``scan_rows``'s outputs; ``flagged()`` then boxes the parts with findings."""
+    of at most ``PART_BYTES``, at most ``2 * threads`` in flight, with ``scan_rows``'s
+    outputs; ``flagged()`` then boxes the parts with findings."""
 
     def __init__(self, block: Block, threads: int):
         self.block = block
         self.threads = threads
         n = block.x.size
-        nparts = threads * max(1, -(-block.x.nbytes // (threads * PART_BYTES)))
+        nparts = min(n, threads * max(1, -(-block.x.nbytes // (threads * PART_BYTES))))
         self.bounds = np.arange(nparts + 1, dtype=np.int64) * n // nparts
         self.found = np.zeros(nparts, np.int64)
 
@@ -83,20 +83,20 @@ class PartedScan:
         moments = np.empty((5, nparts))  # per part: finite count, mean, M2, min, max
 
         def start(p: int):
-            q = p % slots
+            q, part = p % slots, slice(b[p], b[p + 1])
             pc[q], prc[q], pn[q] = 0, 0, 0
-            part = slice(b[p], b[p + 1])
             return pool.submit(
                 kernels.scan_rows, x2[:, part], xi2[:, part], thr,
                 pc[q], ps[q], prc[q], pl[q], pv[q], pn[q],
             )  # fmt: skip
 
         def fold(p: int) -> None:
-            q = slice(p % slots, p % slots + 1)
-            kernels.fold_parts(
-                b[p : p + 2], pc[q], ps[q], prc[q], pl[q], pv[q], pn[q],
-                counts, rcounts, locs, vals, nlocs, self.found[p : p + 1], moments[:, p : p + 1],
-            )  # fmt: skip
+            q = p % slots
+            self.found[p] = kernels.fold_part(
+                b[p], pc[q], pl[q], pv[q], pn[q], counts, locs, vals, nlocs
+            )
+            kernels.part_moments(b[p + 1] - b[p], ps[q], prc[q], moments, p)
+            rcounts[:] += prc[q]
 
         running = deque(start(p) for p in range(slots))
         for p in range(nparts):

@@ -14,7 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from . import kinds
-from .blocks import Block, component_dtype
+from .blocks import Block, component_dtype, memory_view
 from .casts import risk_thresholds
 from .kinds import BASE_KINDS  # noqa: E402
 from .parts import PARALLEL_BLOCK_BYTES, PartedScan
@@ -319,7 +319,7 @@ def summarize(
     data: np.ndarray, start: tuple[int, ...], spec: ScanSpec, threads: int = 1
 ) -> Summary:
     """Scan one region's data (any layout and dtype) whose first element is at ``start``;
-    a large region without ``by`` on ``threads`` cores."""
+    a large region in parts on ``threads`` cores when ``scanned_in_parts``."""
     data = np.asarray(data)
     by = spec.by
     parts = None
@@ -391,6 +391,20 @@ def summarize(
         if parts is not None:
             s.flagged = parts.flagged()
     return s
+
+
+def scanned_in_parts(data: np.ndarray, by: tuple[int, ...] | None) -> bool:
+    """Whether ``summarize(..., threads > 1)`` scans (large) regions of ``data`` in place and
+    in parts on several threads: without ``by``, native float32/float64 data whose blocks
+    need no copy. (With ``by``, the per-slice work after the kernel is better spread over
+    regions on parallel threads.)"""
+    return (
+        by is None
+        and data.dtype.kind == "f"
+        and data.dtype.itemsize in (4, 8)
+        and data.dtype.isnative
+        and memory_view(data)[0].flags.c_contiguous
+    )
 
 
 # Blocks of at most this many values, scanned without ``by``, go through ``scan_row_numpy``:

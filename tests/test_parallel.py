@@ -21,17 +21,17 @@ PLANTED = [np.nan, np.inf, -np.inf, 1e100, -1e300, 1e-300, 3.4028236e38, 0.0]
 @pytest.fixture
 def parted(monkeypatch):
     """Small blocks take the parted path, in many parts (more than the parts in flight), and
-    each fold is counted (the real fold runs)."""
+    the offset of each part folded is recorded (the real fold runs)."""
     monkeypatch.setattr(summary, "PARALLEL_BLOCK_BYTES", 1 << 12)
     monkeypatch.setattr(parts, "PART_BYTES", 1 << 14)
     calls = []
-    real = kernels.fold_parts
+    real = kernels.fold_part
 
-    def counted(bounds, *args):
-        calls.append(len(bounds) - 1)  # parts folded at once
-        return real(bounds, *args)
+    def counted(offset, *args):
+        calls.append(offset)
+        return real(offset, *args)
 
-    monkeypatch.setattr(kernels, "fold_parts", counted)
+    monkeypatch.setattr(kernels, "fold_part", counted)
     return calls
 
 
@@ -150,3 +150,11 @@ def test_a_forked_child_scans_with_a_pool_of_its_own(parted):
 
 def _scan_nan(x: np.ndarray) -> int:
     return fastfinite.scan(x, workers=2).nan
+
+
+def test_per_slice_statistics_stay_on_the_threaded_engine(parted):
+    """With ``by``, regions go to parallel threads (the per-slice work after each kernel is
+    spread with them), not into parts."""
+    x = np.random.default_rng(8).standard_normal((300, 300))
+    par = fastfinite.scan(x, workers=2, by=0)
+    assert not parted and par.slices.count.sum() == x.size

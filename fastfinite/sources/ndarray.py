@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..blocks import Region, check_dtype, memory_order, plan_regions, scanned_in_place
+from ..blocks import Region, check_dtype, memory_order, plan_regions
 from ..errors import SourceError
 
 
@@ -35,14 +35,12 @@ class ArraySource:
         return (ArraySource, (self.array, self.name))
 
     @property
-    def views_in_ram(self) -> bool:
-        """Whether each region is a view of data in RAM that the kernel scans in place (no
-        read to overlap, no copy): then one region at a time on every core is fastest."""
-        return (
-            self.path is None
-            and not isinstance(self.array, np.memmap)
-            and scanned_in_place(self.array)
-        )
+    def ram_array(self) -> np.ndarray | None:
+        """The array when it is in RAM (not a memory map: nothing to read, no reads to
+        overlap with the kernels), else None."""
+        if self.path is not None or isinstance(self.array, np.memmap):
+            return None
+        return self.array
 
     def regions(self, budget_bytes: int) -> Iterator[Region]:
         """Regions of about ``budget_bytes`` that follow the array's memory layout."""
