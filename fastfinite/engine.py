@@ -64,10 +64,13 @@ class PairwiseMerger:
     def __init__(self, cap: int, n_slices: int | None = None):
         self.cap = cap
         self._stack: list[tuple[int, Summary]] = []
-        self._slices = DenseSlices(n_slices) if n_slices is not None else None
+        self._n_slices = n_slices
+        self._slices: DenseSlices | None = None  # made at the first add, while kernels run
 
     def add(self, s: Summary) -> None:
-        if self._slices is not None and s.slices is not None:
+        if self._n_slices is not None and s.slices is not None:
+            if self._slices is None:
+                self._slices = DenseSlices(self._n_slices)
             self._slices.add(s.slices)
             s.slices = None
         level = 0
@@ -81,8 +84,8 @@ class PairwiseMerger:
         out = Summary()
         for _, s in reversed(self._stack):
             out = merge(s, out, self.cap)
-        if self._slices is not None:
-            out.slices = self._slices.stats()
+        if self._n_slices is not None:
+            out.slices = (self._slices or DenseSlices(self._n_slices)).stats()
         return out
 
 
