@@ -73,8 +73,8 @@ def test_parallel_scan_equals_serial_and_oracle(parted, layout, dtype, plants, m
     ser = fastfinite.scan(x, workers=1, max_locations=max_locations, cast=("float32", "float16"))
     assert par.counts() == ser.counts() and par.locations == ser.locations
     assert (par.count, par.min, par.max) == (ser.count, ser.min, ser.max)
-    assert par.mean == pytest.approx(ser.mean, rel=1e-12, abs=1e-12)
-    assert par.std == pytest.approx(ser.std, rel=1e-9, abs=1e-12)
+    # mean and std: each part shifts its sums by its own first value, so with values far
+    # apart (1e100 beside 1) they round differently; both must match NumPy's to rounding
     assert_matches_oracle(par, x, cast=("float32", "float16"), max_locations=max_locations)
 
 
