@@ -59,3 +59,23 @@ def best_time(fn: Callable[[], object], repeat: int, warm: bool = True) -> float
         fn()
         times.append(time.perf_counter() - t0)
     return min(times)
+
+
+def best_times(
+    fns: dict[str, Callable[[], object]], repeat: int, pause: float = 0.05
+) -> dict[str, float]:
+    """Best wall time of each function over ``repeat`` rounds, the functions called in turn
+    within each round (after one warm-up call each): on a shared, noisy machine every
+    method then meets the same quiet and busy moments. ``pause`` seconds before each call:
+    the OpenMP threads of a ``prange`` kernel keep spinning for a while after it returns,
+    and would slow whatever runs next."""
+    for fn in fns.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            time.sleep(pause)
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: min(t) for name, t in times.items()}
