@@ -311,16 +311,16 @@ def _classify_and_record(x, s, e, base, thr, counts, cnt, want, locs, vals, nloc
 
 @njit(nogil=True, cache=True)
 def _work(x, xi, thr):
-    """Per-block constants and scratch arrays of the kernels, made once per block (an
-    allocation per short row would cost more than the row): ``(cnt, want, keys, fl, big,
-    inf_bits, lo, hi, tiny_bits, tiny)``. A clean value ``v`` risks a cast overflow when its
-    key is ``<= lo`` or ``>= hi`` (the keys of -/+ the smallest overflow threshold), an
-    underflow when its magnitude bits are ``<= tiny_bits``; ``tiny``: any underflow target."""
+    """Per-block constants and scratch arrays of the key kernels (``scan_cols``,
+    ``quick_check``), made once per block (an allocation per short row would cost more than
+    the row): ``(cnt, want, big, inf_bits, lo, hi, tiny_bits, tiny)``. A clean value ``v``
+    risks a cast overflow when its key is ``<= lo`` or ``>= hi`` (the keys of -/+ the
+    smallest overflow threshold), an underflow when its magnitude bits are ``<= tiny_bits``;
+    ``tiny``: any underflow target."""
     big = xi.dtype.type(np.iinfo(xi.dtype).max)
     keys = np.empty(3, dtype=xi.dtype)  # scratch: the same bits seen as integers and floats
     fl = keys.view(x.dtype)
-    over_min = min(thr[0], min(thr[2], thr[4]))
-    under_max = max(thr[1], max(thr[3], thr[5]))
+    over_min, under_max = _limits(thr)
     fl[0] = np.inf
     fl[1] = over_min
     fl[2] = -over_min
@@ -329,7 +329,7 @@ def _work(x, xi, thr):
     tiny_bits = keys[0]  # negative when under_max is (no underflow target): never reached
     cnt = np.zeros(N_KINDS, dtype=np.int64)
     want = np.zeros(N_KINDS, dtype=np.bool_)
-    return cnt, want, keys, fl, big, inf_bits, lo, hi, tiny_bits, under_max >= 0
+    return cnt, want, big, inf_bits, lo, hi, tiny_bits, under_max >= 0
 
 
 @njit(nogil=True, cache=True)
@@ -524,7 +524,7 @@ def scan_cols(x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs):
     s2[:] = 0.0
     mn[:] = np.inf
     mx[:] = -np.inf
-    cnt, want, _, _, big, inf_bits, lo, hi, tiny_bits, tiny = _work(x, xi, thr)
+    cnt, want, big, inf_bits, lo, hi, tiny_bits, tiny = _work(x, xi, thr)
     for c0 in range(0, cols, COL_TILE):  # accumulators of a tile stay in cache
         c1 = min(c0 + COL_TILE, cols)
         kt, s1t, s2t, mnt, mxt = k[c0:c1], s1[c0:c1], s2[c0:c1], mn[c0:c1], mx[c0:c1]
@@ -624,7 +624,7 @@ def fold_slices(
 def quick_check(x, xi, thr):
     """True when a contiguous 1-D block holds no non-finite value and no cast risk: the
     integer pass of ``_keys`` alone (no sums, no positions), for checks on every batch."""
-    _, _, _, _, big, inf_bits, lo, hi, tiny_bits, tiny = _work(x, xi, thr)
+    _, _, big, inf_bits, lo, hi, tiny_bits, tiny = _work(x, xi, thr)
     if tiny:
         mn, mx, mz = _keys_tiny(xi, big)
     else:
