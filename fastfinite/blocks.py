@@ -151,21 +151,17 @@ class Block:
         self.x = np.ascontiguousarray(x)
         self.xi = self.x.view(np.int32 if self.x.itemsize == 4 else np.int64)
 
-    def box(self, a: int, b: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """``(start, stop)`` of the smallest box of the global array holding the elements of
-        ``x[a:b]``: their run along the outermost axis of ``x`` longer than 1, in whole
-        steps of it, and the region's extent along the other axes."""
+    def global_box(self, part: Region) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """``(start, stop)`` in the global array of ``part``, a box of ``x`` given as slices
+        of the block's own shape (``bshape``: axes in memory order, flipped ones reversed)."""
         lo = list(self.start)
-        hi = [s + n for s, n in zip(self.start, self.dshape)]
-        outer = next((i for i, n in enumerate(self.bshape) if n > 1), None)
-        if outer is None:
-            return tuple(lo), tuple(hi)
-        step = math.prod(self.bshape[outer + 1 :]) * self.ncomp
-        first, last = a // step, -(-b // step)
-        ax = self.perm[outer]
-        if ax in self.flips:
-            first, last = self.dshape[ax] - last, self.dshape[ax] - first
-        lo[ax], hi[ax] = self.start[ax] + first, self.start[ax] + last
+        hi = list(self.start)
+        for sl, ax in zip(part, self.perm):
+            first, last = sl.start, sl.stop
+            if ax in self.flips:
+                first, last = self.dshape[ax] - last, self.dshape[ax] - first
+            lo[ax] += first
+            hi[ax] += last
         return tuple(lo), tuple(hi)
 
     def to_global(self, j: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

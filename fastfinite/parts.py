@@ -9,6 +9,7 @@ per gigabyte, not once per part, and the parts still flag where findings are, so
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections import deque
@@ -17,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from . import kinds
-from .blocks import Block
+from .blocks import Block, plan_regions
 
 # A block of at least this many bytes is worth cutting into one part per thread ...
 PARALLEL_BLOCK_BYTES = 4 << 20
@@ -53,17 +54,21 @@ if hasattr(os, "register_at_fork"):
 
 
 class PartedScan:
-    """``kernels.scan_rows`` over a single-row block on ``threads`` threads, in equal parts
-    of at most ``PART_BYTES``, at most ``2 * threads`` in flight, with ``scan_rows``'s
-    outputs; ``flagged()`` then boxes the parts with findings."""
+    """``kernels.scan_rows`` over a single-row block on ``threads`` threads, in parts of at
+    most ``PART_BYTES`` planned like regions (``plan_regions`` over the block's own shape: each
+    part a box, contiguous in the block), at most ``2 * threads`` in flight, with
+    ``scan_rows``'s outputs; ``flagged()`` then gives the boxes of the parts with findings."""
 
     def __init__(self, block: Block, threads: int):
         self.block = block
         self.threads = threads
-        n = block.x.size
-        nparts = min(n, threads * max(1, -(-block.x.nbytes // (threads * PART_BYTES))))
-        self.bounds = np.arange(nparts + 1, dtype=np.int64) * n // nparts
-        self.found = np.zeros(nparts, np.int64)
+        shape = block.bshape
+        per_part = min(PART_BYTES, -(-block.x.nbytes // threads))  # a part for every thread
+        budget = per_part // (block.x.itemsize * block.ncomp)
+        self.parts = list(plan_regions(shape, tuple(range(len(shape))), budget))
+        starts = [np.ravel_multi_index([r.start for r in part], shape) for part in self.parts]
+        self.bounds = np.array([*starts, math.prod(shape)], np.int64) * block.ncomp
+        self.found = np.zeros(len(self.parts), np.int64)
 
     def scan(self, x2, xi2, thr, counts, rstats, rcounts, locs, vals, nlocs) -> None:
         """``scan_rows(x2, xi2, thr, counts, rstats, rcounts, locs, vals, nlocs)`` for
@@ -107,18 +112,8 @@ class PartedScan:
         kernels.finish_parts(moments, rstats)
 
     def flagged(self) -> list:
-        """``(start, stop, count)`` of the boxes holding the parts with findings; parts
-        that share a step of the block's outer axis are one box."""
-        out: list = []
-        for p in np.flatnonzero(self.found):
-            lo, hi = self.block.box(int(self.bounds[p]), int(self.bounds[p + 1]))
-            count = int(self.found[p])
-            if out and _overlap(out[-1], lo, hi):
-                plo, phi, pc = out.pop()
-                lo, hi, count = tuple(map(min, plo, lo)), tuple(map(max, phi, hi)), count + pc
-            out.append((lo, hi, count))
-        return out
-
-
-def _overlap(box: tuple, lo: tuple, hi: tuple) -> bool:
-    return all(a < d and c < b for a, b, c, d in zip(box[0], box[1], lo, hi))
+        """``(start, stop, count)`` of the parts with findings, as boxes of the array."""
+        return [
+            (*self.block.global_box(self.parts[p]), int(self.found[p]))
+            for p in np.flatnonzero(self.found)
+        ]

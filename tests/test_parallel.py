@@ -46,6 +46,7 @@ def _layout(x: np.ndarray, layout: str) -> np.ndarray:
         "columns reversed": y[:, ::-1],
         "transposed": y.T,
         "3-d": y.reshape(1, 300, -1),
+        "wide rows": x.reshape(2, -1),  # a row is larger than a part
     }[layout]
 
 
@@ -78,10 +79,12 @@ def test_parallel_scan_equals_serial_and_oracle(parted, layout, dtype, plants, m
     assert_matches_oracle(par, x, cast=("float32", "float16"), max_locations=max_locations)
 
 
-@pytest.mark.parametrize("layout", ["1d", "C", "F", "rows reversed", "columns reversed", "3-d"])
+@pytest.mark.parametrize(
+    "layout", ["1d", "C", "F", "rows reversed", "columns reversed", "3-d", "wide rows"]
+)
 def test_findings_are_flagged_by_part(parted, layout):
-    """Each region of ``report.regions`` is a box of whole steps of the outer axis, the boxes
-    are disjoint, hold every finding and count each once."""
+    """Each region of ``report.regions`` is a box of at most a part (what ``localize`` reads
+    again), the boxes are disjoint, hold every finding and count each once."""
     rng = np.random.default_rng(5)
     base = rng.standard_normal(90_000)
     hits = rng.choice(base.size, 40, replace=False)
@@ -95,6 +98,7 @@ def test_findings_are_flagged_by_part(parted, layout):
     boxes = [(np.array(lo), np.array(hi)) for lo, hi, _ in r.regions]
     for i, (lo, hi) in enumerate(boxes):
         assert (lo < hi).all() and (hi <= np.array(x.shape)).all()
+        assert np.prod(hi - lo) * x.itemsize <= parts.PART_BYTES
         for lo2, hi2 in boxes[i + 1 :]:
             assert not ((lo < hi2) & (lo2 < hi)).all()
     for loc in r.locations:
