@@ -51,26 +51,20 @@ def write_section(section: str, heading: str) -> None:
 
 def best_time(fn: Callable[[], object], repeat: int, warm: bool = True) -> float:
     """Best wall time of ``repeat`` calls (after one warm-up call: compile, fault pages in)."""
-    if warm:
-        fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    return best_times({"fn": fn}, repeat, pause=0.0, warm=warm)["fn"]
 
 
 def best_times(
-    fns: dict[str, Callable[[], object]], repeat: int, pause: float = 0.05
+    fns: dict[str, Callable[[], object]], repeat: int, pause: float = 0.05, warm: bool = True
 ) -> dict[str, float]:
     """Best wall time of each function over ``repeat`` rounds, the functions called in turn
-    within each round (after one warm-up call each): on a shared, noisy machine every
-    method then meets the same quiet and busy moments. ``pause`` seconds before each call:
-    the OpenMP threads of a ``prange`` kernel keep spinning for a while after it returns,
-    and would slow whatever runs next."""
-    for fn in fns.values():
-        fn()
+    within each round (after one warm-up call each, unless not ``warm``): on a shared, noisy
+    machine every method then meets the same quiet and busy moments. ``pause`` seconds
+    before each call: the OpenMP threads of a ``prange`` kernel keep spinning for a while
+    after it returns, and would slow whatever runs next."""
+    if warm:
+        for fn in fns.values():
+            fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeat):
         for name, fn in fns.items():
