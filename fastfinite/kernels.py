@@ -29,7 +29,7 @@ import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 from .kinds import N_KINDS, NAN, NEGINF, POSINF
 
@@ -124,19 +124,19 @@ _fmax = _extremum("maxnum")
 
 
 @njit(nogil=True, cache=True, fastmath=_FLAGS)
-def _pass(x, xi, off, n, k, lim):
-    """One read of ``x[off:off + n]`` (``xi``: its bits): ``(min, max, low, sum(x - k),
-    sum((x - k)**2))``, the sums in float64. A non-finite value makes the first sum
-    non-finite; only when it is finite do the extrema hold (``_extremum``). ``low`` is
-    non-zero when a non-zero value is at most the underflow threshold (``_bounds``). An
-    offset rather than a slice: a view per short row costs reference counting that shows
+def _pass(x, xu, off, n, k, lim):
+    """One read of ``x[off:off + n]`` (``xu``: its bits, unsigned): ``(min, max, low,
+    sum(x - k), sum((x - k)**2))``, the sums in float64. A non-finite value makes the first
+    sum non-finite; only when it is finite do the extrema hold (``_extremum``). ``low`` has
+    its top bit set when a non-zero value is at most the underflow threshold (``_bounds``).
+    An offset rather than a slice: a view per short row costs reference counting that shows
     at 1000 values per row."""
     T = x.dtype.type
-    B = xi.dtype.type
+    U = xu.dtype.type
     _, big, bound, tiny = lim
     mn = T(np.inf)
     mx = T(-np.inf)
-    low = B(0)
+    low = U(0)
     k64 = np.float64(k)
     s1 = 0.0
     s2 = 0.0
@@ -145,9 +145,7 @@ def _pass(x, xi, off, n, k, lim):
     if tiny:
         for i in range(n):
             v = x[off + i]
-            # 0 < |v| <= under: magnitude bits - 1 below under's bits, compared unsigned
-            # (the sign bit flipped, then signed); nothing here can overflow
-            low |= B(B(((xi[off + i] & big) - B(1)) ^ ~big) < bound)
+            low |= U(U(U(xu[off + i] - U(1)) & big) - bound)  # unsigned: wraps, no UB
             mn = _fmin(mn, v)
             mx = _fmax(mx, v)
             d = np.float64(v) - k64
@@ -241,19 +239,31 @@ def _limits(thr):
     return min(thr[0], min(thr[2], thr[4])), max(thr[1], max(thr[3], thr[5]))
 
 
+def _unsigned(a):
+    """``a`` (int32 or int64) viewed as the unsigned integers of its width."""
+    return a.view(np.uint32 if a.itemsize == 4 else np.uint64)
+
+
+@overload(_unsigned, jit_options={"cache": True})
+def _unsigned_impl(a):
+    u = np.uint32 if a.dtype.bitwidth == 32 else np.uint64
+    return lambda a: a.view(u)
+
+
 @njit(nogil=True, cache=True)
-def _bounds(x, xi, thr):
-    """What ``_pass`` and ``_plain`` compare with: ``(over, big, bound, tiny)``. A finite
-    ``|v| >= over`` risks a cast overflow. With ``big`` the largest integer of the bits'
-    width and ``tiny`` (any underflow target), a non-zero ``|v| <= under`` is one whose
-    magnitude bits ``m = b & big`` have ``m - 1 < under_bits`` as unsigned integers (``m ==
-    0`` wraps to the top), that is ``(m - 1) ^ ~big < under_bits ^ ~big`` as signed ones."""
+def _bounds(x, xu, thr):
+    """What ``_pass`` and ``_plain`` compare with: ``(over, big, under_bits, tiny)``, the
+    integers unsigned like ``xu``, ``x``'s bits. A finite ``|v| >= over`` risks a cast
+    overflow. With ``big`` the largest signed integer of the bits' width and ``tiny`` (any
+    underflow target), a non-zero ``|v| <= under`` is one whose magnitude bits ``m = b &
+    big`` have ``m - 1 < under_bits``; ``(b - 1) & big`` is ``m - 1``, or ``big`` for a zero
+    of either sign, and ``((b - 1) & big) - under_bits`` wraps to set the top bit exactly
+    when it is below ``under_bits``: ``_pass`` ORs these, ``_plain`` tests the top bit."""
     over, under = _limits(thr)
-    B = xi.dtype.type
-    big = B(np.iinfo(xi.dtype).max)
-    bits = np.empty(1, dtype=xi.dtype)
+    U = xu.dtype.type
+    bits = np.empty(1, dtype=xu.dtype)
     bits.view(x.dtype)[0] = max(under, x.dtype.type(0))
-    return over, big, B(bits[0] ^ ~big), under >= 0
+    return over, U(~U(0) >> U(1)), bits[0], under >= 0
 
 
 @njit(nogil=True, cache=True)
@@ -333,14 +343,15 @@ def _work(x, xi, thr):
 
 
 @njit(nogil=True, cache=True)
-def _plain(mn, mx, low, s1, over):
+def _plain(mn, mx, low, s1, lim):
     """Whether ``_pass``'s results show nothing to report: a finite sum (no NaN or inf; or,
     rarely, finite values whose sum overflowed) and no value across a cast threshold."""
-    return (s1 - s1) == 0 and mn > -over and mx < over and low == 0
+    over, big = lim[0], lim[1]
+    return (s1 - s1) == 0 and mn > -over and mx < over and (low & ~big) == 0
 
 
 @njit(nogil=True, cache=True)
-def _pieces(x, xi, s, e, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts):
+def _pieces(x, xu, s, e, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts):
     """The slow path of a sub-block ``x[s:e]`` of row ``r`` that has something to report:
     taken again in pieces of ``PIECE_BYTES``, of which only those that have go through
     ``_classify_and_record``, so a few problems cost little more than the fast pass. Adds
@@ -352,7 +363,7 @@ def _pieces(x, xi, s, e, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, r
     s2 = 0.0
     for p in range(s, e, piece):
         q = min(p + piece, e)
-        pmn, pmx, low, a1, a2 = _pass(x, xi, p, q - p, k, lim)
+        pmn, pmx, low, a1, a2 = _pass(x, xu, p, q - p, k, lim)
         dirty = (a1 - a1) != 0
         if dirty:
             pmn, pmx = _extrema_finite(x[p:q], k)
@@ -361,7 +372,7 @@ def _pieces(x, xi, s, e, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, r
         s2 += a2
         mn = min(mn, pmn)
         mx = max(mx, pmx)
-        if dirty or not _plain(pmn, pmx, low, a1, lim[0]):
+        if dirty or not _plain(pmn, pmx, low, a1, lim):
             _classify_and_record(x, p, q, 0, thr, counts, cnt, want, locs, vals, nlocs)
             rcounts[0, r] += cnt[0]
             rcounts[1, r] += cnt[1]
@@ -397,9 +408,9 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
     T = x.dtype.type
     cnt = np.zeros(N_KINDS, dtype=np.int64)
     want = np.zeros(N_KINDS, dtype=np.bool_)
-    lim = _bounds(x, xi, thr)
     xf = x.reshape(x.size)  # flat, with offsets: a view per short row costs reference counts
-    xif = xi.reshape(xi.size)
+    xuf = _unsigned(xi.reshape(xi.size))
+    lim = _bounds(x, xuf, thr)
     sub = SUB_BLOCK_BYTES // x.itemsize
     for r in range(rows):
         off = r * n
@@ -415,10 +426,10 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
         mx = T(-np.inf)
         for s in range(off, off + n, sub):
             e = min(s + sub, off + n)
-            smn, smx, low, a1, a2 = _pass(xf, xif, s, e - s, k, lim)
-            if not _plain(smn, smx, low, a1, lim[0]):
+            smn, smx, low, a1, a2 = _pass(xf, xuf, s, e - s, k, lim)
+            if not _plain(smn, smx, low, a1, lim):
                 smn, smx, a1, a2 = _pieces(
-                    xf, xif, s, e, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts
+                    xf, xuf, s, e, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts
                 )
             s1 += a1
             s2 += a2

@@ -232,8 +232,9 @@ LANE_VALUES = [np.nan, np.inf, -np.inf, -0.0, 1e30, -1e30, 1e100, 3.4028236e38, 
 @pytest.mark.parametrize("dtype", ["<f4", ">f4", "<f8", ">f8"])
 def test_kernel_finds_a_value_at_every_lane_and_sub_block_edge(dtype, monkeypatch):
     """The vectorized pass reads 8-32 values a step and takes the extrema of clean sub-blocks
-    under ``nnan``: a special value (or a new extremum) at any lane, at either edge of a
-    sub-block or in the loop's tail must still be found and counted exactly."""
+    under ``nnan``: a special value (or a new extremum, or a value at or next to a cast
+    threshold) at any lane, at either edge of a sub-block or in the loop's tail must still
+    be found and counted exactly."""
     from fastfinite import kernels, summary
 
     monkeypatch.setattr(summary, "SMALL_BLOCK", 0)
@@ -245,6 +246,9 @@ def test_kernel_finds_a_value_at_every_lane_and_sub_block_edge(dtype, monkeypatc
     cast = ("float32", "float16", "bfloat16") if dt.itemsize == 4 else ("float32", "float16")
     with np.errstate(all="ignore"):
         planted = {float(dt.type(v)) for v in LANE_VALUES}
+        for t in TARGETS.values():  # each cast threshold and its neighbours in x's dtype
+            for v in (dt.type(t.underflow_threshold), dt.type(t.overflow_threshold)):
+                planted |= {float(np.nextafter(v, dt.type(d))) for d in (0, np.inf)} | {float(v)}
     for value in planted:
         for pos in positions:
             x = base.copy()
