@@ -13,6 +13,16 @@ import fastfinite
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def _llvm_cpu() -> str:
+    """The CPU as Numba compiles for it, and its widest vectors: the kernels' speed differs
+    between machines that report the same model name."""
+    import llvmlite.binding as llvm
+
+    features = llvm.get_host_cpu_features()
+    simd = next((f for f in ("avx512f", "avx2", "sse4.2", "neon") if features.get(f)), "")
+    return f"{llvm.get_host_cpu_name()}, {simd.upper()}" if simd else llvm.get_host_cpu_name()
+
+
 def machine() -> str:
     import platform
 
@@ -29,7 +39,8 @@ def machine() -> str:
         pass
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return (
-        f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB; Python {platform.python_version()}, "
+        f"{cpu} ({_llvm_cpu()}), {os.cpu_count()} cores, {mem:.0f} GiB; "
+        f"Python {platform.python_version()}, "
         f"NumPy {np.__version__}, Numba {numba.__version__}, fastfinite {fastfinite.__version__}"
     )
 
