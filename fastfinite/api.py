@@ -390,7 +390,9 @@ def scan_source(
     )
     missing = listing.result() if listing is not None else None
     meta = report_meta(source)
-    return build_report(spec, meta, result.summary, result.failed, missing, result.complete)
+    return build_report(
+        spec, meta, result.summary, result.failed, missing, result.complete, consume=True
+    )
 
 
 def report_meta(source) -> dict[str, Any]:
@@ -409,9 +411,12 @@ def _chunk_shape(source) -> tuple[int, ...] | None:
     return tuple(int(u) for u in grid.unit) if grid is not None else None
 
 
-def build_report(spec, meta, summary, errors, missing, complete) -> ScanReport:
+def build_report(
+    spec, meta, summary, errors, missing, complete, consume: bool = False
+) -> ScanReport:
     """The ScanReport of one array: counts and locations from the summary, findings for
-    missing (``missing``: grid coordinates) and unreadable (``errors``) chunks."""
+    missing (``missing``: grid coordinates) and unreadable (``errors``) chunks. With
+    ``consume`` the summary is spent (see ``ScanReport.from_summary``)."""
     cap = spec.max_locations
     findings = []
     fill = "" if meta["fill_value"] is None else f" {meta['fill_value']!r}"
@@ -433,6 +438,7 @@ def build_report(spec, meta, summary, errors, missing, complete) -> ScanReport:
         missing_chunks=len(missing or []),
         complete=complete,
         chunks=meta.get("chunks"),
+        consume=consume,
     )
     if spec.by is not None:
         from .anomalies import overflow_dtypes, rounding_eps, slice_findings

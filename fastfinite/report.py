@@ -162,8 +162,10 @@ class SliceReport:
         return cls(tuple(d["by"]), **arrays)
 
     @classmethod
-    def from_stats(cls, by, shape, stats) -> SliceReport:
-        """The report's columns from merged ``SliceStats`` over the slices of ``shape``."""
+    def from_stats(cls, by, shape, stats, consume: bool = False) -> SliceReport:
+        """The report's columns from merged ``SliceStats`` over the slices of ``shape``;
+        with ``consume``, written over ``stats``'s own arrays where they fit (``stats`` is
+        then spent: 1e5 slices' fresh columns cost more than the kernel that fills them)."""
         from .kernels import slice_columns
 
         size = math.prod(shape)
@@ -185,7 +187,10 @@ class SliceReport:
                 i = _as_index(stats.idx)
                 for f in SliceStats.FIELDS:
                     getattr(full, f)[i] = getattr(stats, f)
-        mean, std, mn, mx, z = (np.empty(size) for _ in range(5))
+        if consume or full is not stats:  # each slice's inputs are read before its outputs
+            mean, std, mn, mx, z = full.mean, full.m2, full.min, full.max, np.empty(size)
+        else:
+            mean, std, mn, mx, z = (np.empty(size) for _ in range(5))
         slice_columns(full.n, full.mean, full.m2, full.min, full.max, mean, std, mn, mx, z)
         cols = (full.nan, full.posinf, full.neginf, full.n, mean, std, mn, mx, z)
         return cls(tuple(by), *(np.asarray(c).reshape(shape) for c in cols))
@@ -306,8 +311,11 @@ class ScanReport:
         )
 
     @classmethod
-    def from_summary(cls, s: Summary, spec: ScanSpec, name: str = "", **extra: Any) -> ScanReport:
-        """Build the report of a whole scan from its merged summary."""
+    def from_summary(
+        cls, s: Summary, spec: ScanSpec, name: str = "", consume: bool = False, **extra: Any
+    ) -> ScanReport:
+        """Build the report of a whole scan from its merged summary (spent with ``consume``:
+        the per-slice columns are written over its slice statistics)."""
         kinds = spec.kinds
         cast = {
             t: CastRisk(int(s.counts[3 + 2 * i]), int(s.counts[4 + 2 * i]))
@@ -323,7 +331,9 @@ class ScanReport:
         locs.sort(key=lambda t: (t[0], t[1]))
         n = int(s.n)
         slices = (
-            None if spec.by is None else SliceReport.from_stats(spec.by, spec.by_shape, s.slices)
+            None
+            if spec.by is None
+            else SliceReport.from_stats(spec.by, spec.by_shape, s.slices, consume)
         )
         return cls(
             name=name,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import warnings
+from types import SimpleNamespace
 
 import dask.array as da
 import numpy as np
@@ -95,6 +96,34 @@ def test_slices_from_zarr_and_dask(tmp_path, by):
         fastfinite.scan(da.from_array(x, chunks=(7, 2, 3)), by=by, split_every=2),
     ):
         _check(report, x, by_t)
+
+
+def test_report_columns_spend_the_summary_only_when_told():
+    """The local engine's report writes its columns over the merged slice statistics it
+    owns (``consume``); without it (dask's summaries live in the graph) they stay intact,
+    and both give the same columns, slices without a finite value included."""
+    from fastfinite.report import SliceReport
+    from fastfinite.summary import DenseSlices, SliceStats
+
+    x = _data((6, 40), seed=4)
+    x[2] = np.nan  # a slice with no finite value
+    dense = DenseSlices(6)
+    for rows in (slice(0, 3), slice(3, 6)):  # two regions, merged like the engine does
+        part = fastfinite.scan(x[rows], by=0).slices
+        idx = np.arange(rows.start, rows.stop, dtype=np.int64)
+        m2 = part.std.astype(np.float64) ** 2 * part.count
+        cols = (part.count, part.mean, m2, part.min, part.max, part.nan, part.posinf, part.neginf)
+        dense.add(SliceStats(idx, *cols))
+    stats = dense.stats()
+    before = {f: getattr(stats, f).copy() for f in SliceStats.FIELDS}
+    kept = SliceReport.from_stats((0,), (6,), stats)
+    for f in SliceStats.FIELDS:
+        np.testing.assert_array_equal(getattr(stats, f), before[f], err_msg=f)
+    spent = SliceReport.from_stats((0,), (6,), stats, consume=True)
+    for name in SliceReport.ARRAYS:
+        np.testing.assert_array_equal(getattr(spent, name), getattr(kept, name), err_msg=name)
+    _check(SimpleNamespace(slices=spent), x, (0,))
+    assert np.shares_memory(spent.mean, stats.mean) and not np.shares_memory(kept.mean, stats.mean)
 
 
 def test_clean_gaussian_flags_nothing():
