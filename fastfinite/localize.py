@@ -110,7 +110,7 @@ def replay(
 ) -> list[Localization]:
     """Replay one flagged piece of data; at most ``limit`` localizations."""
     x = np.ascontiguousarray(block).ravel()
-    if x.dtype.byteorder not in "=|":
+    if not x.dtype.isnative:  # not ``byteorder``: zarr's native dtypes say "<", not "="
         x = x.astype(x.dtype.newbyteorder("="))
     out: list[Localization] = []
 
@@ -150,7 +150,11 @@ def replay(
             step = "std"
             std = x.std()
             step = "standardize"
-            _ = (x - mean) / (std + eps)
+            d, den = x - mean, std + eps
+            if np.result_type(d, den) == d.dtype:  # (x - mean) / (std + eps) in place
+                np.divide(d, den, out=d)
+            else:
+                d / den
     except FloatingPointError as e:
         op, error = parse_fpe(e)
         with np.errstate(all="ignore"):

@@ -268,6 +268,9 @@ def test_replay_nan_square_overflow_zero_variance():
     again = fastfinite.localize(x, r, eps=1e-8)
     assert not any(loc.where == (2,) for loc in again)
     assert len(fastfinite.localize(x, r, eps=0.0, max_locations=2)) == 2
+    # a float64 eps makes NumPy divide in float64, as the replay does: the same findings
+    strong = fastfinite.localize(x, r, eps=np.float64(0.0))
+    assert {(loc.op, loc.error, loc.index) for loc in strong} == got
 
 
 def test_replay_never_reads_unflagged_chunks(tmp_path):
