@@ -40,44 +40,68 @@ def parse_fpe(err: FloatingPointError) -> tuple[str, str]:
     return _OPS.get(op, op), error
 
 
-def _offenders(op: str, error: str, x: np.ndarray, mean, std, eps: float, step: str) -> np.ndarray:
-    """Flat positions of the elements at which ``op`` fails with ``error`` in ``step``."""
-    with np.errstate(all="ignore"):
+def _offenders(
+    op: str, error: str, x: np.ndarray, mean, std, eps: float, step: str, limit: int
+) -> np.ndarray:
+    """Flat positions of the first ``limit`` elements at which ``op`` fails with ``error`` in
+    ``step`` (a sum's overflow: the first only)."""
+    if op == "add" and not step.startswith("cast:"):
+        with np.errstate(all="ignore"):
+            terms = x if step == "mean" else (x - mean) * (x - mean)
+        return _first_overflow(terms, error)
+
+    def bad(xb: np.ndarray) -> np.ndarray:
         if step.startswith("cast:"):
-            c = x.astype(_cast_dtype(step.split(":", 1)[1]))
+            c = xb.astype(_cast_dtype(step.split(":", 1)[1]))
             if error == "overflow":
-                return np.flatnonzero(np.isfinite(x) & np.isinf(c))
-            return np.flatnonzero((x != 0) & (c == 0))
-        d = x - mean
+                return np.isfinite(xb) & np.isinf(c)
+            return (xb != 0) & (c == 0)
+        d = xb - mean
         if op == "subtract":
-            bad = (
-                (np.isnan(d) & ~np.isnan(x))
-                if error == "invalid"
-                else (np.isinf(d) & np.isfinite(x))
-            )
-            return np.flatnonzero(bad)
+            if error == "invalid":
+                return np.isnan(d) & ~np.isnan(xb)
+            return np.isinf(d) & np.isfinite(xb)
         if op == "multiply":
             sq = d * d
             if error == "overflow":
-                return np.flatnonzero(np.isinf(sq) & np.isfinite(d))
+                return np.isinf(sq) & np.isfinite(d)
             if error == "underflow":
                 tiny = np.finfo(sq.dtype).tiny if sq.dtype.kind == "f" else 0
-                return np.flatnonzero((np.abs(sq) < tiny) & (d != 0))
-            return np.flatnonzero(np.isnan(sq) & ~np.isnan(d))
-        if op == "add":
-            terms = x if step == "mean" else d * d
-            return _first_overflow(terms, error)
+                return (np.abs(sq) < tiny) & (d != 0)
+            return np.isnan(sq) & ~np.isnan(d)
         if op == "divide":
             den = std + x.dtype.type(eps) if x.dtype.kind == "f" else std + eps
             q = d / den
             if error == "divide":
-                return np.flatnonzero((den == 0) & (d != 0))
+                return (den == 0) & (d != 0)
             if error == "invalid":
-                return np.flatnonzero(np.isnan(q) & ~np.isnan(d))
+                return np.isnan(q) & ~np.isnan(d)
             if error == "overflow":
-                return np.flatnonzero(np.isinf(q) & np.isfinite(d))
-            return np.flatnonzero((q == 0) & (d != 0))
-    return np.empty(0, np.int64)
+                return np.isinf(q) & np.isfinite(d)
+            return (q == 0) & (d != 0)
+        return np.zeros(xb.shape, bool)
+
+    with np.errstate(all="ignore"):
+        return _first_where(x, bad, limit)
+
+
+_BLOCK = 1 << 16  # elements per block of ``_first_where``: its temporaries stay in cache
+
+
+def _first_where(x: np.ndarray, bad: Callable[[np.ndarray], np.ndarray], limit: int) -> np.ndarray:
+    """Flat positions of the first ``limit`` elements of 1-D ``x`` where the elementwise
+    ``bad`` holds, evaluated block by block: an unwritten chunk read as NaN would otherwise
+    cost an index array of every element, and a flagged piece its temporaries whole."""
+    found: list[np.ndarray] = []
+    total = 0
+    for s in range(0, x.size if limit > 0 else 0, _BLOCK):
+        idx = np.flatnonzero(bad(x[s : s + _BLOCK]))
+        if len(idx):
+            found.append(idx[: limit - total] + s)
+            total += len(found[-1])
+            if total >= limit:
+                break
+    return np.concatenate(found) if found else np.empty(0, np.int64)
 
 
 def _first_overflow(terms: np.ndarray, error: str) -> np.ndarray:
@@ -119,7 +143,7 @@ def replay(
             out.append(Localization(op, error, idx, message, where))
 
     if x.dtype.kind in "fc":
-        nan = np.flatnonzero(np.isnan(x))
+        nan = _first_where(x, np.isnan, limit)
         add(
             "isnan",
             "invalid",
@@ -138,7 +162,7 @@ def replay(
             add(
                 "cast",
                 error,
-                _offenders(op, error, x, 0, 0, eps, f"cast:{t}"),
+                _offenders(op, error, x, 0, 0, eps, f"cast:{t}", limit - len(out)),
                 f"{e} (x.astype({t}))",
             )
     if len(out) >= limit or x.size == 0:
@@ -163,7 +187,7 @@ def replay(
         add(
             op,
             error,
-            _offenders(op, error, x, mean, std, eps, step),
+            _offenders(op, error, x, mean, std, eps, step, limit - len(out)),
             f"{e} (while computing {_STEPS[step]})",
         )
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import warnings
@@ -271,6 +272,40 @@ def test_replay_nan_square_overflow_zero_variance():
     # a float64 eps makes NumPy divide in float64, as the replay does: the same findings
     strong = fastfinite.localize(x, r, eps=np.float64(0.0))
     assert {(loc.op, loc.error, loc.index) for loc in strong} == got
+
+
+@pytest.mark.parametrize("limit", [1, 7, 40, 10_000])
+def test_replay_offenders_blockwise_equal_whole_array(limit, monkeypatch):
+    """The replay looks for offending elements block by block and stops at ``limit``: the
+    same positions, in order, as the whole array at once, across block edges."""
+    loc = importlib.import_module("fastfinite.localize")
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(5000).astype(np.float32)
+    x[rng.choice(5000, 40, replace=False)] = np.nan
+    x[rng.choice(5000, 30, replace=False)] = np.inf
+    x[rng.choice(5000, 30, replace=False)] = 3e38  # (x - mean)**2 overflows float32
+    x[rng.choice(5000, 30, replace=False)] = 1e-30  # squares underflow
+    wide = x.astype(np.float64)
+    wide[rng.choice(5000, 30, replace=False)] = 1e300  # cast overflow to float32
+    with np.errstate(all="ignore"):
+        mean, std = np.float32(0.5), np.float32(0.0)
+    cases = [(wide, "cast", err, "cast:float32") for err in ("overflow", "underflow")]
+    cases += [(x, "subtract", err, "std") for err in ("invalid", "overflow")]
+    cases += [(x, "multiply", err, "std") for err in ("overflow", "underflow", "invalid")]
+    cases += [(x, "divide", e, "standardize") for e in ("divide", "invalid", "overflow", "x")]
+    checked = 0
+    for data, op, error, step in cases:
+        monkeypatch.setattr(loc, "_BLOCK", 1 << 30)
+        whole = loc._offenders(op, error, data, mean, std, 0.0, step, data.size)
+        monkeypatch.setattr(loc, "_BLOCK", 64)
+        blocks = loc._offenders(op, error, data, mean, std, 0.0, step, limit)
+        np.testing.assert_array_equal(blocks, whole[:limit], err_msg=f"{op} {error}")
+        checked += len(whole) > limit
+    assert checked >= 3 or limit > 30  # small limits cut lists short
+    monkeypatch.setattr(loc, "_BLOCK", 64)
+    np.testing.assert_array_equal(
+        loc._first_where(x, np.isnan, limit), np.flatnonzero(np.isnan(x))[:limit]
+    )
 
 
 def test_replay_never_reads_unflagged_chunks(tmp_path):
