@@ -45,14 +45,21 @@ def _offenders(
 ) -> np.ndarray:
     """Flat positions of the first ``limit`` elements at which ``op`` fails with ``error`` in
     ``step`` (a sum's overflow: the first only)."""
-    if op == "add" and not step.startswith("cast:"):
+    cast = step.startswith("cast:")
+    if op == "add" and not cast:
+        if step == "mean":
+            return _first_overflow(x, error)
         with np.errstate(all="ignore"):
-            terms = x if step == "mean" else (x - mean) * (x - mean)
-        return _first_overflow(terms, error)
+            d = x - mean
+            return _first_overflow(d * d, error)
+    # resolved once here, not per block
+    target = _cast_dtype(step.split(":", 1)[1]) if cast else None
+    with np.errstate(all="ignore"):
+        den = std + x.dtype.type(eps) if x.dtype.kind == "f" else std + eps
 
     def bad(xb: np.ndarray) -> np.ndarray:
-        if step.startswith("cast:"):
-            c = xb.astype(_cast_dtype(step.split(":", 1)[1]))
+        if cast:
+            c = xb.astype(target)
             if error == "overflow":
                 return np.isfinite(xb) & np.isinf(c)
             return (xb != 0) & (c == 0)
@@ -70,7 +77,6 @@ def _offenders(
                 return (np.abs(sq) < tiny) & (d != 0)
             return np.isnan(sq) & ~np.isnan(d)
         if op == "divide":
-            den = std + x.dtype.type(eps) if x.dtype.kind == "f" else std + eps
             q = d / den
             if error == "divide":
                 return (den == 0) & (d != 0)
@@ -175,10 +181,8 @@ def replay(
             std = x.std()
             step = "standardize"
             d, den = x - mean, std + eps
-            if np.result_type(d, den) == d.dtype:  # (x - mean) / (std + eps) in place
-                np.divide(d, den, out=d)
-            else:
-                d / den
+            # (x - mean) / (std + eps), in d's buffer unless NumPy's result type differs
+            np.divide(d, den, out=d if np.result_type(d, den) == d.dtype else None)
     except FloatingPointError as e:
         op, error = parse_fpe(e)
         with np.errstate(all="ignore"):
