@@ -5,18 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._format import fmt_index
 from .blocks import component_dtype
 from .casts import TARGETS
+from .report import Finding
 
 EPS64 = float(np.finfo(np.float64).eps)
-
-SLICE_KINDS = ("nonfinite", "zero_variance", "near_zero_variance", "outlier")
-_PER_DTYPE = ("sum_overflow:", "variance_overflow:")
-
-
-def is_slice_kind(kind: str) -> bool:
-    """Whether a finding kind is about a slice (``by``), not a chunk."""
-    return kind in SLICE_KINDS or kind.startswith(_PER_DTYPE)
 
 
 def overflow_dtypes(dtype: np.dtype, cast: tuple[str, ...]) -> tuple[str, ...]:
@@ -37,14 +31,6 @@ def rounding_eps(dtype: np.dtype) -> float:
     """Machine epsilon of the type the statistics are computed in: the data's own float type
     (its parts for complex), float64 for integers and bool."""
     return float(np.finfo(component_dtype(dtype)).eps)
-
-
-def max_abs_z(mean, std, mn, mx) -> np.ndarray:
-    """The largest |z| in each slice: max((max - mean) / std, (mean - min) / std); the NumPy
-    twin of ``kernels.slice_columns``'s."""
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        z = np.maximum((mx - mean) / std, (mean - mn) / std)
-    return np.where(std > 0, z, 0.0)
 
 
 def slice_kinds(dtypes: tuple[str, ...]) -> list[str]:
@@ -76,7 +62,6 @@ def slice_findings(
     """Findings per slice, in slice order then kind order (``limit`` findings at most).
     ``eps``: the rounding unit of the near-zero-variance bound (see ``rounding_eps``)."""
     from .kernels import slice_flags
-    from .report import Finding, _fmt_index
 
     kinds = slice_kinds(dtypes)
     count, mean, std, max_z, nan, pos, neg = (
@@ -100,7 +85,7 @@ def slice_findings(
     out = []
     for i in np.flatnonzero(flags):
         where = tuple(int(j) for j in np.unravel_index(i, shape))
-        w = _fmt_index(where)
+        w = fmt_index(where)
         with np.errstate(over="ignore", invalid="ignore"):
             total, m2 = mean[i] * count[i], std[i] * std[i] * count[i]
         for bit, kind in enumerate(kinds):

@@ -107,6 +107,26 @@ def memory_view(data: np.ndarray) -> tuple[np.ndarray, tuple[int, ...], tuple[in
     return view.transpose(order), order, flips
 
 
+def memory_regions(data: np.ndarray, budget: int) -> Iterator[Region]:
+    """Regions of ``data`` of at most ``budget`` elements that follow its memory layout,
+    negative strides included: consecutive regions of a contiguous array are adjacent in
+    memory, so runs of them can be scanned as one block (``parts.PartedScan``)."""
+    view, order, flips = memory_view(data)
+    for part in plan_regions(view.shape, tuple(range(data.ndim)), budget):
+        yield _flip_box(part, order, flips, data.shape)
+
+
+def _flip_box(box: Region, perm, flips, shape, inverse: bool = False) -> Region:
+    """A box of the memory view ``memory_view`` gives (axes ``perm``, ``flips`` reversed) as
+    a box of the array of ``shape``; with ``inverse``, the other way round."""
+    out: list = [None] * len(perm)
+    for pos, ax in enumerate(perm):
+        sl = box[ax] if inverse else box[pos]
+        a, b = (shape[ax] - sl.stop, shape[ax] - sl.start) if ax in flips else (sl.start, sl.stop)
+        out[pos if inverse else ax] = slice(a, b)
+    return tuple(out)
+
+
 class Block:
     """A region's data as a contiguous 1-D array in the kernels' dtype.
 
@@ -151,18 +171,11 @@ class Block:
         self.x = np.ascontiguousarray(x)
         self.xi = self.x.view(np.int32 if self.x.itemsize == 4 else np.int64)
 
-    def global_box(self, part: Region) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """``(start, stop)`` in the global array of ``part``, a box of ``x`` given as slices
-        of the block's own shape (``bshape``: axes in memory order, flipped ones reversed)."""
-        lo = list(self.start)
-        hi = list(self.start)
-        for sl, ax in zip(part, self.perm):
-            first, last = sl.start, sl.stop
-            if ax in self.flips:
-                first, last = self.dshape[ax] - last, self.dshape[ax] - first
-            lo[ax] += first
-            hi[ax] += last
-        return tuple(lo), tuple(hi)
+    def block_box(self, box: Region) -> Region:
+        """A box of the global array (inside this block) as slices of the block's own shape
+        (``bshape``: axes in memory order, flipped ones reversed)."""
+        local = tuple(slice(b.start - s, b.stop - s) for b, s in zip(box, self.start))
+        return _flip_box(local, self.perm, self.flips, self.dshape, inverse=True)
 
     def to_global(self, j: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         """Map positions in ``x`` to C-order flat indices of the global array ``shape``."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -47,49 +48,29 @@ class CastTarget:
         return self.smallest_subnormal / 2.0
 
 
-TARGETS: dict[str, CastTarget] = {
-    "float32": CastTarget("float32", 8, 23),
-    "float16": CastTarget("float16", 5, 10),
-    "bfloat16": CastTarget("bfloat16", 8, 7),
+FORMATS: dict[str, CastTarget] = {
+    t.name: t
+    for t in (
+        CastTarget("float64", 11, 52),
+        CastTarget("float32", 8, 23),
+        CastTarget("float16", 5, 10),
+        CastTarget("bfloat16", 8, 7),
+    )
 }
-
-# Formats of the values the kernels see, by numpy kind/itemsize of one float component.
-_SOURCE_FORMATS: dict[str, CastTarget] = {
-    "float16": CastTarget("float16", 5, 10),
-    "float32": CastTarget("float32", 8, 23),
-    "float64": CastTarget("float64", 11, 52),
-}
+TARGETS = {name: FORMATS[name] for name in ("float32", "float16", "bfloat16")}
 
 
-def parse_cast(cast: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
-    """Validate the ``cast`` argument and return target names, duplicates removed.
-
-    Parameters
-    ----------
-    cast : str, sequence of str or None
-        Names among ``"float32"``, ``"float16"``, ``"bfloat16"``.
-    """
-    if cast is None:
-        return ()
-    if isinstance(cast, str):
-        cast = (cast,)
-    names: list[str] = []
-    for c in cast:
-        name = c if isinstance(c, str) and c in TARGETS else _dtype_name(c)
-        if name not in TARGETS:
-            raise InvalidArgumentError(
-                f"cast target {c!r} is not supported; choose from {sorted(TARGETS)}"
-            )
-        if name not in names:
-            names.append(name)
-    return tuple(names)
-
-
-def _dtype_name(c: object) -> str:
+def cast_dtype(target: str) -> Any:
+    """The NumPy dtype of a cast target (bfloat16 from ``ml_dtypes``)."""
+    if target != "bfloat16":
+        return np.dtype(target)
     try:
-        return np.dtype(c).name  # np.float32, "f4", ...
-    except TypeError:
-        return str(c)
+        import ml_dtypes
+    except ImportError:
+        raise InvalidArgumentError(
+            "bfloat16 casts are replayed with ml_dtypes: pip install ml_dtypes"
+        ) from None
+    return ml_dtypes.bfloat16
 
 
 def risk_thresholds(component: np.dtype, target: str) -> tuple[float, float]:
@@ -103,7 +84,7 @@ def risk_thresholds(component: np.dtype, target: str) -> tuple[float, float]:
     t = TARGETS[target]
     component = np.dtype(component)
     if component.kind == "f":
-        src = _SOURCE_FORMATS[component.name]
+        src = FORMATS[component.name]
         src_max, src_tiny = src.max, src.smallest_subnormal
     else:  # integers and bool: finite, |v| >= 1 when non-zero
         info = np.iinfo(component) if component.kind in "iu" else None

@@ -8,41 +8,58 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
 
 
-def _casts(text: str) -> tuple[str, ...]:
-    from .casts import parse_cast
+def _arg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type from one of ``options``' validators (its message as argparse's)."""
 
-    if text.lower() in ("", "none"):
-        return ()
-    try:
-        return parse_cast(tuple(t.strip() for t in text.split(",") if t.strip()))
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    def convert(text: str) -> Any:
+        from .errors import InvalidArgumentError
 
+        try:
+            return parse(text)
+        except InvalidArgumentError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
 
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {v}")
-    return v
+    return convert
 
 
-def _axes(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected axes like 0, -1 or 0,1; got {text!r}") from None
+def _whole(name: str, minimum: int) -> Callable[[str], Any]:
+    from .options import parse_int
+
+    return _arg(
+        lambda t: parse_int(name, int(t) if t.strip().lstrip("+-").isdigit() else t, minimum)
+    )
 
 
-def _nonnegative(text: str) -> int:
-    return 0 if text.strip() == "0" else _positive(text)
+def _list(text: str) -> tuple[str, ...]:
+    return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def _parse_casts(text: str) -> tuple[str, ...]:
+    from .options import parse_cast
+
+    return () if text.lower() in ("", "none") else parse_cast(_list(text))
+
+
+def _axes(name: str) -> Callable[[str], Any]:
+    from .options import parse_by
+
+    return _arg(
+        lambda t: parse_by(tuple(int(a) if a.lstrip("+-").isdigit() else a for a in _list(t)), name)
+    )
+
+
+def _parse_kinds(text: str) -> frozenset[str]:
+    from .errors import InvalidArgumentError
+
+    if not _list(text):
+        raise InvalidArgumentError("expected at least one kind")
+    return frozenset(_list(text))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("path", metavar="PATH", help="what to scan")
     s.add_argument(
         "--cast",
-        type=_casts,
+        type=_arg(_parse_casts),
         default=("float32",),
         metavar="TARGETS",
         help="comma-separated cast targets to check: float32, float16, bfloat16, "
@@ -74,14 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--max-locations",
-        type=_nonnegative,
+        type=_whole("--max-locations", 0),
         default=100,
         metavar="N",
         help="positions recorded per kind (default: 100)",
     )
     s.add_argument(
         "--threads",
-        type=_positive,
+        type=_whole("--threads", 1),
         default=None,
         metavar="N",
         help="local threads (default: every core for large input)",
@@ -95,21 +112,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cluster.add_argument(
         "--workers",
-        type=_positive,
+        type=_whole("--workers", 1),
         default=None,
         metavar="N",
         help="start a local Dask cluster of N worker processes for the scan",
     )
     s.add_argument(
         "--split-every",
-        type=_positive,
+        type=_whole("--split-every", 2),
         default=None,
         metavar="N",
         help="fan-in of the Dask tree reduction (default: 8)",
     )
     s.add_argument(
         "--by",
-        type=_axes,
+        type=_axes("--by"),
         default=None,
         metavar="AXES",
         help="statistics and anomalies per slice along these axes, e.g. 0 (per sample), "
@@ -162,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--plot-axes",
-        type=_axes,
+        type=_axes("--plot-axes"),
         default=None,
         metavar="A,B",
         help="the two array axes of the heat map (default: the two with most chunks)",
@@ -192,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument(
         "--size-mb",
-        type=_positive,
+        type=_whole("--size-mb", 1),
         default=1024,
         metavar="MB",
         help="size of the demo training set (default: 1024)",
@@ -208,7 +225,7 @@ def _output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing: the exit code only")
     p.add_argument(
         "--fail-on",
-        type=_kinds,
+        type=_arg(_parse_kinds),
         default=None,
         metavar="KINDS",
         help="comma-separated kinds that make the exit code 1 (default: any finding), e.g. "
@@ -222,13 +239,6 @@ def _output_options(p: argparse.ArgumentParser) -> None:
         default="auto",
         help="colour the summary (default: when stdout is a terminal)",
     )
-
-
-def _kinds(text: str) -> frozenset[str]:
-    kinds = frozenset(k.strip() for k in text.split(",") if k.strip())
-    if not kinds:
-        raise argparse.ArgumentTypeError("expected at least one kind")
-    return kinds
 
 
 def _finish(report, args: argparse.Namespace) -> int:
@@ -331,8 +341,6 @@ def _scan(args: argparse.Namespace) -> int:
         localize=args.localize,
         eps=args.eps,
     )
-    if args.split_every is not None and args.split_every < 2:
-        return _error(f"--split-every must be at least 2, got {args.split_every}")
     if args.scheduler or args.workers:
         if args.fail_fast:
             return _error("--fail-fast cannot be combined with a Dask cluster")

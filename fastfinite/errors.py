@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ._format import fmt_index
+
 
 class FastFiniteError(Exception):
     """Base class of every fastfinite exception."""
@@ -37,13 +39,7 @@ class ChunkReadError(FastFiniteError, OSError):
         self.chunk = tuple(int(c) for c in chunk)
         self.cause = cause
         self.unit = unit
-        where = (
-            "("
-            + ", ".join(str(c) for c in self.chunk)
-            + ("," if len(self.chunk) == 1 else "")
-            + ")"
-        )
-        super().__init__(f"cannot read {unit} {where} of {array}: {cause}")
+        super().__init__(f"cannot read {unit} {fmt_index(self.chunk)} of {array}: {cause}")
 
     def __reduce__(self):
         return (type(self), (self.array, self.chunk, str(self.cause), self.unit))

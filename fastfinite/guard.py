@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from .casts import parse_cast
-from .errors import InvalidArgumentError, NonFiniteError
+from ._format import fmt_index
+from .errors import NonFiniteError
+from .options import parse_by, parse_cast, parse_choice, parse_int
 
 ON_BAD = ("raise", "warn", "skip")
 _F4, _F8 = np.dtype("=f4"), np.dtype("=f8")
@@ -97,17 +98,14 @@ class Guard:
         max_locations: int = 5,
         prefetch: int = 0,
     ):
-        if on_bad not in ON_BAD:
-            raise InvalidArgumentError(f"on_bad must be one of {ON_BAD}, got {on_bad!r}")
-        if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
-            raise InvalidArgumentError(f"prefetch must be an int >= 0, got {prefetch!r}")
         self.iterable = iterable
         self.by = by
+        parse_by(by)
         self.cast = parse_cast(cast)
-        self.on_bad = on_bad
+        self.on_bad = parse_choice("on_bad", on_bad, ON_BAD)
         self.fail_on = None if fail_on is None else frozenset(fail_on)
-        self.max_locations = max_locations
-        self.prefetch = prefetch
+        self.max_locations = parse_int("max_locations", max_locations, 0)
+        self.prefetch = parse_int("prefetch", prefetch, 0)
         self.batches = 0
         self.bad = 0
         self.skipped = 0
@@ -272,20 +270,18 @@ class Guard:
 
 def _describe(report) -> str:
     """``posinf at (3, 2)`` for the first problem, with the counts of the others."""
-    from .report import _fmt_index
-
     first = report.locations[0] if report.locations else None
     counts = {k: v for k, v in report.counts().items() if v}
     parts = []
     if first is not None:
-        parts.append(f"{first.kind} at {_fmt_index(first.index)}")
+        parts.append(f"{first.kind} at {fmt_index(first.index)}")
     other = [f"{k} {v}" for k, v in counts.items()]
     if other:
         parts.append("(" + ", ".join(other) + ")")
     slice_findings = [f for f in report.findings if f.kind not in ("missing_chunk",)]
     if slice_findings and first is None:
         f = slice_findings[0]
-        parts.append(f"{f.kind} at sample {_fmt_index(f.where)}")
+        parts.append(f"{f.kind} at sample {fmt_index(f.where)}")
     return " ".join(parts) or "findings"
 
 

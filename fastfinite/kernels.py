@@ -193,6 +193,18 @@ def _sums_finite(x, k):
     return s1, s2
 
 
+@njit(nogil=True, cache=True)
+def _overflows(a, fin, over):
+    """The cast-overflow predicate on ``a = |v|``: finite and at least the threshold."""
+    return (a >= over) & fin
+
+
+@njit(nogil=True, cache=True)
+def _underflows(a, under):
+    """The cast-underflow predicate on ``a = |v|``: non-zero and at most the threshold."""
+    return (a <= under) & (a > 0)
+
+
 @njit(nogil=True, cache=True, fastmath=_FLAGS)
 def _classify(x, thr, cnt):
     """Exact counts over ``x`` of NaN, +inf, -inf and the cast risks, added to ``cnt``."""
@@ -211,16 +223,15 @@ def _classify(x, thr, cnt):
         v = x[i]
         a = abs(v)
         fin = (v - v) == 0
-        nz = a > 0
         c_nan += v != v
         c_pos += v == inf
         c_neg += v == -inf
-        c_o0 += (a >= o0) & fin
-        c_u0 += (a <= u0) & nz
-        c_o1 += (a >= o1) & fin
-        c_u1 += (a <= u1) & nz
-        c_o2 += (a >= o2) & fin
-        c_u2 += (a <= u2) & nz
+        c_o0 += _overflows(a, fin, o0)
+        c_u0 += _underflows(a, u0)
+        c_o1 += _overflows(a, fin, o1)
+        c_u1 += _underflows(a, u1)
+        c_o2 += _overflows(a, fin, o2)
+        c_u2 += _underflows(a, u2)
     cnt[0] = c_nan
     cnt[1] = c_pos
     cnt[2] = c_neg
@@ -288,9 +299,9 @@ def _record(x, s, e, base, thr, want, locs, vals, nlocs):
             elif kind == NEGINF:
                 hit = v == -np.inf
             elif (kind - 3) % 2 == 0:
-                hit = fin and a >= thr[kind - 3]
+                hit = _overflows(a, fin, thr[kind - 3])
             else:
-                hit = a > 0 and a <= thr[kind - 3]
+                hit = _underflows(a, thr[kind - 3])
             if hit:
                 locs[kind, nlocs[kind]] = base + i
                 vals[kind, nlocs[kind]] = v
@@ -460,28 +471,6 @@ def fold_part(offset, pc, pl, pv, pn, counts, locs, vals, nlocs):
     return found
 
 
-@njit(nogil=True, cache=True)
-def part_moments(length, stats, counts, moments, p):
-    """``moments[:, p]``: finite count, mean, M2, min and max of a part of a row, from its
-    ``scan_rows`` statistics (``length`` values), for ``finish_parts``."""
-    moments[0, p], moments[1, p], moments[2, p] = _moments(length, stats, counts, 0)
-    moments[3, p] = stats[3, 0]
-    moments[4, p] = stats[4, 0]
-
-
-@njit(nogil=True, cache=True)
-def finish_parts(moments, rstats):
-    """The row's statistics from its parts' ``moments`` (``part_moments``), as ``scan_rows``
-    gives them but shifted by the mean: ``[mean, 0, M2, min, max]``."""
-    n = moments[0].astype(np.int64)
-    _, mean, m2, mn, mx, _ = _totals(n, moments[1], moments[2], moments[3], moments[4])
-    rstats[0, 0] = mean
-    rstats[1, 0] = 0.0
-    rstats[2, 0] = m2
-    rstats[3, 0] = mn
-    rstats[4, 0] = mx
-
-
 @njit(nogil=True, cache=True, fastmath=_FLAGS)
 def _col_update(row, k, s1, s2, mn, mx):
     """Add a row of finite values to per-column shifted sums and extrema."""
@@ -573,8 +562,8 @@ def _moments(length, stats, counts, r):
 
 @njit(nogil=True, cache=True)
 def _totals(n, mean, m2, mn, mx):
-    """``(count, mean, M2, min, max, sum)`` over rows of counts, means and M2s (Chan's
-    formula; the mean of the means when the sum overflows)."""
+    """``(count, mean, M2, min, max, sum)`` over rows of counts, means and M2s (the mean of
+    the means when the sum overflows)."""
     tn = 0
     tsum = 0.0
     for r in range(n.shape[0]):
@@ -597,8 +586,7 @@ def _totals(n, mean, m2, mn, mx):
 @njit(nogil=True, cache=True)
 def finish_slices(length, sstats, scounts, n, mean, m2):
     """Per slice count, mean and M2 of the finite values from a kernel's shifted sums, and
-    over all of them ``(count, mean, M2, min, max, sum)``. ``SliceStats._one`` is its
-    one-slice twin."""
+    over all of them ``(count, mean, M2, min, max, sum)``."""
     for r in range(n.shape[0]):
         n[r], mean[r], m2[r] = _moments(length, sstats, scounts, r)
     return _totals(n, mean, m2, sstats[3], sstats[4])
@@ -649,7 +637,7 @@ def slice_columns(n, mean, m2, mn, mx, out_mean, out_std, out_min, out_max, out_
     """A report's per-slice columns from merged statistics: population std, the largest |z|
     ``max((max - mean) / std, (mean - min) / std)`` (0 when std is 0 or the quotient NaN,
     +-inf clipped to the float64 maximum), and NaN for the mean, std, min and max of slices
-    without a finite value. ``anomalies.max_abs_z`` is its NumPy twin."""
+    without a finite value."""
     big = np.finfo(np.float64).max
     for i in range(n.shape[0]):
         if n[i] > 0:

@@ -1,6 +1,15 @@
-"""The kernel's counter slots, shared by the kernels and the summaries (no numba here)."""
+"""The names of what a scan finds: the kernels' counter slots and the slice finding kinds
+(no numba, no numpy here)."""
 
 NAN, POSINF, NEGINF = 0, 1, 2
 N_TARGET_SLOTS = 3  # cast targets per pass; unused slots get thresholds that never hold
 N_KINDS = 3 + 2 * N_TARGET_SLOTS
 BASE_KINDS = ("nan", "posinf", "neginf")
+
+SLICE_KINDS = ("nonfinite", "zero_variance", "near_zero_variance", "outlier")
+PER_DTYPE_SLICE_KINDS = ("sum_overflow:", "variance_overflow:")
+
+
+def is_slice_kind(kind: str) -> bool:
+    """Whether a finding kind is about a slice (``by``), not a chunk."""
+    return kind in SLICE_KINDS or kind.startswith(PER_DTYPE_SLICE_KINDS)

@@ -19,7 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from .casts import cast_dtype
+from .options import parse_float, parse_int
 from .report import Localization, ScanReport
+from .sources.open import Target, open_source
 
 # NumPy's messages: "overflow encountered in multiply", "invalid value encountered in
 # subtract", "divide by zero encountered in divide", "underflow encountered in cast".
@@ -41,10 +44,18 @@ def parse_fpe(err: FloatingPointError) -> tuple[str, str]:
 
 
 def _offenders(
-    op: str, error: str, x: np.ndarray, mean, std, eps: float, step: str, limit: int
+    op: str,
+    error: str,
+    x: np.ndarray,
+    mean,
+    std,
+    eps: float,
+    step: str,
+    limit: int,
+    block: int = 1 << 16,
 ) -> np.ndarray:
     """Flat positions of the first ``limit`` elements at which ``op`` fails with ``error`` in
-    ``step`` (a sum's overflow: the first only)."""
+    ``step`` (a sum's overflow: the first only), looked for ``block`` elements at a time."""
     cast = step.startswith("cast:")
     if op == "add" and not cast:
         if step == "mean":
@@ -53,7 +64,7 @@ def _offenders(
             d = x - mean
             return _first_overflow(d * d, error)
     # resolved once here, not per block
-    target = _cast_dtype(step.split(":", 1)[1]) if cast else None
+    target = cast_dtype(step.split(":", 1)[1]) if cast else None
     with np.errstate(all="ignore"):
         den = std + x.dtype.type(eps) if x.dtype.kind == "f" else std + eps
 
@@ -88,20 +99,20 @@ def _offenders(
         return np.zeros(xb.shape, bool)
 
     with np.errstate(all="ignore"):
-        return _first_where(x, bad, limit)
+        return _first_where(x, bad, limit, block)
 
 
-_BLOCK = 1 << 16  # elements per block of ``_first_where``: its temporaries stay in cache
-
-
-def _first_where(x: np.ndarray, bad: Callable[[np.ndarray], np.ndarray], limit: int) -> np.ndarray:
+def _first_where(
+    x: np.ndarray, bad: Callable[[np.ndarray], np.ndarray], limit: int, block: int = 1 << 16
+) -> np.ndarray:
     """Flat positions of the first ``limit`` elements of 1-D ``x`` where the elementwise
-    ``bad`` holds, evaluated block by block: an unwritten chunk read as NaN would otherwise
-    cost an index array of every element, and a flagged piece its temporaries whole."""
+    ``bad`` holds, evaluated ``block`` elements at a time (their temporaries stay in cache):
+    an unwritten chunk read as NaN would otherwise cost an index array of every element, and
+    a flagged piece its temporaries whole."""
     found: list[np.ndarray] = []
     total = 0
-    for s in range(0, x.size if limit > 0 else 0, _BLOCK):
-        idx = np.flatnonzero(bad(x[s : s + _BLOCK]))
+    for s in range(0, x.size if limit > 0 else 0, block):
+        idx = np.flatnonzero(bad(x[s : s + block]))
         if len(idx):
             found.append(idx[: limit - total] + s)
             total += len(found[-1])
@@ -117,17 +128,6 @@ def _first_overflow(terms: np.ndarray, error: str) -> np.ndarray:
     bad = np.isinf(c) if error == "overflow" else np.isnan(c)
     first = np.flatnonzero(bad & ~np.isnan(terms.ravel()))
     return first[:1]
-
-
-def _cast_dtype(target: str):
-    if target == "bfloat16":
-        try:
-            import ml_dtypes
-
-            return ml_dtypes.bfloat16
-        except ImportError:
-            return None
-    return np.dtype(target)
 
 
 def replay(
@@ -157,9 +157,9 @@ def replay(
             "NaN in the data (errstate cannot see NaN: it raises nothing, it only spreads)",
         )
     for t in cast_targets:
-        dt = _cast_dtype(t)
-        if dt is None or len(out) >= limit:
-            continue
+        if len(out) >= limit:
+            break
+        dt = cast_dtype(t)
         try:
             with np.errstate(all="raise"):
                 x.astype(dt)
@@ -221,33 +221,26 @@ def localize(
     -------
     list of Localization
     """
-    from .api import open_source
-    from .dask_graph import is_dask_array
+    eps = parse_float("eps", eps, strict=False)
+    limit = parse_int("max_locations", max_locations, 0, optional=True)
+    return localize_target(open_source(data), report, eps, limit)
 
-    limit = report.max_locations if max_locations is None else int(max_locations)
+
+def localize_target(
+    target: Target, report: ScanReport, eps: float, limit: int | None = None
+) -> list[Localization]:
+    """``localize`` on an input already opened (``sources.open.open_source``)."""
+    limit = report.max_locations if limit is None else limit
     if report.arrays:  # a group: replay each array against its own report
-        members = dict(open_source(data))
+        members = dict(target)
         found = []
         for path, sub in report.arrays.items():
             if path in members and not sub.ok:
                 found += localize_source(members[path](), sub, eps, limit - len(found))
         report.localized = found
         return found
-    if is_dask_array(data):
-        source = _DaskReader(data)
-    else:
-        source = open_source(data)
-    report.localized = localize_source(source, report, eps, limit)
+    report.localized = localize_source(target, report, eps, limit)
     return report.localized
-
-
-class _DaskReader:
-    def __init__(self, x):
-        self.x = x
-        self.shape = tuple(int(s) for s in x.shape)
-
-    def read(self, region):
-        return np.asarray(self.x[region].compute())
 
 
 def localize_source(source, report: ScanReport, eps: float, limit: int) -> list[Localization]:

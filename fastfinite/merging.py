@@ -14,10 +14,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .anomalies import is_slice_kind
+from .anomalies import overflow_dtypes, rounding_eps, slice_findings
 from .errors import InvalidArgumentError
+from .kinds import is_slice_kind
 from .report import Finding, Localization, Location, ScanReport, SliceReport, combined_counts
-from .summary import _chan
+from .slow.twins import max_abs_z
+from .stats import chan
 
 
 def _concatenable(reports: list[ScanReport]) -> bool:
@@ -131,8 +133,6 @@ def _concatenate(reports: list[ScanReport], name: str) -> ScanReport:
         z_threshold=first.z_threshold,
     )
     if slices is not None:
-        from .anomalies import overflow_dtypes, rounding_eps, slice_findings
-
         dtype = np.dtype(merged.dtype)
         merged.findings += slice_findings(
             slices,
@@ -152,21 +152,19 @@ def _merge_slices(reports: list[ScanReport]) -> SliceReport:
             *[np.concatenate([getattr(p, a) for p in parts], axis=0) for a in SliceReport.ARRAYS],
         )
     # the same slices over more rows: combine slice by slice
-    from .anomalies import max_abs_z
-
     n = np.zeros(parts[0].shape, np.int64)
     mean = np.zeros(parts[0].shape)
     m2 = np.zeros(parts[0].shape)
     for p in parts:
         pm = np.nan_to_num(p.mean)
         pm2 = np.nan_to_num(p.std) ** 2 * p.count
-        n, mean, m2 = _chan(n, mean, m2, p.count, pm, pm2)
+        n, mean, m2 = chan(n, mean, m2, p.count, pm, pm2)
     with np.errstate(invalid="ignore", divide="ignore"):
         std = np.where(n > 0, np.sqrt(m2 / np.maximum(n, 1)), np.nan)
     mean = np.where(n > 0, mean, np.nan)
     mn = np.fmin.reduce([p.min for p in parts])
     mx = np.fmax.reduce([p.max for p in parts])
-    z = np.nan_to_num(max_abs_z(mean, std, mn, mx), nan=0.0)
+    z = max_abs_z(mean, std, mn, mx)
     return SliceReport(
         by,
         sum(p.nan for p in parts),

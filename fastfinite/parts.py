@@ -1,10 +1,11 @@
-"""A large block scanned on several cores: cut into parts, ``kernels.scan_rows`` on each part
-in a shared thread pool (the kernel releases the GIL), the parts' outputs folded in order.
+"""A run of regions of an array in RAM scanned as one block on several cores: each region
+a part, ``kernels.scan_rows`` on each part in a shared thread pool (the kernel releases the
+GIL), the parts' outputs folded in order.
 
-For arrays in RAM the engine hands whole regions of ``VIEW_REGION_BYTES`` to ``PartedScan``
-instead of scanning regions on parallel threads: the Python around a region then runs once
-per gigabyte, not once per part, and the parts still flag where findings are, so
-``localize`` replays pieces of at most ``PART_BYTES``.
+The local engine hands runs of up to a gigabyte to ``PartedScan`` instead of scanning regions
+on parallel threads: the Python around a run then runs once per gigabyte, not once per part,
+and each part (a region of the plan) still flags its findings on its own, as a Dask task
+scanning that region would.
 """
 
 from __future__ import annotations
@@ -18,12 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from . import kinds
-from .blocks import Block, plan_regions
-
-# A block of at least this many bytes is worth cutting into one part per thread ...
-PARALLEL_BLOCK_BYTES = 4 << 20
-# ... and into parts of at most this many: where findings are located (``flagged``).
-PART_BYTES = 64 << 20
+from .blocks import Block, Region
+from .summary import SliceStats, Summary
 
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
@@ -54,30 +51,36 @@ if hasattr(os, "register_at_fork"):
 
 
 class PartedScan:
-    """``kernels.scan_rows`` over a single-row block on ``threads`` threads, in parts of at
-    most ``PART_BYTES`` planned like regions (``plan_regions`` over the block's own shape: each
-    part a box, contiguous in the block), at most ``2 * threads`` in flight, with
-    ``scan_rows``'s outputs; ``flagged()`` then gives the boxes of the parts with findings."""
+    """``kernels.scan_rows`` (its NumPy twin for parts of at most ``twin_max`` values) over
+    consecutive regions ``boxes`` of ``block`` (boxes of the global array, adjacent in the
+    block's memory order) on ``threads`` threads, at most ``2 * threads`` in flight. Counts
+    and positions are folded in order; each part's statistics are kept as a region's would
+    be (``summaries``), and ``flagged()`` gives the boxes with findings."""
 
-    def __init__(self, block: Block, threads: int):
+    def __init__(self, block: Block, boxes: list[Region], threads: int, twin_max: int):
         self.block = block
+        self.boxes = boxes
         self.threads = threads
-        shape = block.bshape
-        per_part = min(PART_BYTES, -(-block.x.nbytes // threads))  # a part for every thread
-        budget = per_part // (block.x.itemsize * block.ncomp)
-        self.parts = list(plan_regions(shape, tuple(range(len(shape))), budget))
-        starts = [np.ravel_multi_index([r.start for r in part], shape) for part in self.parts]
-        self.bounds = np.array([*starts, math.prod(shape)], np.int64) * block.ncomp
-        self.found = np.zeros(len(self.parts), np.int64)
+        self.twin_max = twin_max
+        parts = [block.block_box(b) for b in boxes]
+        starts = [np.ravel_multi_index([r.start for r in p], block.bshape) for p in parts]
+        sizes = [math.prod(r.stop - r.start for r in p) for p in parts]
+        self.bounds = np.cumsum([starts[0], *sizes], dtype=np.int64) * block.ncomp
+        if list(self.bounds[:-1]) != [s * block.ncomp for s in starts]:
+            raise ValueError("PartedScan needs regions adjacent in memory order")
+        self.found = np.zeros(len(parts), np.int64)
+        self.stats = np.empty((5, len(parts)))  # per part, as ``scan_rows`` gives a row's
+        self.scounts = np.zeros((3, len(parts)), np.int64)
 
-    def scan(self, x2, xi2, thr, counts, rstats, rcounts, locs, vals, nlocs) -> None:
-        """``scan_rows(x2, xi2, thr, counts, rstats, rcounts, locs, vals, nlocs)`` for
-        ``x2`` of one row, the row's statistics given shifted by its mean. Parts are folded
-        in order as they finish, while the next ones run."""
+    def scan(self, x2, xi2, thr, counts, locs, vals, nlocs) -> None:
+        """Scan ``x2``, one row holding the parts: counts added to ``counts``, the first
+        positions in ``locs``/``vals``/``nlocs``. Parts are folded in order as they finish,
+        while the next ones run."""
         from . import kernels
+        from .slow.twins import scan_rows as twin
 
         pool = part_pool(self.threads)
-        b, cap, nparts = self.bounds, locs.shape[1], len(self.bounds) - 1
+        b, cap, nparts = self.bounds - self.bounds[0], locs.shape[1], len(self.bounds) - 1
         slots = min(nparts, 2 * self.threads)
         pc = np.empty((slots, kinds.N_KINDS), np.int64)
         ps = np.empty((slots, 5, 1))
@@ -85,35 +88,43 @@ class PartedScan:
         pl = np.empty((slots, kinds.N_KINDS, cap), np.int64)
         pv = np.empty((slots, kinds.N_KINDS, cap))
         pn = np.empty((slots, kinds.N_KINDS), np.int64)
-        moments = np.empty((5, nparts))  # per part: finite count, mean, M2, min, max
 
         def start(p: int):
             q, part = p % slots, slice(b[p], b[p + 1])
             pc[q], prc[q], pn[q] = 0, 0, 0
+            kernel = twin if b[p + 1] - b[p] <= self.twin_max else kernels.scan_rows
             return pool.submit(
-                kernels.scan_rows, x2[:, part], xi2[:, part], thr,
-                pc[q], ps[q], prc[q], pl[q], pv[q], pn[q],
-            )  # fmt: skip
-
-        def fold(p: int) -> None:
-            q = p % slots
-            self.found[p] = kernels.fold_part(
-                b[p], pc[q], pl[q], pv[q], pn[q], counts, locs, vals, nlocs
+                kernel, x2[:, part], xi2[:, part], thr, pc[q], ps[q], prc[q], pl[q], pv[q], pn[q]
             )
-            kernels.part_moments(b[p + 1] - b[p], ps[q], prc[q], moments, p)
-            rcounts[:] += prc[q]
 
         running = deque(start(p) for p in range(slots))
         for p in range(nparts):
             running.popleft().result()
-            fold(p)
+            q = p % slots
+            self.found[p] = kernels.fold_part(
+                b[p], pc[q], pl[q], pv[q], pn[q], counts, locs, vals, nlocs
+            )
+            self.stats[:, p], self.scounts[:, p] = ps[q][:, 0], prc[q][:, 0]
             if p + slots < nparts:
                 running.append(start(p + slots))
-        kernels.finish_parts(moments, rstats)
+
+    def summaries(self) -> list[Summary]:
+        """Each part's statistics as a Summary, exactly as scanning it alone gives them."""
+        out = []
+        for p in range(len(self.boxes)):
+            length = int(self.bounds[p + 1] - self.bounds[p])
+            one = slice(p, p + 1)
+            _, t = SliceStats.from_partials(ZERO, length, self.stats[:, one], self.scounts[:, one])
+            out.append(Summary(n=t[0], mean=t[1], m2=t[2], min=t[3], max=t[4], total=t[5]))
+        return out
 
     def flagged(self) -> list:
-        """``(start, stop, count)`` of the parts with findings, as boxes of the array."""
+        """``(start, stop, count)`` of the regions with findings."""
         return [
-            (*self.block.global_box(self.parts[p]), int(self.found[p]))
-            for p in np.flatnonzero(self.found)
+            (tuple(r.start for r in self.boxes[p]), tuple(r.stop for r in self.boxes[p]), int(n))
+            for p, n in enumerate(self.found)
+            if n
         ]
+
+
+ZERO = np.zeros(1, np.int64)

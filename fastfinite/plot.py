@@ -3,17 +3,19 @@
 Left: a heat map of value findings per chunk over two axes of the array (the two with most
 chunks, or the ones asked for), with never-written chunks hatched and unreadable chunks
 crossed out. Right, when the scan had ``by``: per slice, the count of non-finite values and
-the largest |z|, with bad slices marked. Axes are labelled in array indices.
+the largest |z|, with bad slices marked. Axes are labelled in array indices. The report is not imported here: it imports this module
+to draw itself.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
+from ._format import fmt_index
 from .errors import InvalidArgumentError, SourceError
-from .report import ScanReport, _fmt_shape
 
 MAX_CELLS = 64
 
@@ -29,14 +31,14 @@ def _matplotlib():
     return plt
 
 
-def _cells(report: ScanReport) -> tuple[int, ...]:
+def _cells(report: Any) -> tuple[int, ...]:
     """Cell size per axis: the storage chunks, or bins of at most ``MAX_CELLS`` per axis."""
     if report.chunks and len(report.chunks) == len(report.shape):
         return tuple(max(1, int(c)) for c in report.chunks)
     return tuple(max(1, math.ceil(n / MAX_CELLS)) for n in report.shape)
 
 
-def choose_axes(report: ScanReport, axes=None) -> tuple[int, int]:
+def choose_axes(report: Any, axes=None) -> tuple[int, int]:
     ndim = len(report.shape)
     if axes is not None:
         axes = tuple(int(a) % max(ndim, 1) for a in axes)
@@ -53,7 +55,7 @@ def choose_axes(report: ScanReport, axes=None) -> tuple[int, int]:
     return tuple(sorted(order[:2]))
 
 
-def finding_grid(report: ScanReport, axes: tuple[int, int]) -> tuple[np.ndarray, tuple[int, int]]:
+def finding_grid(report: Any, axes: tuple[int, int]) -> tuple[np.ndarray, tuple[int, int]]:
     """Counts of value findings per cell over ``axes`` (summed over the other axes)."""
     cells = _cells(report)
     a0, a1 = axes
@@ -81,7 +83,7 @@ def finding_grid(report: ScanReport, axes: tuple[int, int]) -> tuple[np.ndarray,
     return grid, (cells[a0], cells[a1] if a1 != a0 else 1)
 
 
-def plot_report(report: ScanReport, path: str, *, axes=None) -> str:
+def plot_report(report: Any, path: str, *, axes=None) -> str:
     """Draw the report into a PNG at ``path`` and return the path."""
     plt = _matplotlib()
     from matplotlib.colors import LogNorm
@@ -144,7 +146,7 @@ def plot_report(report: ScanReport, path: str, *, axes=None) -> str:
         z = s.max_z.ravel()
         x = np.arange(bad.size)
         sax.bar(x, bad, color="tab:red", width=1.0, label="non-finite values")
-        sax.set_xlabel(f"slice (flat index over by-axes {report.by}, shape {_fmt_shape(s.shape)})")
+        sax.set_xlabel(f"slice (flat index over by-axes {report.by}, shape {fmt_index(s.shape)})")
         sax.set_ylabel("non-finite values per slice", color="tab:red")
         zax = sax.twinx()
         zax.plot(x, z, color="tab:blue", linewidth=0.8, label="largest |z|")
@@ -162,7 +164,7 @@ def plot_report(report: ScanReport, path: str, *, axes=None) -> str:
         sax.set_title("per slice", fontsize=10)
     counts = ", ".join(f"{k} {v}" for k, v in report.counts().items() if v) or "nothing found"
     fig.suptitle(
-        f"{report.name or 'array'}: {report.dtype} {_fmt_shape(report.shape)}\n{counts}",
+        f"{report.name or 'array'}: {report.dtype} {fmt_index(report.shape)}\n{counts}",
         fontsize=11,
     )
     fig.tight_layout()

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import textwrap
+from typing import Any
 
-from .report import ScanReport, _fmt_index, _fmt_shape
+from ._format import fmt_index
 
 WIDTH = 100
 _COLORS = {
@@ -18,7 +19,7 @@ _COLORS = {
 
 
 def render(
-    report: ScanReport,
+    report: Any,
     *,
     color: bool = False,
     width: int = WIDTH,
@@ -30,6 +31,7 @@ def render(
     Parameters
     ----------
     report : ScanReport
+        (Not imported here: the report imports this module to print itself.)
     color : bool
         ANSI colours (the CLI turns them on when stdout is a terminal).
     width : int
@@ -53,7 +55,7 @@ def render(
     status = c("OK", "good") if r.ok else c("PROBLEMS", "bad")
     if not r.complete:
         status += " " + c("(incomplete: stopped early)", "warn")
-    what = "group" if r.dtype == "group" else f"{r.dtype} {_fmt_shape(r.shape)}"
+    what = "group" if r.dtype == "group" else f"{r.dtype} {fmt_index(r.shape)}"
     name = r.name or "array"
     room = width - len(indent) - len(what) - 14  # status and separators
     if len(name) > room:  # keep the end of a long path: the file and the array
@@ -82,10 +84,10 @@ def render(
     for kind, idx in r.first_locations().items():
         more = counts.get(kind, 0) - len(idx)
         tail = f" (+{more} more)" if more > 0 else ""
-        out.append(fit(f"{pad}{kind} at " + ", ".join(_fmt_index(i) for i in idx) + tail))
+        out.append(fit(f"{pad}{kind} at " + ", ".join(fmt_index(i) for i in idx) + tail))
     missing = [f for f in r.findings if f.kind == "missing_chunk"]
     if r.missing_chunks:
-        listed = ", ".join(_fmt_index(f.where) for f in missing[:per_section])
+        listed = ", ".join(fmt_index(f.where) for f in missing[:per_section])
         more = r.missing_chunks - min(len(missing), per_section)
         out.append(
             fit(
@@ -98,7 +100,7 @@ def render(
         )
     unreadable = [f for f in r.findings if f.kind == "unreadable_chunk"]
     for f in unreadable[:per_section]:
-        out.append(fit(c(f"{pad}unreadable chunk {_fmt_index(f.where)}: {f.message}", "bad")))
+        out.append(fit(c(f"{pad}unreadable chunk {fmt_index(f.where)}: {f.message}", "bad")))
     if len(unreadable) > per_section:
         out.append(f"{pad}... {len(unreadable) - per_section} more unreadable chunks")
     by_slice: dict[tuple[int, ...], list[str]] = {}
@@ -115,11 +117,11 @@ def render(
             for kind in kinds:
                 per_kind.setdefault(kind, []).append(where)
         for kind, wheres in per_kind.items():
-            first = ", ".join(_fmt_index(w) for w in wheres[:3])
+            first = ", ".join(fmt_index(w) for w in wheres[:3])
             more = f" (+{len(wheres) - 3} more)" if len(wheres) > 3 else ""
             out.append(fit(f"{pad}  {kind}: {len(wheres)} slice(s): {first}{more}"))
         for where, kinds in list(by_slice.items())[:per_section]:
-            out.append(fit(f"{pad}  slice {_fmt_index(where)}: {', '.join(kinds)}"))
+            out.append(fit(f"{pad}  slice {fmt_index(where)}: {', '.join(kinds)}"))
         if len(by_slice) > per_section:
             out.append(f"{pad}  ... {len(by_slice) - per_section} more slices")
     if r.localized:
@@ -128,14 +130,14 @@ def render(
             groups.setdefault((loc.op, loc.error), []).append(loc)
         out.append(f"{pad}errstate replay: {len(r.localized)} element(s)")
         for (op, error), locs in groups.items():
-            idx = ", ".join(_fmt_index(x.index) for x in locs[:3])
+            idx = ", ".join(fmt_index(x.index) for x in locs[:3])
             more = f" (+{len(locs) - 3} more)" if len(locs) > 3 else ""
             out.append(fit(f"{pad}  {op} ({error}) at {idx}{more}: {locs[0].message}"))
     for path, sub in r.arrays.items():
         state = c("OK", "good") if sub.ok else c(sub.problems(), "bad")
-        out.append(fit(f"{pad}[{path}] {sub.dtype} {_fmt_shape(sub.shape)}: {state}"))
+        out.append(fit(f"{pad}[{path}] {sub.dtype} {fmt_index(sub.shape)}: {state}"))
         for kind, idx in sub.first_locations().items():
-            out.append(fit(f"{pad}    {kind} at " + ", ".join(_fmt_index(i) for i in idx)))
+            out.append(fit(f"{pad}    {kind} at " + ", ".join(fmt_index(i) for i in idx)))
     for path, why in r.skipped.items():
         out.append(fit(c(f"{pad}[{path}] skipped: {why}", "dim")))
     return "\n".join(out)

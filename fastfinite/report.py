@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .summary import BASE_KINDS, ScanSpec, Summary
+from .errors import InvalidArgumentError
+from .kinds import BASE_KINDS, is_slice_kind
+from .stats import chan
 
 SCHEMA = "fastfinite.report/1"
 
@@ -72,7 +74,7 @@ class Finding:
     message: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "where": list(self.where), "message": self.message}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
 
 @dataclass(frozen=True)
@@ -102,13 +104,7 @@ class Localization:
     where: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "op": self.op,
-            "error": self.error,
-            "index": list(self.index),
-            "message": self.message,
-            "where": list(self.where),
-        }
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
 
 @dataclass
@@ -150,50 +146,12 @@ class SliceReport:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SliceReport:
-        shape = tuple(d["shape"])
-        arrays = {}
-        for name in cls.ARRAYS:
+        def column(name: str) -> np.ndarray:
             if name in ("nan", "posinf", "neginf", "count"):
-                arrays[name] = np.array(d[name], dtype=np.int64).reshape(shape)
-            else:
-                arrays[name] = np.array([_unnum(v) for v in d[name]], dtype=np.float64).reshape(
-                    shape
-                )
-        return cls(tuple(d["by"]), **arrays)
+                return np.array(d[name], dtype=np.int64).reshape(d["shape"])
+            return np.array([_unnum(v) for v in d[name]], dtype=np.float64).reshape(d["shape"])
 
-    @classmethod
-    def from_stats(cls, by, shape, stats, consume: bool = False) -> SliceReport:
-        """The report's columns from merged ``SliceStats`` over the slices of ``shape``;
-        with ``consume``, written over ``stats``'s own arrays where they fit (``stats`` is
-        then spent: 1e5 slices' fresh columns cost more than the kernel that fills them)."""
-        from .kernels import slice_columns
-
-        size = math.prod(shape)
-        if (
-            stats is not None
-            and len(stats.idx) == size
-            and (size == 0 or stats.idx[-1] == size - 1)
-        ):
-            full = stats  # dense and sorted: every slice, in order
-        else:
-            from .summary import SliceStats, _as_index
-
-            ints = ("n", "nan", "posinf", "neginf")
-            full = SliceStats(
-                np.arange(size, dtype=np.int64),
-                **{f: np.zeros(size, np.int64 if f in ints else None) for f in SliceStats.FIELDS},
-            )
-            if stats is not None and len(stats.idx):
-                i = _as_index(stats.idx)
-                for f in SliceStats.FIELDS:
-                    getattr(full, f)[i] = getattr(stats, f)
-        if consume or full is not stats:  # each slice's inputs are read before its outputs
-            mean, std, mn, mx, z = full.mean, full.m2, full.min, full.max, np.empty(size)
-        else:
-            mean, std, mn, mx, z = (np.empty(size) for _ in range(5))
-        slice_columns(full.n, full.mean, full.m2, full.min, full.max, mean, std, mn, mx, z)
-        cols = (full.nan, full.posinf, full.neginf, full.n, mean, std, mn, mx, z)
-        return cls(tuple(by), *(np.asarray(c).reshape(shape) for c in cols))
+        return cls(tuple(d["by"]), *(column(name) for name in cls.ARRAYS))
 
 
 def _num(v: float) -> float | None | str:
@@ -224,10 +182,6 @@ def _label(v: Any) -> Any:
     if isinstance(v, float):
         return _num(v)
     return str(v)
-
-
-def _fmt_index(index: tuple[int, ...]) -> str:
-    return "(" + ", ".join(str(i) for i in index) + ("," if len(index) == 1 else "") + ")"
 
 
 @dataclass
@@ -310,62 +264,11 @@ class ScanReport:
             and all(r.ok for r in self.arrays.values())
         )
 
-    @classmethod
-    def from_summary(
-        cls, s: Summary, spec: ScanSpec, name: str = "", consume: bool = False, **extra: Any
-    ) -> ScanReport:
-        """Build the report of a whole scan from its merged summary (spent with ``consume``:
-        the per-slice columns are written over its slice statistics)."""
-        kinds = spec.kinds
-        cast = {
-            t: CastRisk(int(s.counts[3 + 2 * i]), int(s.counts[4 + 2 * i]))
-            for i, t in enumerate(spec.cast)
-        }
-        locs = []
-        for k, kind in enumerate(kinds):
-            if not kind:
-                continue
-            for flat, val in zip(s.loc_index[k], s.loc_value[k]):
-                index = tuple(int(i) for i in np.unravel_index(int(flat), spec.shape))
-                locs.append((int(flat), k, Location(kind, index, float(val))))
-        locs.sort(key=lambda t: (t[0], t[1]))
-        n = int(s.n)
-        slices = (
-            None
-            if spec.by is None
-            else SliceReport.from_stats(spec.by, spec.by_shape, s.slices, consume)
-        )
-        return cls(
-            name=name,
-            shape=tuple(int(d) for d in spec.shape),
-            dtype=str(spec.dtype),
-            nan=int(s.counts[0]),
-            posinf=int(s.counts[1]),
-            neginf=int(s.counts[2]),
-            cast=cast,
-            locations=[t[2] for t in locs],
-            count=n,
-            min=float(s.min) if n else math.nan,
-            max=float(s.max) if n else math.nan,
-            mean=float(s.mean) if n else math.nan,
-            std=math.sqrt(s.m2 / n) if n else math.nan,
-            sum=float(s.total),
-            elements=int(s.elements),
-            max_locations=spec.max_locations,
-            by=spec.by,
-            slices=slices,
-            regions=sorted(s.flagged),
-            z_threshold=spec.z_threshold,
-            **extra,
-        )
-
     def bad_slices(self) -> list:
         """Sorted indices of the slices with any finding (ints for one ``by`` axis, else
         tuples); empty without ``by``."""
         if self.by is None:
             return []
-        from .anomalies import is_slice_kind
-
         bad = sorted({f.where for f in self.findings if is_slice_kind(f.kind)})
         return [w[0] for w in bad] if len(self.by) == 1 else bad
 
@@ -439,8 +342,6 @@ class ScanReport:
         """Rebuild a report from ``to_dict()`` output (lossless)."""
         schema = d.get("schema")
         if schema != SCHEMA:
-            from .errors import InvalidArgumentError
-
             raise InvalidArgumentError(
                 f"not a fastfinite report: schema {schema!r}, expected {SCHEMA!r}"
             )
@@ -577,26 +478,17 @@ def combined_counts(reports: list[ScanReport]) -> dict[str, Any]:
             cast[t] = CastRisk(c.overflow + risk.overflow, c.underflow + risk.underflow)
     n, mean, m2 = 0, 0.0, 0.0
     for r in reports:
-        if not r.count:
-            continue
-        total = n + r.count
-        delta = r.mean - mean
-        mean += delta * (r.count / total)
-        m2 += r.std * r.std * r.count + delta * delta * (n * (r.count / total))
-        n = total
+        if r.count:
+            n, mean, m2 = chan(n, mean, m2, r.count, r.mean, r.std * r.std * r.count)
     counted = [r for r in reports if r.count]
     return {
         "nan": sum(r.nan for r in reports),
         "posinf": sum(r.posinf for r in reports),
         "neginf": sum(r.neginf for r in reports),
         "cast": cast,
-        "count": n,
+        "count": int(n),
         "min": min((r.min for r in counted), default=math.nan),
         "max": max((r.max for r in counted), default=math.nan),
-        "mean": mean if n else math.nan,
+        "mean": float(mean) if n else math.nan,
         "std": math.sqrt(m2 / n) if n else math.nan,
     }
-
-
-def _fmt_shape(shape: tuple[int, ...]) -> str:
-    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"

@@ -17,17 +17,11 @@ def pytest_configure(config):
 
 
 @pytest.fixture(autouse=True)
-def _numba_kernels_for_small_data(request):
+def _numba_kernels_for_small_data(request, monkeypatch):
     """Small blocks normally go through the NumPy twin (no numba start-up); the tests run the
-    numba kernels on their small arrays, except where they compare the twin itself."""
-    from fastfinite import summary
-
+    numba kernels on their small arrays (``FASTFINITE_NUMPY_TWIN_MAX=0``, the documented
+    switch), except where they compare the twin itself."""
     if request.node.get_closest_marker("numpy_twin"):
-        yield
-        return
-    saved = summary.SMALL_BLOCK
-    summary.SMALL_BLOCK = 0
-    try:
-        yield
-    finally:
-        summary.SMALL_BLOCK = saved
+        monkeypatch.delenv("FASTFINITE_NUMPY_TWIN_MAX", raising=False)
+    else:
+        monkeypatch.setenv("FASTFINITE_NUMPY_TWIN_MAX", "0")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 import textwrap
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -35,6 +37,39 @@ def assert_matches_oracle(report, x, cast=("float32",), max_locations=100, rtol=
             assert math.isclose(report.std, stats["std"], rel_tol=1e-7, abs_tol=scale * 1e-7)
     else:
         assert math.isnan(report.mean) and math.isnan(report.min)
+
+
+@contextmanager
+def twin_max(values: int):
+    """Scans inside use the NumPy twin for blocks of at most ``values`` values (the documented
+    ``FASTFINITE_NUMPY_TWIN_MAX``); for hypothesis tests, which cannot take monkeypatch."""
+    saved = os.environ.get("FASTFINITE_NUMPY_TWIN_MAX")
+    os.environ["FASTFINITE_NUMPY_TWIN_MAX"] = str(values)
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["FASTFINITE_NUMPY_TWIN_MAX"]
+        else:
+            os.environ["FASTFINITE_NUMPY_TWIN_MAX"] = saved
+
+
+@contextmanager
+def calls_of(name: str, module: str = ""):
+    """Count the calls of Python functions named ``name`` (in a file ending with ``module``)
+    in this thread: a profiler, the function itself is not replaced."""
+    seen = [0]
+
+    def profile(frame, event, arg):
+        code = frame.f_code
+        if event == "call" and code.co_name == name and code.co_filename.endswith(module):
+            seen[0] += 1
+
+    sys.setprofile(profile)
+    try:
+        yield seen
+    finally:
+        sys.setprofile(None)
 
 
 _PEAK_CHILD = textwrap.dedent(

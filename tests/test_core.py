@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import fastfinite
-from fastfinite.summary import ScanSpec, merge, merge_all, summarize
+from fastfinite.summarize import summarize
+from fastfinite.summary import ScanSpec, merge, merge_all
 
 from .helpers import assert_matches_oracle
 

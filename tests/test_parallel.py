@@ -1,5 +1,7 @@
-"""Arrays in RAM scanned one region at a time on every core, in parts (``parts.PartedScan``):
-the same report as the serial scan and the NumPy oracle, findings flagged by part."""
+"""Arrays in RAM scanned in runs of regions, each run in parts on every core
+(``parts.PartedScan``): the same report as the serial scan and the NumPy oracle, findings
+flagged by region. ``workers=2`` with small ``region_bytes`` takes that path with many
+parts; a profiler counts the parts started."""
 
 from __future__ import annotations
 
@@ -7,32 +9,18 @@ import threading
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastfinite
-from fastfinite import kernels, parts, summary
 
-from .helpers import assert_matches_oracle
+from .helpers import assert_matches_oracle, calls_of
 
 PLANTED = [np.nan, np.inf, -np.inf, 1e100, -1e300, 1e-300, 3.4028236e38, 0.0]
 
 
-@pytest.fixture
-def parted(monkeypatch):
-    """Small blocks take the parted path, in many parts (more than the parts in flight), and
-    the offset of each part folded is recorded (the real fold runs)."""
-    monkeypatch.setattr(summary, "PARALLEL_BLOCK_BYTES", 1 << 12)
-    monkeypatch.setattr(parts, "PART_BYTES", 1 << 14)
-    calls = []
-    real = kernels.fold_part
-
-    def counted(offset, *args):
-        calls.append(offset)
-        return real(offset, *args)
-
-    monkeypatch.setattr(kernels, "fold_part", counted)
-    return calls
+REGION = 1 << 14
+PARTED = {"workers": 2, "region_bytes": REGION}  # a run of many small regions, in parts
 
 
 def _layout(x: np.ndarray, layout: str) -> np.ndarray:
@@ -50,10 +38,7 @@ def _layout(x: np.ndarray, layout: str) -> np.ndarray:
     }[layout]
 
 
-# the fixture only patches constants and clears its call list in the test: safe to share
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=25, deadline=None)
 @given(
     layout=st.sampled_from(
         ["1d", "C", "F", "rows reversed", "columns reversed", "transposed", "3-d"]
@@ -62,16 +47,18 @@ def _layout(x: np.ndarray, layout: str) -> np.ndarray:
     plants=st.lists(st.tuples(st.integers(0, 90_000 - 1), st.sampled_from(PLANTED)), max_size=30),
     max_locations=st.sampled_from([0, 1, 5, 100]),
 )
-def test_parallel_scan_equals_serial_and_oracle(parted, layout, dtype, plants, max_locations):
+def test_parallel_scan_equals_serial_and_oracle(layout, dtype, plants, max_locations):
     base = np.random.default_rng(len(plants)).uniform(-3, 3, 90_000)
     with np.errstate(over="ignore"):
         for pos, value in plants:
             base[pos] = value
         x = _layout(base.astype(dtype), layout)
-    parted.clear()
-    par = fastfinite.scan(x, workers=2, max_locations=max_locations, cast=("float32", "float16"))
-    assert len(parted) > 2  # the parted path ran, in several parts
-    ser = fastfinite.scan(x, workers=1, max_locations=max_locations, cast=("float32", "float16"))
+    with calls_of("start", "parts.py") as started:
+        par = fastfinite.scan(x, **PARTED, max_locations=max_locations, cast=("float32", "float16"))
+    assert started[0] > 2  # the parted path ran, in several parts
+    ser = fastfinite.scan(
+        x, workers=1, region_bytes=REGION, max_locations=max_locations, cast=("float32", "float16")
+    )
     assert par.counts() == ser.counts() and par.locations == ser.locations
     assert (par.count, par.min, par.max) == (ser.count, ser.min, ser.max)
     # mean and std: each part shifts its sums by its own first value, so with values far
@@ -82,7 +69,7 @@ def test_parallel_scan_equals_serial_and_oracle(parted, layout, dtype, plants, m
 @pytest.mark.parametrize(
     "layout", ["1d", "C", "F", "rows reversed", "columns reversed", "3-d", "wide rows"]
 )
-def test_findings_are_flagged_by_part(parted, layout):
+def test_findings_are_flagged_by_part(layout):
     """Each region of ``report.regions`` is a box of at most a part (what ``localize`` reads
     again), the boxes are disjoint, hold every finding and count each once."""
     rng = np.random.default_rng(5)
@@ -91,14 +78,18 @@ def test_findings_are_flagged_by_part(parted, layout):
     base[hits[:20]] = np.nan
     base[hits[20:]] = 1e100
     x = _layout(base, layout)
-    r = fastfinite.scan(x, workers=2, max_locations=1000)
+    r = fastfinite.scan(x, **PARTED, max_locations=1000)
+    assert (
+        r.to_dict()
+        == fastfinite.scan(x, workers=1, region_bytes=REGION, max_locations=1000).to_dict()
+    )
     total = r.nan + r.cast["float32"].overflow
     assert total == 40 and len(r.locations) == 40
     assert 1 < len(r.regions) and sum(c for _, _, c in r.regions) == total
     boxes = [(np.array(lo), np.array(hi)) for lo, hi, _ in r.regions]
     for i, (lo, hi) in enumerate(boxes):
         assert (lo < hi).all() and (hi <= np.array(x.shape)).all()
-        assert np.prod(hi - lo) * x.itemsize <= parts.PART_BYTES
+        assert np.prod(hi - lo) * x.itemsize <= REGION
         for lo2, hi2 in boxes[i + 1 :]:
             assert not ((lo < hi2) & (lo2 < hi)).all()
     for loc in r.locations:
@@ -106,7 +97,7 @@ def test_findings_are_flagged_by_part(parted, layout):
         assert sum(inside) == 1
 
 
-def test_concurrent_scans_take_turns_and_agree(parted):
+def test_concurrent_scans_take_turns_and_agree():
     """Scans from several threads at once share the pool of part threads; each gives its
     own serial result."""
     rng = np.random.default_rng(11)
@@ -116,7 +107,7 @@ def test_concurrent_scans_take_turns_and_agree(parted):
     results: dict[int, fastfinite.ScanReport] = {}
 
     def work(i: int) -> None:
-        results[i] = fastfinite.scan(arrays[i], workers=2)
+        results[i] = fastfinite.scan(arrays[i], **PARTED)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
     for t in threads:
@@ -128,24 +119,24 @@ def test_concurrent_scans_take_turns_and_agree(parted):
         assert results[i].counts() == ser.counts() and results[i].locations == ser.locations
 
 
-def test_localize_replays_the_flagged_parts(parted):
+def test_localize_replays_the_flagged_parts():
     x = np.random.default_rng(2).standard_normal(100_000)
     x[[10, 70_000]] = np.nan
     x[50_000] = 1e300  # (x - mean) ** 2 overflows in its part
-    r = fastfinite.scan(x, workers=2, localize=True, max_locations=10_000)
+    r = fastfinite.scan(x, **PARTED, localize=True, max_locations=10_000)
     where = {loc.index for loc in r.localized}
     assert {(10,), (70_000,)} <= where
     assert any(loc.op == "multiply" and loc.index == (50_000,) for loc in r.localized)
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
-def test_a_forked_child_scans_with_a_pool_of_its_own(parted):
+def test_a_forked_child_scans_with_a_pool_of_its_own():
     """The part threads do not survive a fork: a child that scans must not wait on them."""
     import multiprocessing
 
     x = np.random.default_rng(4).standard_normal(100_000)
     x[77] = np.nan
-    assert fastfinite.scan(x, workers=2).nan == 1  # the parent's pool now exists
+    assert fastfinite.scan(x, **PARTED).nan == 1  # the parent's pool now exists
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(1) as pool:
         nan = pool.apply_async(_scan_nan, (x,)).get(timeout=60)
@@ -153,12 +144,13 @@ def test_a_forked_child_scans_with_a_pool_of_its_own(parted):
 
 
 def _scan_nan(x: np.ndarray) -> int:
-    return fastfinite.scan(x, workers=2).nan
+    return fastfinite.scan(x, **PARTED).nan
 
 
-def test_per_slice_statistics_stay_on_the_threaded_engine(parted):
+def test_per_slice_statistics_stay_on_the_threaded_engine():
     """With ``by``, regions go to parallel threads (the per-slice work after each kernel is
     spread with them), not into parts."""
     x = np.random.default_rng(8).standard_normal((300, 300))
-    par = fastfinite.scan(x, workers=2, by=0)
-    assert not parted and par.slices.count.sum() == x.size
+    with calls_of("summarize_parts") as parted:
+        par = fastfinite.scan(x, **PARTED, by=0)
+    assert parted[0] == 0 and par.slices.count.sum() == x.size

@@ -12,13 +12,8 @@ import dask.array as da
 import numpy as np
 import pytest
 import zarr
-from hypothesis import given
-from hypothesis import strategies as st
 
 import fastfinite
-from fastfinite import kernels
-from fastfinite.anomalies import max_abs_z, slice_kinds
-from fastfinite.casts import TARGETS
 
 
 def _expected(x, by):
@@ -103,25 +98,26 @@ def test_report_columns_spend_the_summary_only_when_told():
     """The local engine's report writes its columns over the merged slice statistics it
     owns (``consume``); without it (dask's summaries live in the graph) they stay intact,
     and both give the same columns, slices without a finite value included."""
-    from fastfinite.report import SliceReport
-    from fastfinite.summary import DenseSlices, SliceStats
+    from fastfinite.build import slice_report
+    from fastfinite.summary import ScanSpec, SliceStats, join_slices, merge_slices
 
     x = _data((6, 40), seed=4)
     x[2] = np.nan  # a slice with no finite value
-    dense = DenseSlices(6)
-    for rows in (slice(0, 3), slice(3, 6)):  # two regions, merged like the engine does
+    runs = None
+    for rows in (slice(0, 3), slice(3, 6)):  # two regions, merged like the engines do
         part = fastfinite.scan(x[rows], by=0).slices
         idx = np.arange(rows.start, rows.stop, dtype=np.int64)
         m2 = part.std.astype(np.float64) ** 2 * part.count
         cols = (part.count, part.mean, m2, part.min, part.max, part.nan, part.posinf, part.neginf)
-        dense.add(SliceStats(idx, *cols))
-    stats = dense.stats()
+        runs = merge_slices(runs, [SliceStats(idx, *cols)])
+    stats = join_slices(runs)
     before = {f: getattr(stats, f).copy() for f in SliceStats.FIELDS}
-    kept = SliceReport.from_stats((0,), (6,), stats)
+    spec = ScanSpec(x.shape, x.dtype, by=(0,))
+    kept = slice_report(spec, stats)
     for f in SliceStats.FIELDS:
         np.testing.assert_array_equal(getattr(stats, f), before[f], err_msg=f)
-    spent = SliceReport.from_stats((0,), (6,), stats, consume=True)
-    for name in SliceReport.ARRAYS:
+    spent = slice_report(spec, stats, consume=True)
+    for name in spent.ARRAYS:
         np.testing.assert_array_equal(getattr(spent, name), getattr(kept, name), err_msg=name)
     _check(SimpleNamespace(slices=spent), x, (0,))
     assert np.shares_memory(spent.mean, stats.mean) and not np.shares_memory(kept.mean, stats.mean)
@@ -165,64 +161,6 @@ def test_every_finding_kind():
     r64 = fastfinite.scan(x.astype(np.float64), by=0)
     assert ("variance_overflow:float32", (5,)) in {(f.kind, f.where) for f in r64.findings}
     assert fastfinite.scan(x, by=0, z_threshold=100).bad_slices() == [1, 2, 3, 4, 5]
-
-
-def _masks_numpy(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, dtypes):
-    """The NumPy twin of ``kernels.slice_flags``: one boolean mask per kind of
-    ``slice_kinds``, from the conditions its docstring states."""
-    n = count
-    with np.errstate(over="ignore", invalid="ignore"):
-        var = np.where(n > 0, std**2, 0.0)
-        total, m2 = mean * n, var * n
-        bound = n * eps * var + (n * mean * eps) ** 2
-    masks = [
-        (nan + pos + neg) > 0,
-        (n > 0) & (var == 0),
-        (n > 0) & (var > 0) & np.isfinite(var) & (var <= bound),
-    ]
-    for t in dtypes:
-        thr = TARGETS[t].overflow_threshold
-        masks += [(n > 0) & (np.abs(total) >= thr), (n > 0) & (m2 >= thr)]
-    return masks + [(n > 1) & (max_z > z_threshold)]
-
-
-_STAT = st.sampled_from([0.0, -0.0, 1.0, -2.5, 1e-300, 1e20, 3e38, 1e200, 1e308, np.inf, np.nan])
-
-
-@given(
-    rows=st.lists(
-        st.tuples(st.integers(0, 10**6), _STAT, _STAT, _STAT, _STAT, st.integers(0, 2)),
-        min_size=0,
-        max_size=40,
-    ),
-    z_threshold=st.sampled_from([0.0, 3.0, 10.0]),
-)
-def test_slice_kernels_match_numpy_twin(rows, z_threshold):
-    """``slice_columns`` and ``slice_flags`` against NumPy, at zeros, overflow thresholds,
-    infinite M2 and empty slices."""
-    n = np.array([r[0] for r in rows], np.int64)
-    mean, m2, mn, mx = (np.array([r[i] for r in rows], np.float64) for i in (1, 2, 3, 4))
-    m2 = np.abs(m2)  # M2 is never negative; inf when the squares overflowed
-    mean = np.where(np.isnan(mean), 0.0, mean)
-    bad = np.array([r[5] for r in rows], np.int64)
-    out = [np.empty(len(rows)) for _ in range(5)]
-    kernels.slice_columns(n, mean, np.nan_to_num(m2, nan=0.0), mn, mx, *out)
-    with np.errstate(all="ignore"):
-        std = np.where(n > 0, np.sqrt(np.nan_to_num(m2, nan=0.0) / np.maximum(n, 1)), np.nan)
-    z = np.nan_to_num(max_abs_z(mean, std, mn, mx), nan=0.0)
-    empty = n == 0
-    want = [np.where(empty, np.nan, c) for c in (mean, std, mn, mx)] + [z]
-    for name, got, w in zip(("mean", "std", "min", "max", "max_z"), out, want):
-        np.testing.assert_array_equal(got, w, err_msg=name)
-    dtypes = ("float32", "float16")
-    flags = np.empty(len(rows), np.int64)
-    thr = np.array([TARGETS[t].overflow_threshold for t in dtypes])
-    eps = float(np.finfo(np.float32).eps)
-    kernels.slice_flags(n, out[0], out[1], out[4], bad, bad, bad, eps, z_threshold, thr, flags)
-    masks = _masks_numpy(n, out[0], out[1], out[4], bad, bad, bad, eps, z_threshold, dtypes)
-    assert len(masks) == len(slice_kinds(dtypes))
-    for bit, m in enumerate(masks):
-        np.testing.assert_array_equal((flags >> bit) & 1 == 1, m, err_msg=slice_kinds(dtypes)[bit])
 
 
 def test_overflowed_variance_is_not_near_zero():
@@ -275,7 +213,7 @@ def test_replay_nan_square_overflow_zero_variance():
 
 
 @pytest.mark.parametrize("limit", [1, 7, 40, 10_000])
-def test_replay_offenders_blockwise_equal_whole_array(limit, monkeypatch):
+def test_replay_offenders_blockwise_equal_whole_array(limit):
     """The replay looks for offending elements block by block and stops at ``limit``: the
     same positions, in order, as the whole array at once, across block edges."""
     loc = importlib.import_module("fastfinite.localize")
@@ -295,16 +233,13 @@ def test_replay_offenders_blockwise_equal_whole_array(limit, monkeypatch):
     cases += [(x, "divide", e, "standardize") for e in ("divide", "invalid", "overflow", "x")]
     checked = 0
     for data, op, error, step in cases:
-        monkeypatch.setattr(loc, "_BLOCK", 1 << 30)
-        whole = loc._offenders(op, error, data, mean, std, 0.0, step, data.size)
-        monkeypatch.setattr(loc, "_BLOCK", 64)
-        blocks = loc._offenders(op, error, data, mean, std, 0.0, step, limit)
+        whole = loc._offenders(op, error, data, mean, std, 0.0, step, data.size, 1 << 30)
+        blocks = loc._offenders(op, error, data, mean, std, 0.0, step, limit, 64)
         np.testing.assert_array_equal(blocks, whole[:limit], err_msg=f"{op} {error}")
         checked += len(whole) > limit
     assert checked >= 3 or limit > 30  # small limits cut lists short
-    monkeypatch.setattr(loc, "_BLOCK", 64)
     np.testing.assert_array_equal(
-        loc._first_where(x, np.isnan, limit), np.flatnonzero(np.isnan(x))[:limit]
+        loc._first_where(x, np.isnan, limit, 64), np.flatnonzero(np.isnan(x))[:limit]
     )
 
 

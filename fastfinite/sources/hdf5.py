@@ -16,6 +16,7 @@ import numpy as np
 
 from ..blocks import Region, check_dtype, plan_regions
 from ..errors import SourceError
+from .base import Source
 from .chunked import ChunkGrid
 
 H5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5", ".nc", ".nc4")
@@ -29,11 +30,9 @@ def _h5py():
     return h5py
 
 
-class H5Source:
+class H5Source(Source):
     """One HDF5 dataset, opened by file name and dataset path (so it pickles: each process
     opens the file itself)."""
-
-    in_memory = False
 
     def __init__(self, filename: str, dataset: str, _ds: Any = None):
         self.filename = filename
@@ -47,7 +46,6 @@ class H5Source:
         self.chunks = tuple(ds.chunks) if ds.chunks else None
         fill = ds.fillvalue
         self.fill_value = fill.item() if hasattr(fill, "item") else fill
-        self.unit_kind = "chunk"
         self.storage = ChunkGrid(self.shape, self.chunks) if self.chunks else None
 
     @classmethod
@@ -57,15 +55,8 @@ class H5Source:
     @property
     def ds(self):
         if self._ds is None:
-            h5py = _h5py()
-            try:
-                f = h5py.File(self.filename, "r")
-            except OSError as e:
-                raise SourceError(f"cannot open {self.filename} as HDF5: {e}") from None
-            if self.dataset not in f:
-                raise SourceError(f"no dataset {self.dataset!r} in {self.filename}")
-            obj = f[self.dataset]
-            if not isinstance(obj, h5py.Dataset):
+            obj = _open_node(self.filename, self.dataset)
+            if not isinstance(obj, _h5py().Dataset):
                 raise SourceError(f"{self.filename}:{self.dataset} is a group, not a dataset")
             self._ds = obj
         return self._ds
@@ -104,13 +95,9 @@ class H5Source:
         def mark(info):
             present[tuple(o // u for o, u in zip(info.chunk_offset, unit))] = True
 
-        if hasattr(dsid, "chunk_iter"):
-            try:
-                dsid.chunk_iter(mark)
-            except Exception:  # older HDF5 library under a newer h5py
-                for i in range(dsid.get_num_chunks()):
-                    mark(dsid.get_chunk_info(i))
-        else:
+        try:
+            dsid.chunk_iter(mark)
+        except Exception:  # an older h5py, or an older HDF5 library under a newer h5py
             for i in range(dsid.get_num_chunks()):
                 mark(dsid.get_chunk_info(i))
         return [tuple(int(i) for i in c) for c in np.argwhere(~present)]
@@ -132,18 +119,21 @@ def open_h5(filename: str, dataset: str | None):
     """An H5Source for a dataset, or a list of ``(path, H5Source)`` for a file or group."""
     if not os.path.exists(filename):
         raise SourceError(f"no such file: {filename}")
-    h5py = _h5py()
-    try:
-        f = h5py.File(filename, "r")
-    except OSError as e:
-        raise SourceError(f"cannot open {filename} as HDF5: {e}") from None
-    target = dataset or "/"
-    if target not in f:
-        raise SourceError(f"no dataset {target!r} in {filename}")
-    obj = f[target]
-    if isinstance(obj, h5py.Dataset):
+    obj = _open_node(filename, dataset or "/")
+    if isinstance(obj, _h5py().Dataset):
         return H5Source(filename, obj.name, _ds=obj)
     return group_datasets(obj)
+
+
+def _open_node(filename: str, path: str):
+    """The h5py object at ``path`` in ``filename`` (errors name both)."""
+    try:
+        f = _h5py().File(filename, "r")
+    except OSError as e:
+        raise SourceError(f"cannot open {filename} as HDF5: {e}") from None
+    if path not in f:
+        raise SourceError(f"no dataset {path!r} in {filename}")
+    return f[path]
 
 
 def group_datasets(group: Any) -> list[tuple[str, Any]]:
@@ -158,11 +148,3 @@ def group_datasets(group: Any) -> list[tuple[str, Any]]:
 
     group.visititems(visit)
     return sorted(found, key=lambda t: t[0])
-
-
-def is_h5_dataset(obj: Any) -> bool:
-    return type(obj).__module__.startswith("h5py") and type(obj).__name__ == "Dataset"
-
-
-def is_h5_group(obj: Any) -> bool:
-    return type(obj).__module__.startswith("h5py") and type(obj).__name__ in ("Group", "File")

@@ -8,26 +8,33 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..blocks import Region, check_dtype, memory_order, plan_regions
+from ..blocks import Region, check_dtype, memory_regions
 from ..errors import SourceError
+from .base import SMALL_BYTES, Source
+
+MAX_REGION_BYTES = 64 << 20
 
 
-class ArraySource:
+class ArraySource(Source):
     """An in-memory (or memory-mapped) numpy array, read in place region by region."""
 
     in_memory = True
-    # Regions of an in-memory array are views: large ones cost nothing and keep the per-region
-    # Python work (which competes with the kernels for the cores) small.
-    region_bytes = 64 << 20
 
     def __init__(self, array: np.ndarray, name: str = "", path: str | None = None):
         self.array = array
         self.name = name
         self.path = path  # a .npy file: pickles as its path and reopens where unpickled
+        self.reads_in_tasks = path is not None  # else a graph carries the blocks themselves
         self.shape = tuple(array.shape)
         self.dtype = check_dtype(array.dtype)
         self.nbytes = int(array.nbytes)
-        self.labels = None  # a function giving a position's labels (pandas rows), if any
+        # regions are views: one for a small array, else about an eighth of it (enough for
+        # every core), 4 to 64 MiB (the Python around each region then costs nothing)
+        self.region_bytes = (
+            max(self.nbytes, 1)
+            if self.nbytes < SMALL_BYTES
+            else min(MAX_REGION_BYTES, max(4 << 20, self.nbytes // 8))
+        )
 
     def __reduce__(self):
         if self.path is not None:
@@ -44,8 +51,7 @@ class ArraySource:
 
     def regions(self, budget_bytes: int) -> Iterator[Region]:
         """Regions of about ``budget_bytes`` that follow the array's memory layout."""
-        order = memory_order(self.array.strides, self.shape)
-        return plan_regions(self.shape, order, budget_bytes // max(1, self.dtype.itemsize))
+        return memory_regions(self.array, budget_bytes // max(1, self.dtype.itemsize))
 
     def read(self, region: Region) -> np.ndarray:
         view = self.array[region]

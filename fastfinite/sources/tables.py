@@ -17,6 +17,7 @@ import numpy as np
 
 from ..blocks import Region, check_dtype
 from ..errors import SourceError, UnsupportedDtypeError
+from .base import Source
 from .ndarray import ArraySource
 
 PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
@@ -30,14 +31,6 @@ class TableColumns(list):
         super().__init__(members)
         self.kind = kind
         self.rows = rows
-
-
-def is_dataframe(obj: Any) -> bool:
-    return type(obj).__module__.startswith("pandas") and type(obj).__name__ == "DataFrame"
-
-
-def is_series(obj: Any) -> bool:
-    return type(obj).__module__.startswith("pandas") and type(obj).__name__ == "Series"
 
 
 def _column_array(col) -> np.ndarray:
@@ -81,16 +74,11 @@ def series_source(s, name: str | None = None) -> ArraySource:
 
 def dataframe_columns(df) -> TableColumns:
     """``(column name, factory)`` per column, names made unique."""
-    seen: dict[str, int] = {}
+    seen: set[str] = set()
     out = []
-    for pos in range(df.shape[1]):
-        name = df.columns[pos]
-        key = str(name)
-        if key in seen:
-            seen[key] += 1
-            key = f"{key} ({pos})"
-        else:
-            seen[key] = 1
+    for pos, name in enumerate(df.columns):
+        key = str(name) if str(name) not in seen else f"{name} ({pos})"
+        seen.add(key)
         out.append((key, lambda pos=pos, name=name: series_source(df.iloc[:, pos], name)))
     return TableColumns(out, "DataFrame", df.shape[0])
 
@@ -146,18 +134,17 @@ def parquet_files(path: str) -> list[str]:
     return [path]
 
 
-class ParquetColumnSource:
+class ParquetColumnSource(Source):
     """One column of a Parquet file or dataset, read one row group at a time."""
 
-    in_memory = False
     unit_kind = "row group"
 
     def __init__(
-        self, files: list[str], column: str, units, nrows: int, dtype: np.dtype, name: str
+        self, files: list[str], column: str, groups, nrows: int, dtype: np.dtype, name: str
     ):
         self.files = files
         self.column = column
-        self.units = units  # (file index, row group, first row, rows)
+        self.groups = groups  # (file index, row group, first row, rows)
         self.shape = (nrows,)
         self.dtype = check_dtype(dtype)
         self.nbytes = nrows * self.dtype.itemsize
@@ -177,14 +164,19 @@ class ParquetColumnSource:
         return {"row": int(position[0]), "column": self.column}
 
     def regions(self, budget_bytes: int):
-        for _, _, first, rows in self.units:
+        for _, _, first, rows in self.groups:
             if rows:
                 yield (slice(first, first + rows),)
+
+    def units(self, region: Region):
+        """The row group of a region (a region is one row group)."""
+        i = next(i for i, g in enumerate(self.groups) if g[2] == region[0].start)
+        yield self.unit_kind, (i,), region
 
     def read(self, region: Region) -> np.ndarray:
         pq = _pyarrow()
         start = region[0].start
-        unit = next(u for u in self.units if u[2] == start)
+        unit = next(u for u in self.groups if u[2] == start)
         files = getattr(self._local, "files", None)
         if files is None:
             files = self._local.files = {}

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from itertools import accumulate
 from typing import Any
 
 import numpy as np
 
 from ..blocks import Region, check_dtype, plan_regions
+from .base import Source
 from .chunked import ChunkGrid
+from .dask import block_regions
 
 
-class XarraySource:
+class XarraySource(Source):
     """One ``xarray.DataArray`` (or a Dataset's data variable)."""
 
     def __init__(self, da: Any, name: str | None = None):
@@ -30,10 +31,10 @@ class XarraySource:
         self.dtype = check_dtype(da.dtype)
         self.nbytes = math.prod(self.shape) * self.dtype.itemsize
         self.in_memory = isinstance(self.variable._data, np.ndarray)
+        self.reads_in_tasks = not self.in_memory  # else a graph carries the blocks themselves
         self.dims = tuple(da.dims)
         chunks = da.chunks
-        self.dask_data = da.data if chunks else None
-        self._dask_chunks = tuple(tuple(int(c) for c in ax) for ax in chunks) if chunks else None
+        self.dask_array = da.data if chunks else None
         enc = da.encoding
         storage = enc.get("chunks") or enc.get("chunksizes") or enc.get("preferred_chunks")
         if isinstance(storage, dict):
@@ -43,11 +44,10 @@ class XarraySource:
             if storage and len(storage) == len(self.shape)
             else None
         )
-        self.unit_kind = "chunk"
 
     def regions(self, budget_bytes: int) -> Iterator[Region]:
-        if self._dask_chunks is not None:
-            return _dask_regions(self._dask_chunks)
+        if self.dask_array is not None:
+            return block_regions(self.dask_array.chunks)
         if self.storage is not None:
             return self.storage.regions(self.dtype.itemsize, budget_bytes)
         return plan_regions(
@@ -65,21 +65,6 @@ class XarraySource:
                 v = self.da.coords[dim].values[i]
                 out[dim] = v.item() if hasattr(v, "item") else v
         return out
-
-
-def _dask_regions(chunks: tuple[tuple[int, ...], ...]) -> Iterator[Region]:
-    """One region per dask block, in C order."""
-    edges = [list(accumulate(ax, initial=0)) for ax in chunks]
-    for idx in np.ndindex(*[len(ax) for ax in chunks]):
-        yield tuple(slice(e[i], e[i + 1]) for e, i in zip(edges, idx))
-
-
-def is_dataarray(obj: Any) -> bool:
-    return type(obj).__module__.startswith("xarray") and type(obj).__name__ == "DataArray"
-
-
-def is_dataset(obj: Any) -> bool:
-    return type(obj).__module__.startswith("xarray") and type(obj).__name__ == "Dataset"
 
 
 def dataset_variables(ds: Any) -> list[tuple[str, Any]]:

@@ -17,19 +17,18 @@ import numpy as np
 
 from ..blocks import Region, check_dtype
 from ..errors import SourceError
+from .base import Source, of_type
 from .chunked import ChunkGrid, key_parser
 from .zarr_files import ChunkFiles, local_folder
 
 
-class ZarrSource:
+class ZarrSource(Source):
     """One ``zarr.Array``, read region by region.
 
     Chunk files of a local, unsharded array with a plain codec chain are read and decompressed
     in the calling thread (:class:`~fastfinite.sources.zarr_files.ChunkFiles`); any other
     array through ``array[region]``, zarr decompressing on its own I/O loop and threads.
     """
-
-    in_memory = False
 
     def __init__(self, array: Any, name: str | None = None):
         self.array = array
@@ -166,17 +165,9 @@ def _split_zip(path: str) -> tuple[str | None, str]:
     return None, ""
 
 
-def is_zarr_array(obj: Any) -> bool:
-    return type(obj).__module__.startswith("zarr") and type(obj).__name__ == "Array"
-
-
-def is_zarr_group(obj: Any) -> bool:
-    return type(obj).__module__.startswith("zarr") and type(obj).__name__ == "Group"
-
-
 def group_arrays(group: Any) -> list[tuple[str, Any]]:
     """Every array below a group, recursively, as ``(path, array)`` sorted by path."""
-    out = [(p, m) for p, m in group.members(max_depth=None) if is_zarr_array(m)]
+    out = [(p, m) for p, m in group.members(max_depth=None) if of_type(m, "zarr", "Array")]
     return sorted(out, key=lambda t: t[0])
 
 

@@ -1,4 +1,5 @@
-"""The obvious NumPy twin of a scan: the test oracle, and the benchmark's NumPy baseline.
+"""The obvious NumPy version of a whole scan: the test oracle, and the benchmark's NumPy
+baseline. It shares nothing with the scan but the names of the cast targets.
 
 Whole-array temporaries everywhere: fine for tests and for measuring what fastfinite saves.
 Cast risks are judged by NumPy's own ``astype`` (bfloat16 through ``ml_dtypes`` when given).
@@ -10,21 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from .casts import parse_cast
+from ..casts import cast_dtype
+from ..options import parse_cast
 
 
 def _parts(x: np.ndarray) -> list[np.ndarray]:
     if x.dtype.kind == "c":
         return [x.real, x.imag]
     return [x]
-
-
-def _cast_dtype(target: str):
-    if target == "bfloat16":
-        import ml_dtypes
-
-        return ml_dtypes.bfloat16
-    return np.dtype(target)
 
 
 def scan(x: Any, cast=("float32",), max_locations: int = 100) -> dict[str, Any]:
@@ -43,14 +37,14 @@ def scan(x: Any, cast=("float32",), max_locations: int = 100) -> dict[str, Any]:
         for p in parts:
             if (
                 p.dtype.kind == "f"
-                and p.dtype.itemsize <= np.dtype(_cast_dtype(t)).itemsize
+                and p.dtype.itemsize <= np.dtype(cast_dtype(t)).itemsize
                 and t != "bfloat16"
             ):
                 over.append(np.zeros(p.shape, bool))
                 under.append(np.zeros(p.shape, bool))
                 continue
             with np.errstate(all="ignore"):
-                c = p.astype(_cast_dtype(t)).astype(np.float64)
+                c = p.astype(cast_dtype(t)).astype(np.float64)
             pf = p.astype(np.float64) if p.dtype.kind != "f" else p
             over.append(np.isfinite(pf) & np.isinf(c))
             under.append((pf != 0) & (c == 0))

@@ -1,0 +1,166 @@
+"""From merged summaries to the ScanReport: one array's report (counts, locations,
+statistics, per-slice columns and findings, missing and unreadable units, labels), the
+report of a group or a table from its members', and the message of a failed check. Both
+engines end here."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._format import fmt_index
+from .report import CastRisk, Finding, Location, ScanReport, SliceReport
+from .summary import ScanSpec, SliceStats, Summary, _as_index, join_slices
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a scan's reports come together (small and picklable: a Dask task uses it)."""
+
+    name: str
+    group: bool = False  # a group: the members' reports in ``arrays``, their totals on top
+    table: tuple[str, int, tuple[str, ...]] | None = None  # (kind, rows, columns) of a table
+
+
+def report_meta(source) -> dict[str, Any]:
+    """What the report needs of a source besides the summary (small, picklable)."""
+    grid = source.storage
+    return {
+        "name": source.name,
+        "unit": source.unit_kind,
+        "fill_value": source.fill_value,
+        "labels": source.labels,
+        "chunks": tuple(int(u) for u in grid.unit) if grid is not None else None,
+    }
+
+
+def build_report(
+    spec: ScanSpec, meta: dict, s: Summary, errors, missing, complete, consume: bool = False
+) -> ScanReport:
+    """The ScanReport of one array from its merged summary, with findings for the units the
+    store does not hold (``missing``: grid coordinates) and those that could not be read
+    (``errors``). With ``consume`` the summary is spent: the per-slice columns are written
+    over its slice statistics."""
+    cap = spec.max_locations
+    fill = "" if meta["fill_value"] is None else f" {meta['fill_value']!r}"
+    findings = [
+        Finding(
+            "missing_chunk",
+            coords,
+            f"{meta['unit']} {fmt_index(coords)} is not in the store: never written (or "
+            f"written as all fill_value); it reads as the fill value{fill}",
+        )
+        for coords in (missing or [])[:cap]
+    ]
+    findings += [Finding("unreadable_chunk", e.chunk, str(e)) for e in errors]
+    labels = meta["labels"]
+    locs = []
+    for k, kind in enumerate(spec.kinds):
+        for flat, val in zip(s.loc_index[k], s.loc_value[k]) if kind else ():
+            index = tuple(int(i) for i in np.unravel_index(int(flat), spec.shape))
+            loc = Location(kind, index, float(val), labels(index) if labels else None)
+            locs.append((int(flat), k, loc))
+    locs.sort(key=lambda t: (t[0], t[1]))
+    n = int(s.n)
+    report = ScanReport(
+        name=meta["name"],
+        shape=tuple(int(d) for d in spec.shape),
+        dtype=str(spec.dtype),
+        nan=int(s.counts[0]),
+        posinf=int(s.counts[1]),
+        neginf=int(s.counts[2]),
+        cast={
+            t: CastRisk(int(s.counts[3 + 2 * i]), int(s.counts[4 + 2 * i]))
+            for i, t in enumerate(spec.cast)
+        },
+        locations=[t[2] for t in locs],
+        count=n,
+        min=float(s.min) if n else math.nan,
+        max=float(s.max) if n else math.nan,
+        mean=float(s.mean) if n else math.nan,
+        std=math.sqrt(s.m2 / n) if n else math.nan,
+        sum=float(s.total),
+        elements=int(s.elements),
+        max_locations=cap,
+        findings=findings,
+        missing_chunks=len(missing or []),
+        complete=complete,
+        by=spec.by,
+        slices=None
+        if spec.by is None
+        else slice_report(spec, s.slices and join_slices(s.slices), consume),
+        chunks=meta["chunks"],
+        regions=sorted(s.flagged),
+        z_threshold=spec.z_threshold,
+    )
+    if spec.by is not None:
+        from .anomalies import overflow_dtypes, rounding_eps, slice_findings
+
+        report.findings += slice_findings(
+            report.slices,
+            overflow_dtypes(spec.dtype, spec.cast),
+            spec.z_threshold,
+            rounding_eps(spec.dtype),
+        )
+    return report
+
+
+def slice_report(spec: ScanSpec, stats: SliceStats | None, consume: bool = False) -> SliceReport:
+    """The report's per-slice columns from merged ``SliceStats``; with ``consume``, written
+    over ``stats``'s own arrays where they fit (``stats`` is then spent: 1e5 slices' fresh
+    columns cost more than the kernel that fills them)."""
+    from .kernels import slice_columns
+
+    shape = spec.by_shape
+    size = math.prod(shape)
+    if stats is not None and len(stats.idx) == size and (size == 0 or stats.idx[-1] == size - 1):
+        full = stats  # dense and sorted: every slice, in order
+    else:
+        full = SliceStats.empty(np.arange(size, dtype=np.int64))
+        if stats is not None and len(stats.idx):
+            i = _as_index(stats.idx)
+            for f in SliceStats.FIELDS:
+                getattr(full, f)[i] = getattr(stats, f)
+    if consume or full is not stats:  # each slice's inputs are read before its outputs
+        mean, std, mn, mx, z = full.mean, full.m2, full.min, full.max, np.empty(size)
+    else:
+        mean, std, mn, mx, z = (np.empty(size) for _ in range(5))
+    slice_columns(full.n, full.mean, full.m2, full.min, full.max, mean, std, mn, mx, z)
+    cols = (full.nan, full.posinf, full.neginf, full.n, mean, std, mn, mx, z)
+    return SliceReport(spec.by, *(np.asarray(c).reshape(shape) for c in cols))
+
+
+def finish(
+    layout: Layout, reports: dict, skipped: dict[str, str], complete: bool = True
+) -> ScanReport:
+    """The scan's report from its members' (``reports`` by path): the one report of a single
+    array, else the group's totals over its members, laid out as a table for a DataFrame or
+    Parquet file (shape rows x columns, locations as (row, column) with labels)."""
+    if not layout.group:
+        (report,) = reports.values()
+        return report
+    total = ScanReport.total(layout.name, reports, skipped)
+    total.complete = total.complete and complete
+    if layout.table is not None:
+        from .sources.tables import table_locations
+
+        kind, rows, columns = layout.table
+        total.shape, total.dtype = (rows, len(columns)), kind
+        total.locations = table_locations(total, list(columns), total.max_locations)
+    return total
+
+
+def failure_message(report: ScanReport) -> str:
+    """``"x.npy: nan 2 at (2, 1), (4, 0); overflow:float32 1 at (0,)"``."""
+    parts = []
+    counts = report.counts()
+    for kind, idx in report.first_locations().items():
+        more = "..." if counts.get(kind, 0) > len(idx) else ""
+        parts.append(f"{kind} {counts[kind]} at " + ", ".join(fmt_index(i) for i in idx) + more)
+    for f in report.findings:
+        parts.append(f"{f.kind} {fmt_index(f.where)}")
+    name = report.name or f"{report.dtype} array {report.shape}"
+    return f"{name}: " + "; ".join(parts)

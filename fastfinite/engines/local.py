@@ -1,0 +1,159 @@
+"""The local engine: a plan's regions on a bounded thread pool in this process.
+
+Reads and kernels overlap (both release the GIL); at most ``2 * workers`` regions are in
+flight, so memory stays O(workers x region). Summaries are folded as they arrive, in region
+order, by a streaming pairwise merge (O(log n) partial summaries held). An array in RAM has
+nothing to read: runs of its regions are scanned one after the other, each in parts on every
+core (``summarize_parts``), so the Python between regions does not compete with the kernels.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from ..blocks import Block
+from ..build import build_report, finish, report_meta
+from ..plan import Member, ScanPlan
+from ..report import ScanReport
+from ..sources.base import SMALL_BYTES
+from ..summarize import scan_region_or_units, scanned_in_parts, summarize_parts
+from ..summary import Summary, merge
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+RUN_BYTES = 1 << 30  # regions of an array in RAM scanned together in parts
+
+
+def run(plan: ScanPlan) -> ScanReport:
+    """Scan every member of a plan, in turn, and build the report."""
+    reports: dict = {}
+    stopped = False
+    for member in plan.members():
+        report = reports[member.path] = scan_member(member, plan)
+        if plan.options.fail_fast and (report.nonfinite > 0 or not report.complete):
+            stopped = True
+            why = "not scanned: fail_fast stopped at an earlier array"
+            rest = [p for p, _ in plan.entries if p not in reports and p not in plan.skipped]
+            plan.skipped.update(dict.fromkeys(rest, why))
+            break
+    return finish(plan.layout, reports, plan.skipped, not stopped)
+
+
+def default_workers() -> int:
+    """Cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def bounded_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
+    """``map(fn, items)`` in order, on ``workers`` threads, at most ``2 * workers`` in flight."""
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fastfinite") as pool:
+        pending: deque = deque()
+        try:
+            for item in items:
+                pending.append(pool.submit(fn, item))
+                if len(pending) >= 2 * workers:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for f in pending:
+                f.cancel()
+
+
+class PairwiseMerger:
+    """Fold summaries as they come, merging equal-sized partial results like a binary counter:
+    the tree of ``summary.merge_all`` (and of the Dask engine's reduction), so both engines
+    merge in the same order and give the same bits."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self._stack: list[tuple[int, Summary]] = []
+
+    def add(self, s: Summary) -> None:
+        level = 0
+        while self._stack and self._stack[-1][0] == level:
+            _, top = self._stack.pop()
+            s = merge(top, s, self.cap)
+            level += 1
+        self._stack.append((level, s))
+
+    def result(self) -> Summary:
+        out = Summary()
+        for _, s in reversed(self._stack):
+            out = merge(s, out, self.cap)
+        return out
+
+
+def scan_member(member: Member, plan: ScanPlan) -> ScanReport:
+    """Scan one member's regions, merge the summaries and build its report."""
+    opts, source, spec = plan.options, member.source, member.spec
+    listing = None
+    if source.storage is not None:  # list the store's units while the scan runs
+        pool = ThreadPoolExecutor(1, thread_name_prefix="fastfinite-listing")
+        listing = pool.submit(source.missing_units)
+        pool.shutdown(wait=False)
+    workers = opts.workers
+    if workers is None:
+        small = source.in_memory and source.nbytes < SMALL_BYTES
+        workers = 1 if small else default_workers()
+    ram = source.ram_array
+    if workers > 1 and ram is not None and scanned_in_parts(ram, spec.by):
+        block = Block(ram, (0,) * ram.ndim)  # in place: contiguous in memory order
+        regions = list(member.regions())
+        k = RUN_BYTES // (_size(regions[0]) * ram.itemsize) if regions else 1
+        k = 1 << max(0, k.bit_length() - 1)  # runs of 2**j regions: subtrees of the merge tree
+        batches = (regions[i : i + k] for i in range(0, len(regions), k))
+        results: Iterator = ((b, summarize_parts(block, b, spec, workers), []) for b in batches)
+    else:
+        results = bounded_map(
+            lambda r: ([r], *scan_region_or_units(source, r, spec, opts.on_error)),
+            member.regions(),
+            workers,
+        )
+    bar = _progress_bar(source, opts.progress)
+    failed: list = []
+    merger = PairwiseMerger(spec.max_locations)
+    done = 0
+    try:
+        for regions, summary, errors in results:
+            failed.extend(errors)
+            merger.add(summary)
+            nbytes = sum(_size(r) for r in regions) * source.dtype.itemsize
+            done += nbytes
+            if bar is not None:
+                bar.update(nbytes)
+            if opts.fail_fast and summary.counts[:3].sum():
+                break
+    finally:
+        results.close()
+        if bar is not None:
+            bar.close()
+    missing = listing.result() if listing is not None else None
+    complete = done >= source.nbytes
+    meta = report_meta(source)
+    return build_report(spec, meta, merger.result(), failed, missing, complete, True)
+
+
+def _size(region) -> int:
+    return math.prod(s.stop - s.start for s in region)
+
+
+def _progress_bar(source, progress: bool):
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    bar = dict(unit="B", unit_scale=True, unit_divisor=1024, dynamic_ncols=True, leave=False)
+    return tqdm(total=source.nbytes, desc=source.name or "scan", **bar)

@@ -1,0 +1,143 @@
+"""Every public argument's validator. A ``parse_*`` returns the value in the form the code
+uses, or raises ``InvalidArgumentError`` showing the bad value; ``scan``, ``localize``,
+``guard``, ``merge_reports`` and the command line all call these."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .casts import TARGETS
+from .errors import InvalidArgumentError
+
+DEFAULT_SPLIT_EVERY = 8
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def parse_int(name: str, v: Any, minimum: int = 0, *, optional: bool = False) -> int | None:
+    """An int ``>= minimum`` (None passes when ``optional``)."""
+    if v is None and optional:
+        return None
+    if not _is_int(v) or v < minimum:
+        raise InvalidArgumentError(f"{name} must be an int >= {minimum}, got {v!r}")
+    return int(v)
+
+
+def parse_choice(name: str, v: Any, choices: Sequence[str]) -> str:
+    if not isinstance(v, str) or v not in choices:
+        raise InvalidArgumentError(
+            f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {v!r}"
+        )
+    return v
+
+
+def parse_float(name: str, v: Any, *, strict: bool) -> float:
+    """A number > 0 (``strict``) or >= 0."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        f = float("nan")
+    if isinstance(v, bool) or not (f > 0 if strict else f >= 0):
+        raise InvalidArgumentError(
+            f"{name} must be a number {'>' if strict else '>='} 0, got {v!r}"
+        )
+    return f
+
+
+def parse_cast(cast: Any) -> tuple[str, ...]:
+    """Cast target names, duplicates removed: a name (``"float16"``), a dtype
+    (``np.float16``), a sequence of them, or None for none."""
+    if cast is None:
+        return ()
+    if isinstance(cast, str) or not isinstance(cast, Iterable):
+        cast = (cast,)
+    names: list[str] = []
+    for c in cast:
+        name = c if isinstance(c, str) and c in TARGETS else _dtype_name(c)
+        if name not in TARGETS:
+            raise InvalidArgumentError(
+                f"cast target {c!r} is not supported; choose from {sorted(TARGETS)}"
+            )
+        if name not in names:
+            names.append(name)
+    return tuple(names)
+
+
+def _dtype_name(c: object) -> str:
+    try:
+        return np.dtype(c).name  # np.float32, "f4", ...
+    except TypeError:
+        return str(c)
+
+
+def parse_by(by: Any, name: str = "by") -> tuple[int, ...] | None:
+    """Axes as a tuple of ints (not yet checked against the array: ``resolve_by``)."""
+    if by is None:
+        return None
+    try:
+        axes = (by,) if _is_int(by) else tuple(by)
+    except TypeError:
+        axes = ()
+    if not axes or not all(_is_int(a) for a in axes):
+        raise InvalidArgumentError(f"{name} must be an int or a tuple of ints, got {by!r}")
+    return tuple(int(a) for a in axes)
+
+
+def resolve_by(by: tuple[int, ...] | None, ndim: int, name: str) -> tuple[int, ...] | None:
+    """``by`` for an array of ``ndim`` dimensions: negative axes resolved, sorted."""
+    if by is None:
+        return None
+    out: list[int] = []
+    for a in by:
+        if not -ndim <= a < ndim:
+            raise InvalidArgumentError(
+                f"by={by!r}: axis {a} is out of range for {name or 'the array'}, which has "
+                f"{ndim} dimension{'s' if ndim != 1 else ''}"
+            )
+        if a % ndim in out:
+            raise InvalidArgumentError(f"by={by!r} names axis {a % ndim} twice")
+        out.append(a % ndim)
+    return tuple(sorted(out))
+
+
+@dataclass(frozen=True)
+class ScanOptions:
+    """The validated options of one scan (see :func:`fastfinite.scan` for each)."""
+
+    cast: tuple[str, ...] = ("float32",)
+    max_locations: int = 100
+    workers: int | None = None
+    progress: bool = False
+    fail_fast: bool = False
+    on_error: str = "raise"
+    region_bytes: int | None = None
+    split_every: int = DEFAULT_SPLIT_EVERY
+    by: tuple[int, ...] | None = None
+    z_threshold: float = 10.0
+    eps: float = 1e-8
+
+
+def scan_options(**raw: Any) -> ScanOptions:
+    """Validate the options of a scan (``scan``'s arguments, by name)."""
+    parse = {
+        "cast": parse_cast,
+        "max_locations": lambda v: parse_int("max_locations", v, 0),
+        "workers": lambda v: parse_int("workers", v, 1, optional=True),
+        "progress": bool,
+        "fail_fast": bool,
+        "on_error": lambda v: parse_choice("on_error", v, ("raise", "report")),
+        "region_bytes": lambda v: parse_int("region_bytes", v, 1, optional=True),
+        "split_every": lambda v: parse_int(
+            "split_every", DEFAULT_SPLIT_EVERY if v is None else v, 2
+        ),
+        "by": parse_by,
+        "z_threshold": lambda v: parse_float("z_threshold", v, strict=True),
+        "eps": lambda v: parse_float("eps", v, strict=False),
+    }
+    return ScanOptions(**{k: parse[k](v) for k, v in raw.items()})

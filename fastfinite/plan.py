@@ -1,0 +1,92 @@
+"""The plan of a scan, made once from the opened input and the validated options: the
+members (one array, or a group's arrays opened one by one), each with its source, spec and
+regions, and how their reports come together (``build.Layout``). Both engines run a plan and
+take nothing else from above them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .build import Layout
+from .errors import UnsupportedDtypeError
+from .options import ScanOptions, resolve_by
+from .sources.base import Source
+from .sources.open import Target, group_name, open_source
+from .summary import TWIN_MAX, ScanSpec
+
+TWIN_ENV = "FASTFINITE_NUMPY_TWIN_MAX"  # blocks up to this many values use the NumPy twin
+
+
+@dataclass
+class Member:
+    """One array of a plan: its source, what to look for, and its regions."""
+
+    path: str | None  # its path in the group; None for a single array
+    source: Source
+    spec: ScanSpec
+    region_bytes: int
+
+    def regions(self) -> Iterator:
+        """The regions both engines scan (their boxes are what ``report.regions`` flags)."""
+        return self.source.regions(self.region_bytes)
+
+
+@dataclass
+class ScanPlan:
+    """What a scan will do. ``members()`` opens the arrays (a group's one at a time, so a
+    table's columns are not all converted at once) and records the ones that cannot be
+    scanned in ``skipped``."""
+
+    layout: Layout
+    target: Target  # the opened input: what ``localize`` reads again
+    options: ScanOptions
+    entries: list[tuple[str | None, Any]]  # (path, factory of its source)
+    twin_max: int = TWIN_MAX
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def lazy(self) -> bool:
+        """The input is a dask array: it is scanned as a graph."""
+        return isinstance(self.target, Source) and self.target.dask_array is not None
+
+    def members(self) -> Iterator[Member]:
+        opts = self.options
+        for path, factory in self.entries:
+            try:
+                source = factory()
+            except UnsupportedDtypeError as e:
+                if path is None:
+                    raise
+                self.skipped[path] = str(e)
+                continue
+            spec = ScanSpec(
+                source.shape,
+                source.dtype,
+                opts.cast,
+                opts.max_locations,
+                resolve_by(opts.by, len(source.shape), source.name),
+                opts.z_threshold,
+                self.twin_max,
+            )
+            yield Member(path, source, spec, opts.region_bytes or source.region_bytes)
+
+
+def make_plan(data: Any, options: ScanOptions) -> ScanPlan:
+    """Open ``data`` and plan its scan with ``options`` (already validated)."""
+    from .sources.tables import TableColumns
+
+    target = open_source(data)
+    if isinstance(target, list):
+        table = None
+        if isinstance(target, TableColumns):
+            table = (target.kind, int(target.rows), tuple(p for p, _ in target))
+        layout = Layout(group_name(data), True, table)
+        entries = list(target)
+    else:
+        layout = Layout(target.name)
+        entries = [(None, lambda: target)]
+    twin = int(os.environ.get(TWIN_ENV, TWIN_MAX))
+    return ScanPlan(layout, target, options, entries, twin)

@@ -1,0 +1,153 @@
+"""The NumPy twin of each Numba kernel: the same signature and outputs (statistics equal to
+rounding), written the obvious way. A twin runs where numba would cost more than it saves
+(small blocks: ``scan_rows``, one slice: ``finish_slices``), and ``TWINS`` lists every kernel
+beside its twin for the test that compares them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..kinds import N_TARGET_SLOTS
+from ..stats import chan
+
+BIG = float(np.finfo(np.float64).max)
+
+
+def kind_masks(x: np.ndarray, thr: np.ndarray) -> list[np.ndarray]:
+    """Masks of the counter slots over ``x``: NaN, +inf, -inf, then per cast target a
+    finite ``|x| >= over`` (overflow) and ``0 < |x| <= under`` (underflow), thresholds
+    ``thr`` as in the kernels: the NumPy form of their predicates."""
+    with np.errstate(invalid="ignore"):
+        a = np.abs(x)
+        fin = np.isfinite(x)
+        out = [np.isnan(x), x == np.inf, x == -np.inf]
+        for slot in range(N_TARGET_SLOTS):
+            out += [(a >= thr[2 * slot]) & fin, (a <= thr[2 * slot + 1]) & (a > 0)]
+    return out
+
+
+def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs) -> None:
+    """``kernels.scan_rows``: counts, per-row ``[shift, s1, s2, min, max]`` over the finite
+    values (shifted by the row's first finite value), per-row NaN/+inf/-inf counts, and the
+    first positions (flat in ``x``) up to the cap. ``xi`` is not used."""
+    rows, n = x.shape
+    cap = locs.shape[1]
+    for r in range(rows):
+        row = x[r]
+        masks = kind_masks(row, thr)
+        for k, m in enumerate(masks):
+            c = int(np.count_nonzero(m))
+            counts[k] += c
+            if k < 3:
+                rcounts[k, r] += c
+            take = min(c, cap - int(nlocs[k]))
+            if take > 0:
+                pos = np.flatnonzero(m)[:take]
+                locs[k, nlocs[k] : nlocs[k] + take] = pos + r * n
+                vals[k, nlocs[k] : nlocs[k] + take] = row[pos]
+                nlocs[k] += take
+        y = row[np.isfinite(row)]
+        if y.size:
+            with np.errstate(over="ignore", invalid="ignore"):
+                d = y.astype(np.float64) - np.float64(y[0])
+                rstats[:, r] = (y[0], d.sum(), (d * d).sum(), y.min(), y.max())
+        else:
+            rstats[:, r] = (0.0, 0.0, 0.0, math.inf, -math.inf)
+
+
+def scan_cols(x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs) -> None:
+    """``kernels.scan_cols``: ``scan_rows``'s outputs per column, positions in C order (the
+    kernel takes tiles of columns in turn: past one tile, other positions of the kinds)."""
+    none = np.zeros((len(counts), 0), np.int64), np.zeros((len(counts), 0))
+    scan_rows(np.ascontiguousarray(x.T), xi, thr, counts * 0, cstats, ccounts, *none, nlocs * 0)
+    one = np.empty((5, 1)), np.zeros((3, 1), np.int64)
+    scan_rows(x.reshape(1, -1), xi, thr, counts, *one, locs, vals, nlocs)
+
+
+def quick_check(x, xi, thr) -> bool:
+    """``kernels.quick_check``: no non-finite value and no cast risk in 1-D ``x``."""
+    return not any(m.any() for m in kind_masks(x, thr))
+
+
+def finish_slices(length, sstats, scounts, n, mean, m2):
+    """``kernels.finish_slices``: per slice count, mean and M2 of the finite values from the
+    shifted sums, and over all of them ``(count, mean, M2, min, max, sum)``."""
+    c = length - scounts.sum(axis=0)
+    with np.errstate(all="ignore"):
+        s1, cs = sstats[1], np.maximum(c, 1)
+        v = sstats[2] - s1 * (s1 / cs)
+        n[:] = c
+        mean[:] = np.where(c > 0, sstats[0] + s1 / cs, 0.0)
+        m2[:] = np.where(c > 0, np.where(np.isnan(v), np.inf, np.maximum(v, 0.0)), 0.0)
+        tn = int(n.sum())
+        tsum = float((n * mean).sum())
+        if tn == 0:
+            return 0, 0.0, 0.0, math.inf, -math.inf, tsum
+        tmean = tsum / tn
+        if not math.isfinite(tmean):  # n * mean overflowed: average the means instead
+            tmean = float(((n / tn) * mean).sum())
+        tm2 = float((m2 + n * (mean - tmean) ** 2).sum())
+    tm2 = math.inf if math.isnan(tm2) else tm2
+    return tn, tmean, tm2, float(sstats[3].min()), float(sstats[4].max()), tsum
+
+
+def fold_slices(idx, n, mean, m2, mn, mx, nan, pos, neg, *dense) -> None:
+    """``kernels.fold_slices``: slice statistics merged into dense per-slice arrays in place
+    (Chan's formula; ``idx`` holds each slice once)."""
+    dn, dmean, dm2, dmn, dmx, dnan, dpos, dneg = dense
+    dn[idx], dmean[idx], dm2[idx] = chan(dn[idx], dmean[idx], dm2[idx], n, mean, m2)
+    dmn[idx] = np.minimum(dmn[idx], mn)
+    dmx[idx] = np.maximum(dmx[idx], mx)
+    for d, v in ((dnan, nan), (dpos, pos), (dneg, neg)):
+        d[idx] += v
+
+
+def max_abs_z(mean, std, mn, mx) -> np.ndarray:
+    """The largest |z| of each slice, ``max((max - mean) / std, (mean - min) / std)``: 0 where
+    std is 0 or the quotient NaN, infinities clipped to the float64 maximum."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        z = np.maximum((mx - mean) / std, (mean - mn) / std)
+    return np.clip(np.where((std > 0) & ~np.isnan(z), z, 0.0), -BIG, BIG)
+
+
+def slice_columns(n, mean, m2, mn, mx, out_mean, out_std, out_min, out_max, out_z) -> None:
+    """``kernels.slice_columns``: a report's per-slice columns (population std, largest
+    |z|, NaN for the statistics of slices without a finite value)."""
+    has = n > 0
+    with np.errstate(invalid="ignore"):
+        std = np.sqrt(m2 / np.maximum(n, 1))
+    z = np.where(has, max_abs_z(mean, std, mn, mx), 0.0)
+    cols = [np.where(has, c, np.nan) for c in (mean, std, mn, mx)]
+    for out, c in zip((out_mean, out_std, out_min, out_max, out_z), (*cols, z)):
+        out[:] = c
+
+
+def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresholds, flags):
+    """``kernels.slice_flags``: bit ``j`` set for the ``j``-th kind of
+    ``anomalies.slice_kinds`` (its docstring gives the conditions)."""
+    has = count > 0
+    with np.errstate(all="ignore"):
+        var = std * std
+        bound = count * eps * var + (count * mean * eps) ** 2
+        bits = [
+            nan + pos + neg > 0,
+            has & (var == 0),
+            has & (var > 0) & (var < np.inf) & (var <= bound),
+        ]
+        for t in thresholds:
+            bits += [has & (np.abs(mean * count) >= t), has & (var * count >= t)]
+        bits.append(has & (count > 1) & (max_z > z_threshold))
+    flags[:] = sum(b.astype(np.int64) << j for j, b in enumerate(bits))
+
+
+TWINS = {
+    "scan_rows": scan_rows,
+    "scan_cols": scan_cols,
+    "quick_check": quick_check,
+    "finish_slices": finish_slices,
+    "fold_slices": fold_slices,
+    "slice_columns": slice_columns,
+    "slice_flags": slice_flags,
+}

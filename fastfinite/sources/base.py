@@ -1,0 +1,70 @@
+"""The Source protocol: what every input adapter provides. The required members are abstract;
+the optional ones have their defaults here, so the engines ask a source and never probe it."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from ..blocks import Region
+
+REGION_BYTES = 4 << 20  # regions of a store, in whole storage units, when the scan sets none
+SMALL_BYTES = 32 << 20  # an array in this process smaller than this is one region, one thread
+
+
+def of_type(obj: Any, module: str, *names: str) -> bool:
+    """Whether ``obj`` is of a class named one of ``names`` from package ``module``, without
+    importing that package."""
+    return type(obj).__module__.startswith(module) and type(obj).__name__ in names
+
+
+class Source(ABC):
+    """One array to scan.
+
+    Required: ``name`` (str), ``shape`` (tuple of int), ``dtype`` (checked with
+    ``blocks.check_dtype``), ``nbytes`` (int), ``regions(budget_bytes)`` (boxes of about that
+    many bytes covering the array, in the order they are best read) and ``read(region)``
+    (the region's values as an ndarray).
+
+    Optional, with the defaults below: what the engines and the report use when a source
+    has it.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    nbytes: int
+    region_bytes: int = REGION_BYTES  # the region size when the scan gives none
+    in_memory: bool = False  # the values are in this process (RAM or a memory map)
+    ram_array: np.ndarray | None = None  # the array, when in RAM and scannable in parts
+    reads_in_tasks: bool = True  # a Dask task can open and read it where it runs
+    dask_array: Any = None  # the values as a dask array: a graph takes its blocks
+    unit_kind: str = "chunk"  # what ``units`` and ``missing_units`` name
+    fill_value: Any = None  # what a unit that was never written reads as
+    storage: Any = None  # the storage grid (``chunked.ChunkGrid``): the report's chunks
+    labels: Callable[[tuple[int, ...]], dict[str, Any]] | None = None  # a position's labels
+
+    @abstractmethod
+    def regions(self, budget_bytes: int) -> Iterator[Region]:
+        """Regions of about ``budget_bytes`` covering the array once."""
+
+    @abstractmethod
+    def read(self, region: Region) -> np.ndarray:
+        """The values of one region."""
+
+    def release(self, region: Region) -> None:
+        """Called after a region is scanned (a memory map unmaps its pages)."""
+        return None
+
+    def units(self, region: Region) -> Iterator[tuple[str, tuple[int, ...], Region]] | None:
+        """``(kind, grid coordinates, region)`` of each storage unit of a region, read one by
+        one to name the unit that cannot be read; None when the source has no units."""
+        return None
+
+    def missing_units(self) -> list[tuple[int, ...]] | None:
+        """Grid coordinates of the units the store does not hold (C order); None when the
+        source cannot tell."""
+        return None

@@ -1,0 +1,101 @@
+"""Any input to a source: ``open_source`` picks the adapter by type, or by path and its
+contents, and ``group_name`` names the inputs that open as groups."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from ..errors import SourceError
+from .base import Source, of_type
+
+Target = Any  # a Source, or [(path, factory), ...] for a group (``tables.TableColumns``)
+
+
+def open_source(data: Any) -> Target:
+    """A source for ``data``, or ``[(path, factory), ...]`` for a group of arrays.
+
+    Accepts numpy arrays and memmaps, dask arrays, ``.npy`` paths, Zarr arrays and groups and
+    paths or URLs to them, h5py datasets and groups and ``"file.h5:/dataset"`` paths, xarray
+    DataArrays and Datasets, pandas DataFrames and Series, and Parquet files and datasets.
+    """
+    from . import dask, hdf5, tables, xarray, zarr
+    from .ndarray import ArraySource
+
+    if isinstance(data, Source):
+        return data
+    if isinstance(data, (str, os.PathLike)):
+        return _open_path(os.fspath(data))
+    if isinstance(data, np.ndarray):
+        return ArraySource(data, name=getattr(data, "filename", None) or "")
+    if of_type(data, "dask", "Array"):
+        return dask.DaskArraySource(data)
+    if of_type(data, "zarr", "Array"):
+        return zarr.ZarrSource(data)
+    if of_type(data, "zarr", "Group"):
+        return zarr.group_members(data, zarr.array_name(data))
+    if of_type(data, "h5py", "Dataset"):
+        return hdf5.H5Source.from_dataset(data)
+    if of_type(data, "h5py", "Group", "File"):
+        return hdf5.group_datasets(data)
+    if of_type(data, "xarray", "DataArray"):
+        return xarray.XarraySource(data)
+    if of_type(data, "xarray", "Dataset"):
+        return xarray.dataset_variables(data)
+    if of_type(data, "pandas", "DataFrame"):
+        return tables.dataframe_columns(data)
+    if of_type(data, "pandas", "Series"):
+        return tables.series_source(data)
+    if isinstance(data, (list, tuple, int, float, complex, bool, np.generic)) or hasattr(
+        data, "__array__"
+    ):
+        return ArraySource(np.asarray(data))
+    raise SourceError(
+        f"do not know how to scan an object of type {type(data).__module__}."
+        f"{type(data).__qualname__}"
+    )
+
+
+def _open_path(path: str) -> Target:
+    from . import hdf5, tables, zarr
+    from .ndarray import open_npy
+
+    if "://" not in path:
+        if path.endswith(".npy"):
+            return open_npy(path)
+        if path.lower().endswith(tables.PARQUET_SUFFIXES) or (
+            os.path.isdir(path) and not _looks_like_zarr(path) and _has_parquet(path)
+        ):
+            return tables.open_parquet(path)
+        h5 = hdf5.split_h5_path(path)
+        if h5 is not None:
+            return hdf5.open_h5(*h5)
+    node = zarr.open_zarr(path)
+    if of_type(node, "zarr", "Group"):
+        return zarr.group_members(node, path.rstrip("/"))
+    return zarr.ZarrSource(node, name=path)
+
+
+def _looks_like_zarr(path: str) -> bool:
+    return any(os.path.exists(os.path.join(path, m)) for m in ("zarr.json", ".zgroup", ".zarray"))
+
+
+def _has_parquet(path: str) -> bool:
+    from .tables import PARQUET_SUFFIXES
+
+    return any(f.lower().endswith(PARQUET_SUFFIXES) for _, _, fs in os.walk(path) for f in fs)
+
+
+def group_name(data: Any) -> str:
+    """The name of an input that opens as a group (its path, store or file name)."""
+    if isinstance(data, (str, os.PathLike)):
+        return os.fspath(data)
+    if of_type(data, "pandas", "DataFrame"):  # a column may be named "name"
+        return "DataFrame"
+    for attr in ("store_path", "filename", "name"):  # zarr, h5py, other
+        v = getattr(data, attr, None)
+        if (isinstance(v, str) or type(v).__name__ == "StorePath") and str(v):
+            return str(v)
+    return type(data).__name__

@@ -1,0 +1,148 @@
+"""One region to a ``Summary``, the leaf of both engines: its values read from the source
+(unit by unit when the region cannot be read, so the error names the unit) and scanned by a
+kernel, its NumPy twin for small blocks, or, for a run of regions of an array in RAM, in
+parts on several cores (``parts``)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import kinds
+from .blocks import Block, Region, memory_view
+from .errors import ChunkReadError
+from .summary import ScanSpec, SliceStats, Summary, _first, merge_all
+
+
+def scan_region(source, region: Region, spec: ScanSpec) -> Summary:
+    """Read one region of a source and scan it."""
+    summary = summarize(source.read(region), tuple(s.start for s in region), spec)
+    source.release(region)
+    return summary
+
+
+def scan_region_or_units(source, region: Region, spec: ScanSpec, on_error: str):
+    """``(summary, errors)`` of a region. When it cannot be read, each storage unit is read
+    on its own: an unreadable one raises ``ChunkReadError`` naming it or, with
+    ``on_error="report"``, is returned in ``errors`` beside the summary of the others."""
+    try:
+        return scan_region(source, region, spec), []
+    except Exception as e:
+        units = source.units(region)
+        if units is None:
+            raise
+        first_error = e
+    parts, errors = [], []
+    for kind, coords, unit in units:
+        try:
+            parts.append(scan_region(source, unit, spec))
+        except Exception as e:
+            err = ChunkReadError(source.name, coords, f"{type(e).__name__}: {e}", kind)
+            if on_error != "report":
+                raise err from e
+            errors.append(err)
+    if not errors:  # the region failed but each unit reads: not a unit's fault
+        raise first_error
+    return merge_all(parts, spec.max_locations), errors
+
+
+def summarize(data: np.ndarray, start: tuple[int, ...], spec: ScanSpec) -> Summary:
+    """Scan one region's values (any layout and dtype) whose first element is at ``start``."""
+    data = np.asarray(data)
+    by = spec.by
+    if by is None:
+        block = Block(data, start)
+        if block.x.size <= spec.twin_max:  # no numba start-up for small data
+            from .slow.twins import scan_rows as kernel
+        else:
+            from .kernels import scan_rows as kernel
+        return _scan(block, 0, block.x.reshape(1, -1), kernel, spec, True, block.in_c_order)
+    from . import kernels
+
+    other = tuple(ax for ax in range(data.ndim) if ax not in by)
+    use_cols = data.dtype.kind != "c" and data.transpose(other + by).flags.c_contiguous
+    block = Block(data, start, order=other + by if use_cols else by + other)
+    nb = math.prod(data.shape[a] for a in by)
+    if use_cols:  # the kernel takes tiles of columns in turn: positions in C order per tile
+        ordered = block.in_c_order and nb <= kernels.COL_TILE
+        return _scan(block, 0, block.x.reshape(-1, nb), kernels.scan_cols, spec, False, ordered)
+    x2 = block.x.reshape(nb, -1)
+    return _scan(block, 0, x2, kernels.scan_rows, spec, True, block.in_c_order)
+
+
+def summarize_parts(block: Block, boxes: list[Region], spec: ScanSpec, threads: int) -> Summary:
+    """Scan a run of consecutive regions ``boxes`` of ``block`` (a whole array in RAM,
+    contiguous in memory order) as one row, in parts on ``threads`` cores; each region
+    holding findings is flagged on its own."""
+    from .parts import PartedScan
+
+    parts = PartedScan(block, boxes, threads, spec.twin_max)
+    lo, hi = int(parts.bounds[0]), int(parts.bounds[-1])
+    x2 = block.x[lo:hi].reshape(1, -1)
+    s = _scan(block, lo, x2, parts.scan, spec, True, block.in_c_order, moments=False)
+    # statistics merged as the regions' own would be: the same tree, the same bits
+    t = merge_all(parts.summaries(), 0)
+    s.n, s.mean, s.m2, s.min, s.max, s.total = t.n, t.mean, t.m2, t.min, t.max, t.total
+    s.flagged = parts.flagged()
+    return s
+
+
+def _scan(
+    block: Block, lo: int, x2, kernel, spec: ScanSpec, rows_are_slices: bool, ordered, moments=True
+):
+    """Run ``kernel`` over ``x2`` (values of the block from ``lo``, as rows) and make the
+    Summary; ``ordered``: the kernel records positions in the global C order. Without
+    ``moments`` the kernel takes no statistics' arguments and the Summary gets none."""
+    cap, start = spec.max_locations, block.start
+    x = x2.reshape(-1)
+    thr = spec.thresholds.astype(x.dtype, copy=False)
+    nsl = x2.shape[0] if rows_are_slices else x2.shape[1]
+    counts = np.zeros(kinds.N_KINDS, np.int64)
+    sstats = np.empty((5, nsl), np.float64)
+    scounts = np.zeros((3, nsl), np.int64)
+    # complex parts: both parts of one element may hold the same kind
+    locs = np.empty((kinds.N_KINDS, cap * block.ncomp), np.int64)
+    vals = np.empty((kinds.N_KINDS, cap * block.ncomp), np.float64)
+    nlocs = np.zeros(kinds.N_KINDS, np.int64)
+    if x.size:
+        xi2 = block.xi[lo : lo + x.size].reshape(x2.shape)
+        kernel(x2, xi2, thr, counts, *((sstats, scounts) if moments else ()), locs, vals, nlocs)
+    s = Summary(counts=counts, elements=x.size // block.ncomp)
+    for k in np.flatnonzero(counts):  # the first positions of each kind, in C order
+        pos, val = lo + locs[k, : nlocs[k]], vals[k, : nlocs[k]]
+        if counts[k] > nlocs[k] and not ordered:  # more found than kept, out of C order
+            from .slow.twins import kind_masks
+
+            pos = lo + np.flatnonzero(kind_masks(x, thr)[k])
+            val = x[pos - lo].astype(np.float64)
+        s.loc_index[k], s.loc_value[k] = _first(block.to_global(pos, spec.shape), val, cap)
+    if x.size == 0 or not moments:
+        return s
+    by = spec.by
+    if by is None:
+        idx = np.zeros(1, np.int64)
+    elif len(by) == 1:  # the region's slices are a run along the one axis
+        idx = np.arange(start[by[0]], start[by[0]] + nsl, dtype=np.int64)
+    else:
+        local = np.unravel_index(np.arange(nsl), tuple(block.dshape[a] for a in by))
+        glob = [c + start[a] for c, a in zip(local, by)]
+        idx = np.ravel_multi_index(glob, spec.by_shape).astype(np.int64)
+    length = x2.shape[1] if rows_are_slices else x2.shape[0]
+    part, totals = SliceStats.from_partials(idx, length, sstats, scounts)
+    s.n, s.mean, s.m2, s.min, s.max, s.total = totals
+    if by is not None:
+        s.slices = [part]
+    if counts.any():
+        stop = tuple(int(a + n) for a, n in zip(start, block.dshape))
+        s.flagged = [(tuple(int(a) for a in start), stop, int(counts.sum()))]
+    return s
+
+
+def scanned_in_parts(data: np.ndarray, by: tuple[int, ...] | None) -> bool:
+    """Whether runs of regions of ``data`` can be scanned in place and in parts on several
+    threads (``summarize_parts``): without ``by``, native float32/float64 data contiguous in
+    some order. (With ``by``, the per-slice work after the kernel is better spread over
+    regions on parallel threads.)"""
+    native = data.dtype in (np.dtype("=f4"), np.dtype("=f8"))
+    return by is None and native and memory_view(data)[0].flags.c_contiguous

@@ -1,0 +1,200 @@
+"""Every Numba kernel against its NumPy twin (``fastfinite.slow.twins.TWINS``), walked from
+that one table: the same outputs on inputs planted at the edges (NaN, infinities, zeros,
+values at and beside every cast threshold, empty and one-value slices, more findings than
+the cap, rows wider than a column tile)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fastfinite import kernels
+from fastfinite.casts import TARGETS
+from fastfinite.kinds import N_KINDS
+from fastfinite.slow.twins import TWINS
+from fastfinite.summary import ScanSpec
+
+SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -2.5, 1e-300, 7e-46, 1e20, 3e38, 1e300]
+for _t in TARGETS.values():
+    for _v in (_t.overflow_threshold, _t.underflow_threshold):
+        SPECIAL += [_v, float(np.nextafter(_v, 0)), float(np.nextafter(_v, np.inf)), -_v]
+CASTS = st.lists(st.sampled_from(sorted(TARGETS)), max_size=3, unique=True).map(tuple)
+
+
+@st.composite
+def blocks(draw, max_rows=4, max_cols=300):
+    """A 2-D block of float32 or float64 with special values planted, and its thresholds."""
+    dtype = np.dtype(draw(st.sampled_from(["f4", "f8"])))
+    rows, cols = draw(st.integers(1, max_rows)), draw(st.integers(1, max_cols))
+    seed = draw(st.integers(0, 2**16))
+    x = np.random.default_rng(seed).uniform(-3, 3, (rows, cols))
+    for r, c, v in draw(st.lists(st.tuples(st.integers(0, rows - 1), st.integers(0, cols - 1), st.sampled_from(SPECIAL)), max_size=40)):  # fmt: skip
+        x[r, c] = v
+    with np.errstate(over="ignore"):
+        x = x.astype(dtype)
+    thr = ScanSpec(x.shape, x.dtype, draw(CASTS)).thresholds.astype(dtype)
+    return x, x.view(np.int32 if dtype.itemsize == 4 else np.int64), thr
+
+
+def _scan_args(x, xi, thr, cap, slices):
+    return [x, xi, thr, np.zeros(N_KINDS, np.int64), np.zeros((5, slices)),
+            np.zeros((3, slices), np.int64), np.zeros((N_KINDS, cap), np.int64),
+            np.zeros((N_KINDS, cap)), np.zeros(N_KINDS, np.int64)]  # fmt: skip
+
+
+@st.composite
+def scan_rows_args(draw):
+    x, xi, thr = draw(blocks())
+    return _scan_args(x, xi, thr, draw(st.sampled_from([0, 1, 3, 100])), x.shape[0])
+
+
+@st.composite
+def scan_cols_args(draw):
+    wide = draw(st.booleans())  # past one column tile, positions come tile by tile
+    x, xi, thr = draw(blocks(max_rows=3 if wide else 20, max_cols=2100 if wide else 40))
+    return _scan_args(x, xi, thr, draw(st.sampled_from([0, 1, 3, 100])), x.shape[1])
+
+
+@st.composite
+def quick_check_args(draw):
+    x, xi, thr = draw(blocks(max_rows=1))
+    return [x[0], xi[0], thr]
+
+
+STAT = st.sampled_from([0.0, -0.0, 1.0, -2.5, 1e-300, 1e20, 3e38, 1e200, 1e308, np.inf, np.nan])
+
+
+@st.composite
+def finish_slices_args(draw):
+    m, length = draw(st.integers(1, 30)), draw(st.integers(0, 50))
+    counts = np.array(draw(st.lists(st.lists(st.integers(0, length // 3), min_size=m, max_size=m), min_size=3, max_size=3)), np.int64)  # fmt: skip
+    stats = np.array(draw(st.lists(st.lists(STAT, min_size=m, max_size=m), min_size=5, max_size=5)))  # fmt: skip
+    stats[2] = np.abs(stats[2])  # a sum of squares
+    return [length, stats, counts, np.empty(m, np.int64), np.empty(m), np.empty(m)]
+
+
+@st.composite
+def fold_slices_args(draw):
+    size = draw(st.integers(1, 30))
+    idx = np.array(sorted(draw(st.sets(st.integers(0, size - 1), min_size=1))), np.int64)
+
+    def columns(k):
+        n = np.array(draw(st.lists(st.integers(0, 5), min_size=k, max_size=k)), np.int64)
+        f = [np.array(draw(st.lists(STAT, min_size=k, max_size=k))) for _ in range(4)]
+        f[0] = np.where(np.isnan(f[0]) | (n == 0), 0.0, f[0])  # a mean: finite or inf
+        f[1] = np.where(n > 1, np.abs(np.nan_to_num(f[1])), 0.0)  # M2 >= 0
+        f[2], f[3] = np.nan_to_num(f[2], nan=np.inf), np.nan_to_num(f[3], nan=-np.inf)
+        ints = [np.array(draw(st.lists(st.integers(0, 3), min_size=k, max_size=k)), np.int64) for _ in range(3)]  # fmt: skip
+        return [n, *f, *ints]
+
+    return [idx, *columns(len(idx)), *columns(size)]
+
+
+@st.composite
+def slice_rows(draw):
+    """Per-slice columns at zeros, overflow thresholds, infinite M2 and empty slices."""
+    rows = draw(st.lists(st.tuples(st.integers(0, 10**6), STAT, STAT, STAT, STAT, st.integers(0, 2)), max_size=40))  # fmt: skip
+    n = np.array([r[0] for r in rows], np.int64)
+    mean, m2, mn, mx = (np.array([r[i] for r in rows], np.float64) for i in (1, 2, 3, 4))
+    return n, np.where(np.isnan(mean), 0.0, mean), np.nan_to_num(np.abs(m2)), mn, mx, rows
+
+
+@st.composite
+def slice_columns_args(draw):
+    n, mean, m2, mn, mx, rows = draw(slice_rows())
+    return [n, mean, m2, mn, mx, *(np.empty(len(rows)) for _ in range(5))]
+
+
+@st.composite
+def slice_flags_args(draw):
+    n, mean, m2, mn, mx, rows = draw(slice_rows())
+    out = [np.empty(len(rows)) for _ in range(5)]
+    kernels.slice_columns(n, mean, m2, mn, mx, *out)
+    bad = np.array([r[5] for r in rows], np.int64)
+    dtypes = draw(st.lists(st.sampled_from(sorted(TARGETS)), max_size=3, unique=True))
+    thr = np.array([TARGETS[t].overflow_threshold for t in dtypes])
+    eps = draw(st.sampled_from([float(np.finfo(np.float32).eps), float(np.finfo(float).eps)]))
+    z = draw(st.sampled_from([0.0, 3.0, 10.0]))
+    return [n, out[0], out[1], out[4], bad, bad, bad, eps, z, thr, np.empty(len(rows), np.int64)]
+
+
+INPUTS = {
+    "scan_rows": scan_rows_args(),
+    "scan_cols": scan_cols_args(),
+    "quick_check": quick_check_args(),
+    "finish_slices": finish_slices_args(),
+    "fold_slices": fold_slices_args(),
+    "slice_columns": slice_columns_args(),
+    "slice_flags": slice_flags_args(),
+}
+
+
+def _close(a, b, name):
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind in "fc" or b.dtype.kind in "fc":
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-300, equal_nan=True, err_msg=name)
+    else:
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+def _positions(k_args, t_args):
+    """Positions: the twin's are the first in C order; the kernel's, past one column tile,
+    are other positions of the same kinds (the report then takes them again in order)."""
+    counts, locs, vals, nlocs = k_args[3], k_args[6], k_args[7], k_args[8]
+    _close(nlocs, t_args[8], "nlocs")
+    for k in range(N_KINDS):
+        kp, tp = locs[k, : nlocs[k]], t_args[6][k, : nlocs[k]]
+        if counts[k] <= locs.shape[1]:  # all of them were kept: the same set
+            assert sorted(kp) == sorted(tp), k
+        x = k_args[0].reshape(-1)
+        np.testing.assert_array_equal(x[kp], vals[k, : nlocs[k]], err_msg=f"values {k}")
+
+
+def _compare_scan(k_args, t_args, k_out, t_out, ordered):
+    _close(k_args[3], t_args[3], "counts")
+    _close(k_args[5], t_args[5], "per-slice non-finite counts")
+    st_k, st_t = k_args[4], t_args[4]
+    for row, name in ((0, "shift"), (3, "min"), (4, "max")):
+        _close(st_k[row], st_t[row], name)
+    with np.errstate(all="ignore"):  # sums of squares may overflow: then both do
+        scale = np.maximum(np.abs(st_k[3]), np.abs(st_k[4]))
+        scale = np.where(np.isfinite(scale), scale, 1.0) * max(1, k_args[0].size)
+        for row, name in ((1, "s1"), (2, "s2")):
+            diff = np.abs(st_k[row] - st_t[row])
+            ok = np.isclose(st_k[row], st_t[row], rtol=1e-9, atol=0) | (diff <= scale**row * 1e-12)
+            ok |= ~np.isfinite(st_t[row]) & ~np.isfinite(st_k[row])
+            assert ok.all(), (name, st_k[row], st_t[row])
+    if ordered:
+        _close(k_args[6], t_args[6], "positions")
+    _positions(k_args, t_args)
+
+
+COMPARE = {
+    "scan_rows": lambda k, t, ko, to: _compare_scan(k, t, ko, to, True),
+    "scan_cols": lambda k, t, ko, to: _compare_scan(k, t, ko, to, False),
+    "quick_check": lambda k, t, ko, to: _close(bool(ko), bool(to), "clean"),
+    "finish_slices": lambda k, t, ko, to: [_close(a, b, "slices") for a, b in zip(k[3:], t[3:])] + [_close(ko, to, "totals")],
+    "fold_slices": lambda k, t, ko, to: [_close(a, b, f"dense {i}") for i, (a, b) in enumerate(zip(k[9:], t[9:]))],
+    "slice_columns": lambda k, t, ko, to: [_close(a, b, "columns") for a, b in zip(k[5:], t[5:])],
+    "slice_flags": lambda k, t, ko, to: _close(k[-1], t[-1], "flags"),
+}  # fmt: skip
+
+
+def test_every_kernel_twin_is_compared():
+    assert set(TWINS) == set(INPUTS) == set(COMPARE)
+    assert all(callable(getattr(kernels, name)) for name in TWINS)
+
+
+@pytest.mark.parametrize("name", sorted(TWINS))
+@settings(max_examples=60)
+@given(data=st.data())
+def test_kernel_equals_its_numpy_twin(name, data):
+    args = data.draw(INPUTS[name])
+    k_args, t_args = copy.deepcopy(args), copy.deepcopy(args)
+    k_out = getattr(kernels, name)(*k_args)
+    t_out = TWINS[name](*t_args)
+    COMPARE[name](k_args, t_args, k_out, t_out)
