@@ -14,6 +14,7 @@ from .build import Layout
 from .errors import UnsupportedDtypeError
 from .options import ScanOptions, resolve_by
 from .sources.base import Source
+from .sources.dask import DaskArraySource
 from .sources.open import Target, group_name, open_source
 from .summary import TWIN_MAX, ScanSpec
 
@@ -50,7 +51,7 @@ class ScanPlan:
     @property
     def lazy(self) -> bool:
         """The input is a dask array: it is scanned as a graph."""
-        return isinstance(self.target, Source) and self.target.dask_array is not None
+        return isinstance(self.target, DaskArraySource)
 
     def members(self) -> Iterator[Member]:
         opts = self.options

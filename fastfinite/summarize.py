@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from . import kinds
-from .blocks import Block, Region, memory_view
+from .blocks import Block, Region, memory_order, memory_view
 from .errors import ChunkReadError
 from .summary import ScanSpec, SliceStats, Summary, _first, merge_all
 
@@ -61,7 +61,8 @@ def summarize(data: np.ndarray, start: tuple[int, ...], spec: ScanSpec) -> Summa
     from . import kernels
 
     other = tuple(ax for ax in range(data.ndim) if ax not in by)
-    use_cols = data.dtype.kind != "c" and data.transpose(other + by).flags.c_contiguous
+    # by the layout alone (not by contiguity), so a copy of the region scans the same way
+    use_cols = data.dtype.kind != "c" and memory_order(data.strides, data.shape) == other + by
     block = Block(data, start, order=other + by if use_cols else by + other)
     nb = math.prod(data.shape[a] for a in by)
     if use_cols:  # the kernel takes tiles of columns in turn: positions in C order per tile

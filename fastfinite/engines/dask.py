@@ -19,6 +19,7 @@ from itertools import accumulate
 
 import numpy as np
 
+from ..blocks import memory_view
 from ..build import build_report, finish, report_meta
 from ..errors import InvalidArgumentError, SourceError
 from ..plan import Member, ScanPlan
@@ -36,7 +37,11 @@ def delayed_scan(plan: ScanPlan):
     return delayed(finish, pure=True)(plan.layout, reports, dict(plan.skipped))
 
 
-def _leaf_block(block: np.ndarray, start: tuple[int, ...], spec: ScanSpec):
+def _leaf_block(block: np.ndarray, start: tuple[int, ...], spec: ScanSpec, order=None, flips=()):
+    """Scan a block; ``order`` and ``flips``: it was shipped as its memory view (a pickle
+    copies a view in C order), laid out again here as the local engine sees it."""
+    if order is not None:
+        block = np.flip(block.transpose(np.argsort(order)), flips)
     return summarize(block, start, spec), []
 
 
@@ -70,7 +75,10 @@ def _member_graph(member: Member, plan: ScanPlan):
     elif not source.reads_in_tasks:  # values in this process: the graph carries them
         blocks = [(r, source.read(r)) for r in member.regions()]
         token = tokenize("fastfinite-blocks", [b for _, b in blocks], spec, opts.split_every)
-        leaves = [(_leaf_block, b, tuple(s.start for s in r), spec) for r, b in blocks]
+        leaves = [
+            (_leaf_block, view, tuple(s.start for s in r), spec, order, flips)
+            for r, (view, order, flips) in ((r, memory_view(b)) for r, b in blocks)
+        ]
     else:
         token = tokenize(
             "fastfinite-source", source.name, source.shape, str(source.dtype), spec,
