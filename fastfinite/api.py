@@ -56,12 +56,10 @@ def scan(
         A chunk that cannot be read raises ``ChunkReadError``, or becomes an
         ``"unreadable_chunk"`` finding.
     region_bytes : int, optional
-        Size of the regions read and scanned at once: by default 64 MiB for arrays in
-        memory, whose regions are views, and 1 GiB for a float32/float64 array in RAM,
-        contiguous in any order, scanned on several cores (each region is cut into one part
-        of at most 64 MiB per core, and findings are flagged by part); 4 MiB for stores,
-        rounded to whole storage chunks. Peak memory is about ``2 * workers`` regions read
-        (none for views).
+        Size of the regions read and scanned at once, by every engine (findings are flagged
+        by region): for arrays in memory, whose regions are views, the whole array below 32
+        MiB, else an eighth of it, 4 to 64 MiB; 4 MiB for stores, rounded to whole storage
+        chunks. Peak memory is about ``2 * workers`` regions read (none for views).
     scheduler : str or distributed.Client, optional
         Run the scan as a Dask graph on this scheduler: ``"threads"``, ``"processes"``,
         ``"synchronous"``, a ``distributed.Client``, or a scheduler address
@@ -71,7 +69,8 @@ def scan(
     compute : bool
         False returns a ``dask.delayed`` object whose result is the ScanReport.
     split_every : int, optional
-        Fan-in of the graph's tree reduction of summaries (default 8).
+        Fan-in of the graph's tree reduction of summaries (default 8), rounded down to a
+        power of two: the local engine's merge order, so every engine gives the same bits.
     by : int or tuple of int, optional
         Keep statistics per slice along these axes (``by=0``: per sample, ``by=-1``: per
         feature), in the same pass: ``report.slices``; and report the variance anomalies

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ._format import fmt_index
+from .anomalies import overflow_dtypes, rounding_eps, slice_findings
 from .report import CastRisk, Finding, Location, ScanReport, SliceReport
 from .summary import ScanSpec, SliceStats, Summary, _as_index, join_slices
 
@@ -97,8 +98,6 @@ def build_report(
         z_threshold=spec.z_threshold,
     )
     if spec.by is not None:
-        from .anomalies import overflow_dtypes, rounding_eps, slice_findings
-
         report.findings += slice_findings(
             report.slices,
             overflow_dtypes(spec.dtype, spec.cast),

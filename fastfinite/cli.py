@@ -11,6 +11,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import options
+from .errors import FastFiniteError, InvalidArgumentError, SourceError
+
 EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
 
 
@@ -18,8 +21,6 @@ def _arg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     """An argparse type from one of ``options``' validators (its message as argparse's)."""
 
     def convert(text: str) -> Any:
-        from .errors import InvalidArgumentError
-
         try:
             return parse(text)
         except InvalidArgumentError as e:
@@ -28,38 +29,24 @@ def _arg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return convert
 
 
-def _whole(name: str, minimum: int) -> Callable[[str], Any]:
-    from .options import parse_int
-
-    return _arg(
-        lambda t: parse_int(name, int(t) if t.strip().lstrip("+-").isdigit() else t, minimum)
-    )
+def _int(text: str) -> int | str:
+    return int(text) if text.strip().lstrip("+-").isdigit() else text
 
 
 def _list(text: str) -> tuple[str, ...]:
     return tuple(t.strip() for t in text.split(",") if t.strip())
 
 
-def _parse_casts(text: str) -> tuple[str, ...]:
-    from .options import parse_cast
-
-    return () if text.lower() in ("", "none") else parse_cast(_list(text))
+def _whole(name: str, minimum: int) -> Callable[[str], Any]:
+    return _arg(lambda t: options.parse_int(name, _int(t), minimum))
 
 
 def _axes(name: str) -> Callable[[str], Any]:
-    from .options import parse_by
-
-    return _arg(
-        lambda t: parse_by(tuple(int(a) if a.lstrip("+-").isdigit() else a for a in _list(t)), name)
-    )
+    return _arg(lambda t: options.parse_by(tuple(_int(a) for a in _list(t)), name))
 
 
-def _parse_kinds(text: str) -> frozenset[str]:
-    from .errors import InvalidArgumentError
-
-    if not _list(text):
-        raise InvalidArgumentError("expected at least one kind")
-    return frozenset(_list(text))
+def _casts(text: str) -> tuple[str, ...]:
+    return () if text.lower() in ("", "none") else options.parse_cast(_list(text))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("path", metavar="PATH", help="what to scan")
     s.add_argument(
         "--cast",
-        type=_arg(_parse_casts),
+        type=_arg(_casts),
         default=("float32",),
         metavar="TARGETS",
         help="comma-separated cast targets to check: float32, float16, bfloat16, "
@@ -162,16 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="unreadable chunk: stop with exit code 2 (raise), or report it and "
         "scan the rest (report)",
     )
-    prog = s.add_mutually_exclusive_group()
-    prog.add_argument(
+    s.add_argument(
         "--progress",
-        dest="progress",
-        action="store_true",
-        default=None,
-        help="show a progress bar (default: when stderr is a terminal)",
-    )
-    prog.add_argument(
-        "--no-progress", dest="progress", action="store_false", help="never show a progress bar"
+        action=argparse.BooleanOptionalAction,
+        help="show a progress bar, or never (default: when stderr is a terminal)",
     )
     _output_options(s)
     s.add_argument(
@@ -225,7 +206,7 @@ def _output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing: the exit code only")
     p.add_argument(
         "--fail-on",
-        type=_arg(_parse_kinds),
+        type=_arg(lambda t: options.parse_kinds(_list(t))),
         default=None,
         metavar="KINDS",
         help="comma-separated kinds that make the exit code 1 (default: any finding), e.g. "
@@ -266,7 +247,6 @@ def _finish(report, args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from .errors import SourceError
     from .merging import merge_reports
     from .report import ScanReport
 
@@ -292,8 +272,6 @@ def _error(msg: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     args = build_parser().parse_args(argv)
-    from .errors import FastFiniteError
-
     try:
         if args.command == "scan":
             return _scan(args)

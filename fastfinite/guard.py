@@ -17,8 +17,11 @@ from typing import Any
 import numpy as np
 
 from ._format import fmt_index
+from .api import scan
+from .blocks import Block
 from .errors import NonFiniteError
-from .options import parse_by, parse_cast, parse_choice, parse_int
+from .options import parse_by, parse_cast, parse_choice, parse_int, parse_kinds
+from .summary import ScanSpec
 
 ON_BAD = ("raise", "warn", "skip")
 _F4, _F8 = np.dtype("=f4"), np.dtype("=f8")
@@ -103,7 +106,7 @@ class Guard:
         parse_by(by)
         self.cast = parse_cast(cast)
         self.on_bad = parse_choice("on_bad", on_bad, ON_BAD)
-        self.fail_on = None if fail_on is None else frozenset(fail_on)
+        self.fail_on = parse_kinds(fail_on)
         self.max_locations = parse_int("max_locations", max_locations, 0)
         self.prefetch = parse_int("prefetch", prefetch, 0)
         self.batches = 0
@@ -126,14 +129,10 @@ class Guard:
             x = arr.reshape(-1)
             xi = x.view(_BITS[x.itemsize])
         else:
-            from .blocks import Block
-
             block = Block(arr, (0,) * arr.ndim)
             x, xi = block.x, block.xi
         thr = self._thr.get(arr.dtype)
         if thr is None:
-            from .summary import ScanSpec
-
             thr = ScanSpec(arr.shape, arr.dtype, self.cast, 0).thresholds.astype(x.dtype)
             self._thr[arr.dtype] = thr
         if self._quick_check is None:
@@ -148,8 +147,6 @@ class Guard:
         for pos, key, arr in _elements(batch):
             if self.fail_on is None and self._clean(arr):
                 continue
-            from .api import scan
-
             by = self.by if (self.by is not None and arr.ndim > 0) else None
             report = scan(
                 arr,

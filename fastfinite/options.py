@@ -106,6 +106,16 @@ def resolve_by(by: tuple[int, ...] | None, ndim: int, name: str) -> tuple[int, .
     return tuple(sorted(out))
 
 
+def parse_kinds(kinds: Any) -> frozenset[str] | None:
+    """Finding kinds (``fail_on``): a set of names, or None for the default."""
+    if kinds is None:
+        return None
+    names = frozenset(kinds)
+    if not names:
+        raise InvalidArgumentError("expected at least one kind")
+    return names
+
+
 @dataclass(frozen=True)
 class ScanOptions:
     """The validated options of one scan (see :func:`fastfinite.scan` for each)."""

@@ -15,6 +15,7 @@ from .errors import UnsupportedDtypeError
 from .options import ScanOptions, resolve_by
 from .sources.base import Source
 from .sources.dask import DaskArraySource
+from .sources.ndarray import MAX_REGION_BYTES
 from .sources.open import Target, group_name, open_source
 from .summary import TWIN_MAX, ScanSpec
 
@@ -72,7 +73,10 @@ class ScanPlan:
                 opts.z_threshold,
                 self.twin_max,
             )
-            yield Member(path, source, spec, opts.region_bytes or source.region_bytes)
+            budget = opts.region_bytes or source.region_bytes
+            if spec.by is not None and source.in_memory and not opts.region_bytes:
+                budget = max(budget, min(source.nbytes, MAX_REGION_BYTES))  # see ArraySource
+            yield Member(path, source, spec, budget)
 
 
 def make_plan(data: Any, options: ScanOptions) -> ScanPlan:
@@ -89,5 +93,4 @@ def make_plan(data: Any, options: ScanOptions) -> ScanPlan:
     else:
         layout = Layout(target.name)
         entries = [(None, lambda: target)]
-    twin = int(os.environ.get(TWIN_ENV, TWIN_MAX))
-    return ScanPlan(layout, target, options, entries, twin)
+    return ScanPlan(layout, target, options, entries, int(os.environ.get(TWIN_ENV, TWIN_MAX)))

@@ -131,10 +131,11 @@ def join_slices(runs: list[SliceStats]) -> SliceStats:
     return out
 
 
-def merge_slices(a: list | None, b: list | None) -> list | None:
+def merge_slices(a: list | None, b: list | None, spend: bool = False) -> list | None:
     """Union of two slice sets, each a list of runs of slices (disjoint, in increasing slice
     order). Sets that do not overlap are only listed; where they do, the slices in both
-    combine by Chan's formula (``kernels.fold_slices``), ``a``'s first."""
+    combine by Chan's formula (``kernels.fold_slices``), ``a``'s first: into ``a``'s own
+    arrays with ``spend`` when both hold the same slices (the same bits)."""
     if not a:
         return b
     if not b:
@@ -145,6 +146,9 @@ def merge_slices(a: list | None, b: list | None) -> list | None:
 
     x, y = join_slices(a), join_slices(b)
     same = len(x.idx) == len(y.idx) and (x.idx == y.idx).all()
+    if spend and same:
+        fold_slices(np.arange(len(x.idx)), *y.columns(), *x.columns())
+        return [x]
     out = SliceStats.empty(x.idx if same else np.union1d(x.idx, y.idx))
     for part in (x, y):
         fold_slices(np.searchsorted(out.idx, part.idx), *part.columns(), *out.columns())
@@ -175,8 +179,9 @@ class Summary:
     flagged: list = field(default_factory=list)
 
 
-def merge(a: Summary, b: Summary, cap: int) -> Summary:
-    """Combine two summaries of disjoint parts; associative, exact for counts and locations."""
+def merge(a: Summary, b: Summary, cap: int, spend: bool = False) -> Summary:
+    """Combine two summaries of disjoint parts; associative, exact for counts and locations.
+    With ``spend``, ``a``'s slice statistics may be merged into in place."""
     n, mean, m2 = chan(a.n, a.mean, a.m2, b.n, b.mean, b.m2)
     idx, val = [], []
     for k in range(kinds.N_KINDS):
@@ -203,7 +208,7 @@ def merge(a: Summary, b: Summary, cap: int) -> Summary:
         elements=a.elements + b.elements,
         loc_index=idx,
         loc_value=val,
-        slices=merge_slices(a.slices, b.slices),
+        slices=merge_slices(a.slices, b.slices, spend),
         flagged=a.flagged + b.flagged,
     )
 

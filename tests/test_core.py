@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -245,3 +246,31 @@ def test_fail_fast_marks_incomplete():
     r = fastfinite.scan(x, fail_fast=True, region_bytes=1 << 16, workers=1)
     assert not r.complete and r.nan == 1 and not r.ok
     assert fastfinite.scan(x, region_bytes=1 << 16).complete
+
+
+def test_every_entry_point_validates_its_options_with_the_same_messages(capsys):
+    """``scan``, ``localize``, ``guard`` and the CLI share ``options``' validators: a bad
+    value is an InvalidArgumentError (a ValueError) that shows it, wherever it is given."""
+    x = np.zeros(4)
+    r = fastfinite.scan(x)
+    bad = [
+        (lambda: fastfinite.scan(x, split_every=1), "split_every must be an int >= 2, got 1"),
+        (lambda: fastfinite.scan(x, workers=0), "workers must be an int >= 1, got 0"),
+        (lambda: fastfinite.scan(x, region_bytes="1"), "region_bytes must be an int >= 1"),
+        (lambda: fastfinite.scan(x, z_threshold=True), "z_threshold must be a number > 0"),
+        (lambda: fastfinite.localize(x, r, max_locations=-1), "max_locations must be an int >= 0"),
+        (lambda: fastfinite.localize(x, r, eps=-1.0), "eps must be a number >= 0, got -1.0"),
+        (lambda: fastfinite.guard([x], max_locations="5"), "max_locations must be an int >= 0"),
+        (lambda: fastfinite.guard([x], by="0"), "by must be an int or a tuple of ints, got '0'"),
+        (lambda: fastfinite.guard([x], on_bad="ignore"), "on_bad must be one of 'raise'"),
+        (lambda: fastfinite.guard([x], prefetch=-2), "prefetch must be an int >= 0, got -2"),
+    ]
+    for call, message in bad:
+        with pytest.raises(fastfinite.InvalidArgumentError, match=re.escape(message)):
+            call()
+    from fastfinite.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["scan", "x.npy", "--split-every", "1"])
+    assert e.value.code == 2
+    assert "--split-every must be an int >= 2, got 1" in capsys.readouterr().err

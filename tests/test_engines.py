@@ -141,3 +141,22 @@ def test_a_table_keeps_its_layout_and_labels_on_every_engine(client):
     assert all(loc.labels["row"] == f"r{loc.index[0]}" for loc in ref.locations)
     for scheduler in ("threads", client):
         assert fastfinite.scan(df, scheduler=scheduler).to_dict() == ref.to_dict()
+
+
+def test_every_adapter_follows_the_source_protocol():
+    """Every class of ``fastfinite.sources`` that reads regions is a ``Source``: the engines
+    ask it for its optional members and never probe it."""
+    import inspect
+
+    from fastfinite.sources import base, dask, hdf5, ndarray, tables, xarray
+    from fastfinite.sources import zarr as zarr_source
+
+    adapters = [
+        cls
+        for module in (dask, hdf5, ndarray, tables, xarray, zarr_source)
+        for _, cls in inspect.getmembers(module, inspect.isclass)
+        if cls.__module__ == module.__name__ and hasattr(cls, "read") and hasattr(cls, "regions")
+    ]
+    assert len(adapters) == 6
+    for cls in adapters:
+        assert issubclass(cls, base.Source) and not cls.__abstractmethods__, cls

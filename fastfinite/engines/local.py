@@ -85,14 +85,14 @@ class PairwiseMerger:
         level = 0
         while self._stack and self._stack[-1][0] == level:
             _, top = self._stack.pop()
-            s = merge(top, s, self.cap)
+            s = merge(top, s, self.cap, spend=True)
             level += 1
         self._stack.append((level, s))
 
     def result(self) -> Summary:
         out = Summary()
         for _, s in reversed(self._stack):
-            out = merge(s, out, self.cap)
+            out = merge(s, out, self.cap, spend=True)
         return out
 
 
@@ -141,8 +141,7 @@ def scan_member(member: Member, plan: ScanPlan) -> ScanReport:
         if bar is not None:
             bar.close()
     missing = listing.result() if listing is not None else None
-    complete = done >= source.nbytes
-    meta = report_meta(source)
+    meta, complete = report_meta(source), done >= source.nbytes
     return build_report(spec, meta, merger.result(), failed, missing, complete, True)
 
 
