@@ -118,9 +118,15 @@ def _message(kind, w, s, i, total, m2, z_threshold) -> str:
         )
     if kind.startswith("sum_overflow:"):
         t = kind.split(":", 1)[1]
+        what = (
+            "x.sum() in float16 overflows to inf (x.mean() does not: NumPy accumulates a "
+            "float16 mean in float32)"
+            if t == "float16"
+            else f"x.sum() and x.mean() in {t} overflow to inf"
+        )
         return (
             f"the sum of slice {w} is {total:.4g}, beyond the {t} maximum {TARGETS[t].max:.4g}"
-            f": its mean computed in {t} overflows to inf although every value is finite"
+            f": {what} although every value is finite"
         )
     if kind.startswith("variance_overflow:"):
         t = kind.split(":", 1)[1]

@@ -9,7 +9,7 @@ Positions found in the block are mapped back to C-order flat indices of the glob
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -18,15 +18,17 @@ from .errors import UnsupportedDtypeError
 Region = tuple[slice, ...]
 
 
-def check_dtype(dtype: np.dtype) -> np.dtype:
-    """Return ``dtype`` if the kernels can scan it, else raise ``UnsupportedDtypeError``."""
+def check_dtype(dtype: np.dtype, name: str = "") -> np.dtype:
+    """Return ``dtype`` if the kernels can scan it, else raise ``UnsupportedDtypeError``
+    (naming the array ``name``)."""
     dtype = np.dtype(dtype)
     if dtype.kind in "biu":
         return dtype
     if dtype.kind in "fc" and dtype.itemsize // (2 if dtype.kind == "c" else 1) in (2, 4, 8):
         return dtype
     raise UnsupportedDtypeError(
-        f"cannot scan data of dtype {dtype!s} ({_dtype_label(dtype)}); fastfinite scans "
+        f"cannot scan {name + ': ' if name else ''}data of dtype {dtype!s} "
+        f"({_dtype_label(dtype)}); fastfinite scans "
         "float16/32/64, complex64/128, integer and bool arrays"
     )
 
@@ -190,3 +192,22 @@ class Block:
             coords[ax] = self.dshape[ax] - 1 - coords[ax]
         glob = [c + s for c, s in zip(coords, self.start)]
         return np.ravel_multi_index(glob, shape).astype(np.int64)
+
+
+def first_where(
+    x: np.ndarray, bad: Callable[[np.ndarray], np.ndarray], limit: int, block: int = 1 << 16
+) -> np.ndarray:
+    """Flat positions of the first ``limit`` elements of 1-D ``x`` where the elementwise
+    ``bad`` holds, evaluated ``block`` elements at a time (their temporaries stay in cache):
+    an unwritten chunk read as NaN would otherwise cost an index array of every element, and
+    a flagged piece its temporaries whole."""
+    found: list[np.ndarray] = []
+    total = 0
+    for s in range(0, x.size if limit > 0 else 0, block):
+        idx = np.flatnonzero(bad(x[s : s + block]))
+        if len(idx):
+            found.append(idx[: limit - total] + s)
+            total += len(found[-1])
+            if total >= limit:
+                break
+    return np.concatenate(found) if found else np.empty(0, np.int64)

@@ -47,6 +47,9 @@ def build_report(
     over its slice statistics."""
     cap = spec.max_locations
     fill = "" if meta["fill_value"] is None else f" {meta['fill_value']!r}"
+    # a unit the listing does not show but that raised when read is there, and unreadable
+    unreadable = {e.chunk for e in errors}
+    missing = [c for c in missing or [] if c not in unreadable]
     findings = [
         Finding(
             "missing_chunk",
@@ -54,7 +57,7 @@ def build_report(
             f"{meta['unit']} {fmt_index(coords)} is not in the store: never written (or "
             f"written as all fill_value); it reads as the fill value{fill}",
         )
-        for coords in (missing or [])[:cap]
+        for coords in missing[:cap]
     ]
     findings += [Finding("unreadable_chunk", e.chunk, str(e)) for e in errors]
     labels = meta["labels"]
@@ -87,7 +90,7 @@ def build_report(
         elements=int(s.elements),
         max_locations=cap,
         findings=findings,
-        missing_chunks=len(missing or []),
+        missing_chunks=len(missing),
         complete=complete,
         by=spec.by,
         slices=None
@@ -160,6 +163,6 @@ def failure_message(report: ScanReport) -> str:
         more = "..." if counts.get(kind, 0) > len(idx) else ""
         parts.append(f"{kind} {counts[kind]} at " + ", ".join(fmt_index(i) for i in idx) + more)
     for f in report.findings:
-        parts.append(f"{f.kind} {fmt_index(f.where)}")
+        parts.append(f"{f.array + ': ' if f.array else ''}{f.kind} {fmt_index(f.where)}")
     name = report.name or f"{report.dtype} array {report.shape}"
     return f"{name}: " + "; ".join(parts)

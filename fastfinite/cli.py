@@ -49,10 +49,17 @@ def _casts(text: str) -> tuple[str, ...]:
     return () if text.lower() in ("", "none") else options.parse_cast(_list(text))
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error on one line (exit code 2)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="fastfinite",
         description="Find NaN, inf and cast overflows in large arrays, in one streaming pass.",
         epilog="Exit codes: 0 nothing found, 1 something found, 2 usage or read error.",
@@ -223,24 +230,25 @@ def _output_options(p: argparse.ArgumentParser) -> None:
 
 
 def _finish(report, args: argparse.Namespace) -> int:
-    """Print and write the report as asked; return the exit code."""
+    """Print and write the report as asked; return the exit code. With ``--json -`` the
+    standard output holds the JSON alone."""
     from .render import render
 
-    if not args.quiet:
+    to_stdout = args.json == "-"
+    if not args.quiet and not to_stdout:
         color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
         print(render(report, color=color))
     if args.json:
         text = report.to_json()
-        if args.json == "-":
-            if not args.quiet:
-                print(text)
+        if to_stdout:
+            print(text)
         else:
             with open(os.fspath(args.json), "w") as f:
                 f.write(text + "\n")
     if getattr(args, "plot", None):
         report.plot(args.plot, axes=tuple(args.plot_axes) if args.plot_axes else None)
         if not args.quiet:
-            print(f"plot written to {args.plot}")
+            print(f"plot written to {args.plot}", file=sys.stderr if to_stdout else sys.stdout)
     if args.fail_on is not None:
         return EXIT_FOUND if report.kinds_found() & args.fail_on else EXIT_OK
     return EXIT_OK if report.ok else EXIT_FOUND
@@ -265,7 +273,7 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def _error(msg: str) -> int:
-    print(f"fastfinite: error: {msg}", file=sys.stderr)
+    print(f"fastfinite: error: {' '.join(str(msg).split())}", file=sys.stderr)
     return EXIT_ERROR
 
 
@@ -287,6 +295,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _error(f"{e.strerror or e}: {e.filename}" if e.filename else str(e))
     except KeyboardInterrupt:
         return _error("interrupted")
+    except Exception as e:  # a failure nothing above names: still one line and exit 2
+        if os.environ.get("FASTFINITE_DEBUG"):
+            raise
+        return _error(f"{type(e).__name__}: {e}")
     return EXIT_ERROR
 
 

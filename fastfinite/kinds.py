@@ -7,6 +7,7 @@ N_KINDS = 3 + 2 * N_TARGET_SLOTS
 BASE_KINDS = ("nan", "posinf", "neginf")
 
 SLICE_KINDS = ("nonfinite", "zero_variance", "near_zero_variance", "outlier")
+CHUNK_KINDS = ("missing_chunk", "unreadable_chunk")
 PER_DTYPE_SLICE_KINDS = ("sum_overflow:", "variance_overflow:")
 
 

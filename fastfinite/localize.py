@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .blocks import first_where
 from .casts import cast_dtype
 from .options import parse_float, parse_int
 from .report import Localization, ScanReport
@@ -99,26 +100,7 @@ def _offenders(
         return np.zeros(xb.shape, bool)
 
     with np.errstate(all="ignore"):
-        return _first_where(x, bad, limit, block)
-
-
-def _first_where(
-    x: np.ndarray, bad: Callable[[np.ndarray], np.ndarray], limit: int, block: int = 1 << 16
-) -> np.ndarray:
-    """Flat positions of the first ``limit`` elements of 1-D ``x`` where the elementwise
-    ``bad`` holds, evaluated ``block`` elements at a time (their temporaries stay in cache):
-    an unwritten chunk read as NaN would otherwise cost an index array of every element, and
-    a flagged piece its temporaries whole."""
-    found: list[np.ndarray] = []
-    total = 0
-    for s in range(0, x.size if limit > 0 else 0, block):
-        idx = np.flatnonzero(bad(x[s : s + block]))
-        if len(idx):
-            found.append(idx[: limit - total] + s)
-            total += len(found[-1])
-            if total >= limit:
-                break
-    return np.concatenate(found) if found else np.empty(0, np.int64)
+        return first_where(x, bad, limit, block)
 
 
 def _first_overflow(terms: np.ndarray, error: str) -> np.ndarray:
@@ -149,7 +131,7 @@ def replay(
             out.append(Localization(op, error, idx, message, where))
 
     if x.dtype.kind in "fc":
-        nan = _first_where(x, np.isnan, limit)
+        nan = first_where(x, np.isnan, limit)
         add(
             "isnan",
             "invalid",
@@ -236,7 +218,8 @@ def localize_target(
         found = []
         for path, sub in report.arrays.items():
             if path in members and not sub.ok:
-                found += localize_source(members[path](), sub, eps, limit - len(found))
+                sub.localized = localize_source(members[path](), sub, eps, limit - len(found))
+                found += sub.localized
         report.localized = found
         return found
     report.localized = localize_source(target, report, eps, limit)

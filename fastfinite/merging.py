@@ -27,6 +27,7 @@ def _concatenable(reports: list[ScanReport]) -> bool:
     return all(
         len(r.shape) >= 1
         and r.shape[1:] == first.shape[1:]
+        and r.dtype == first.dtype
         and not r.arrays
         and list(r.cast) == list(first.cast)
         and r.by == first.by
@@ -48,7 +49,7 @@ def merge_reports(reports: Sequence[ScanReport], *, name: str | None = None) -> 
     -------
     ScanReport
         The report of the concatenation along axis 0 when the arrays differ only in their
-        first dimension (and were scanned with the same ``cast`` and ``by``); otherwise a
+        first dimension (same dtype, scanned with the same ``cast`` and ``by``); otherwise a
         group report with each input in ``arrays``.
     """
     reports = list(reports)
@@ -94,15 +95,11 @@ def _concatenate(reports: list[ScanReport], name: str) -> ScanReport:
         for f in r.findings:
             if is_slice_kind(f.kind):
                 continue
-            findings.append(
-                Finding(f.kind, f.where, f"{r.name}: {f.message}" if r.name else f.message)
-            )
+            findings.append(Finding(f.kind, f.where, f.message, f.array or r.name or None))
     merged = ScanReport(
         name=name,
         shape=shape,
-        dtype=first.dtype
-        if all(r.dtype == first.dtype for r in reports)
-        else str(np.result_type(*[np.dtype(r.dtype) for r in reports])),
+        dtype=first.dtype,
         **combined_counts(reports),
         locations=merged_locs,
         sum=sum(r.sum for r in reports),

@@ -41,10 +41,11 @@ def _cells(report: Any) -> tuple[int, ...]:
 def choose_axes(report: Any, axes=None) -> tuple[int, int]:
     ndim = len(report.shape)
     if axes is not None:
-        axes = tuple(int(a) % max(ndim, 1) for a in axes)
-        if len(axes) != 2 or axes[0] == axes[1] or ndim < 2:
+        given = tuple(axes)
+        axes = tuple(int(a) % max(ndim, 1) for a in given)
+        if len(axes) != 2 or axes[0] == axes[1] or any(not -ndim <= a < ndim for a in given):
             raise InvalidArgumentError(
-                f"plot axes must be two different axes of a {ndim}-d array, got {axes}"
+                f"plot axes must be two different axes of the {ndim}-d array, got {given}"
             )
         return axes
     if ndim < 2:

@@ -6,6 +6,7 @@ import textwrap
 from typing import Any
 
 from ._format import fmt_index
+from .kinds import CHUNK_KINDS, is_slice_kind
 
 WIDTH = 100
 _COLORS = {
@@ -80,64 +81,70 @@ def render(
         )
     else:
         out.append(f"{pad}finite 0/{r.elements}")
-    counts = r.counts()
-    for kind, idx in r.first_locations().items():
-        more = counts.get(kind, 0) - len(idx)
-        tail = f" (+{more} more)" if more > 0 else ""
-        out.append(fit(f"{pad}{kind} at " + ", ".join(fmt_index(i) for i in idx) + tail))
-    missing = [f for f in r.findings if f.kind == "missing_chunk"]
-    if r.missing_chunks:
-        listed = ", ".join(fmt_index(f.where) for f in missing[:per_section])
-        more = r.missing_chunks - min(len(missing), per_section)
-        out.append(
-            fit(
-                c(
-                    f"{pad}missing chunks (never written, read as the fill value): "
-                    f"{r.missing_chunks}: {listed}" + (f" (+{more} more)" if more > 0 else ""),
-                    "warn",
-                )
+
+    def details(rep, pad: str) -> None:
+        """Locations, missing and unreadable units, slices and the replay of one array (a
+        group's or table's own locations only: the rest is said of each member)."""
+        counts = rep.counts()
+        for kind, idx in rep.first_locations().items():
+            more = counts.get(kind, 0) - len(idx)
+            tail = f" (+{more} more)" if more > 0 else ""
+            out.append(fit(f"{pad}{kind} at " + ", ".join(fmt_index(i) for i in idx) + tail))
+        if rep.arrays:
+            return
+        missing = [f for f in rep.findings if f.kind == "missing_chunk"]
+        if rep.missing_chunks:
+            listed = ", ".join(fmt_index(f.where) for f in missing[:per_section])
+            more = rep.missing_chunks - min(len(missing), per_section)
+            line = (
+                f"{pad}missing chunks (never written, read as the fill value): "
+                f"{rep.missing_chunks}: {listed}" + (f" (+{more} more)" if more > 0 else "")
             )
-        )
-    unreadable = [f for f in r.findings if f.kind == "unreadable_chunk"]
-    for f in unreadable[:per_section]:
-        out.append(fit(c(f"{pad}unreadable chunk {fmt_index(f.where)}: {f.message}", "bad")))
-    if len(unreadable) > per_section:
-        out.append(f"{pad}... {len(unreadable) - per_section} more unreadable chunks")
-    by_slice: dict[tuple[int, ...], list[str]] = {}
-    for f in r.findings:
-        if f.kind not in ("missing_chunk", "unreadable_chunk"):
-            by_slice.setdefault(f.where, []).append(f.kind)
-    if by_slice:
-        out.append(
-            f"{pad}slices with findings: {c(str(len(by_slice)), 'bad')} "
-            f"(by={r.by}, z threshold {r.z_threshold:g})"
-        )
-        per_kind: dict[str, list[tuple[int, ...]]] = {}
-        for where, kinds in by_slice.items():
-            for kind in kinds:
-                per_kind.setdefault(kind, []).append(where)
-        for kind, wheres in per_kind.items():
-            first = ", ".join(fmt_index(w) for w in wheres[:3])
-            more = f" (+{len(wheres) - 3} more)" if len(wheres) > 3 else ""
-            out.append(fit(f"{pad}  {kind}: {len(wheres)} slice(s): {first}{more}"))
-        for where, kinds in list(by_slice.items())[:per_section]:
-            out.append(fit(f"{pad}  slice {fmt_index(where)}: {', '.join(kinds)}"))
-        if len(by_slice) > per_section:
-            out.append(f"{pad}  ... {len(by_slice) - per_section} more slices")
-    if r.localized:
-        groups: dict[tuple[str, str], list] = {}
-        for loc in r.localized:
-            groups.setdefault((loc.op, loc.error), []).append(loc)
-        out.append(f"{pad}errstate replay: {len(r.localized)} element(s)")
-        for (op, error), locs in groups.items():
-            idx = ", ".join(fmt_index(x.index) for x in locs[:3])
-            more = f" (+{len(locs) - 3} more)" if len(locs) > 3 else ""
-            out.append(fit(f"{pad}  {op} ({error}) at {idx}{more}: {locs[0].message}"))
+            out.append(fit(c(line, "warn")))
+        unreadable = [f for f in rep.findings if f.kind == "unreadable_chunk"]
+        for f in unreadable[:per_section]:
+            out.append(fit(c(f"{pad}unreadable chunk {fmt_index(f.where)}: {f.message}", "bad")))
+        if len(unreadable) > per_section:
+            out.append(f"{pad}... {len(unreadable) - per_section} more unreadable chunks")
+        by_slice: dict[tuple[int, ...], list[str]] = {}
+        for f in rep.findings:
+            if is_slice_kind(f.kind):
+                by_slice.setdefault(f.where, []).append(f.kind)
+        if by_slice:
+            out.append(
+                f"{pad}slices with findings: {c(str(len(by_slice)), 'bad')} "
+                f"(by={rep.by}, z threshold {rep.z_threshold:g})"
+            )
+            per_kind: dict[str, list[tuple[int, ...]]] = {}
+            for where, kinds in by_slice.items():
+                for kind in kinds:
+                    per_kind.setdefault(kind, []).append(where)
+            for kind, wheres in per_kind.items():
+                first = ", ".join(fmt_index(w) for w in wheres[:3])
+                more = f" (+{len(wheres) - 3} more)" if len(wheres) > 3 else ""
+                out.append(fit(f"{pad}  {kind}: {len(wheres)} slice(s): {first}{more}"))
+            for where, kinds in list(by_slice.items())[:per_section]:
+                out.append(fit(f"{pad}  slice {fmt_index(where)}: {', '.join(kinds)}"))
+            if len(by_slice) > per_section:
+                out.append(f"{pad}  ... {len(by_slice) - per_section} more slices")
+        if rep.localized:
+            groups: dict[tuple[str, str], list] = {}
+            for loc in rep.localized:
+                groups.setdefault((loc.op, loc.error), []).append(loc)
+            out.append(f"{pad}errstate replay: {len(rep.localized)} element(s)")
+            for (op, error), locs in groups.items():
+                idx = ", ".join(fmt_index(x.index) for x in locs[:3])
+                more = f" (+{len(locs) - 3} more)" if len(locs) > 3 else ""
+                out.append(fit(f"{pad}  {op} ({error}) at {idx}{more}: {locs[0].message}"))
+
+    details(r, pad)
+    for f in r.findings:  # about the group itself, not one of its arrays
+        if f.array is None and not is_slice_kind(f.kind) and f.kind not in CHUNK_KINDS:
+            out.append(fit(c(f"{pad}{f.kind}: {f.message}", "bad")))
     for path, sub in r.arrays.items():
         state = c("OK", "good") if sub.ok else c(sub.problems(), "bad")
         out.append(fit(f"{pad}[{path}] {sub.dtype} {fmt_index(sub.shape)}: {state}"))
-        for kind, idx in sub.first_locations().items():
-            out.append(fit(f"{pad}    {kind} at " + ", ".join(fmt_index(i) for i in idx)))
+        details(sub, pad + "    ")
     for path, why in r.skipped.items():
         out.append(fit(c(f"{pad}[{path}] skipped: {why}", "dim")))
     return "\n".join(out)

@@ -62,19 +62,23 @@ class Finding:
     Attributes
     ----------
     kind : str
-        e.g. ``"missing_chunk"``, ``"unreadable_chunk"``.
+        e.g. ``"missing_chunk"``, ``"unreadable_chunk"``, ``"zero_variance"``.
     where : tuple of int
         Grid coordinates of the chunk (or index of the slice) concerned.
     message : str
         What happened and what it means.
+    array : str or None
+        In a group's report, the path of the array it is about (None for the group itself).
     """
 
     kind: str
     where: tuple[int, ...]
     message: str
+    array: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        d = {"kind": self.kind, "where": list(self.where), "message": self.message}
+        return d if self.array is None else {**d, "array": self.array}
 
 
 @dataclass(frozen=True)
@@ -367,7 +371,10 @@ class ScanReport:
             sum=_unnum(st["sum"]),
             elements=d["elements"],
             max_locations=d["max_locations"],
-            findings=[Finding(f["kind"], tuple(f["where"]), f["message"]) for f in d["findings"]],
+            findings=[
+                Finding(f["kind"], tuple(f["where"]), f["message"], f.get("array"))
+                for f in d["findings"]
+            ],
             missing_chunks=d["missing_chunks"],
             complete=d["complete"],
             arrays={k: cls.from_dict(v) for k, v in d.get("arrays", {}).items()},
@@ -445,14 +452,21 @@ class ScanReport:
         cls, name: str, arrays: dict[str, ScanReport], skipped: dict[str, str] | None = None
     ) -> ScanReport:
         """The report of a group: per-array reports and their totals (statistics merged by
-        Chan's formula; locations stay in the per-array reports)."""
+        Chan's formula; locations stay in the per-array reports, findings name their array).
+        A group in which nothing numeric was scanned has a ``nothing_scanned`` finding."""
         subs = list(arrays.values())
         findings = [
-            Finding(f.kind, f.where, f"{path}: {f.message}")
+            Finding(f.kind, f.where, f.message, f.array or path)
             for path, r in arrays.items()
             for f in r.findings
         ]
+        if not subs:
+            why = f"all {len(skipped)} members were skipped" if skipped else "it is empty"
+            findings.append(Finding("nothing_scanned", (), f"no numeric array was scanned: {why}"))
+        by, z = {r.by for r in subs}, {r.z_threshold for r in subs}
         return cls(
+            by=by.pop() if len(by) == 1 else None,
+            z_threshold=z.pop() if len(z) == 1 else 10.0,
             name=name,
             shape=(),
             dtype="group",

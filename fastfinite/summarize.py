@@ -10,9 +10,11 @@ import math
 import numpy as np
 
 from . import kinds
-from .blocks import Block, Region, memory_order, memory_view
+from .blocks import Block, Region, first_where, memory_order, memory_view
 from .errors import ChunkReadError
 from .summary import ScanSpec, SliceStats, Summary, _first, merge_all
+
+KEPT = 1 << 10  # positions of each kind a kernel keeps; more are looked for when wanted
 
 
 def scan_region(source, region: Region, spec: ScanSpec) -> Summary:
@@ -102,9 +104,11 @@ def _scan(
     counts = np.zeros(kinds.N_KINDS, np.int64)
     sstats = np.empty((5, nsl), np.float64)
     scounts = np.zeros((3, nsl), np.int64)
-    # complex parts: both parts of one element may hold the same kind
-    locs = np.empty((kinds.N_KINDS, cap * block.ncomp), np.int64)
-    vals = np.empty((kinds.N_KINDS, cap * block.ncomp), np.float64)
+    # kept by the kernel (complex: both parts of an element may hold the same kind); more
+    # are looked for again below, so memory grows with what is found, not with the cap
+    keep = min(cap, KEPT) * block.ncomp
+    locs = np.empty((kinds.N_KINDS, keep), np.int64)
+    vals = np.empty((kinds.N_KINDS, keep), np.float64)
     nlocs = np.zeros(kinds.N_KINDS, np.int64)
     if x.size:
         xi2 = block.xi[lo : lo + x.size].reshape(x2.shape)
@@ -112,10 +116,11 @@ def _scan(
     s = Summary(counts=counts, elements=x.size // block.ncomp)
     for k in np.flatnonzero(counts):  # the first positions of each kind, in C order
         pos, val = lo + locs[k, : nlocs[k]], vals[k, : nlocs[k]]
-        if counts[k] > nlocs[k] and not ordered:  # more found than kept, out of C order
-            from .slow.twins import kind_masks
+        if counts[k] > nlocs[k] and (not ordered or nlocs[k] < cap * block.ncomp):
+            from .slow.twins import kind_mask  # more found than kept: all, or the first cap
 
-            pos = lo + np.flatnonzero(kind_masks(x, thr)[k])
+            want = counts[k] if not ordered else cap * block.ncomp
+            pos = lo + first_where(x, lambda b, k=k: kind_mask(b, k, thr), want)
             val = x[pos - lo].astype(np.float64)
         s.loc_index[k], s.loc_value[k] = _first(block.to_global(pos, spec.shape), val, cap)
     if x.size == 0 or not moments:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import subprocess
 import sys
 import warnings
@@ -14,6 +15,7 @@ import pytest
 import zarr
 
 import fastfinite
+from fastfinite.blocks import first_where
 
 
 def _expected(x, by):
@@ -239,7 +241,7 @@ def test_replay_offenders_blockwise_equal_whole_array(limit):
         checked += len(whole) > limit
     assert checked >= 3 or limit > 30  # small limits cut lists short
     np.testing.assert_array_equal(
-        loc._first_where(x, np.isnan, limit, 64), np.flatnonzero(np.isnan(x))[:limit]
+        first_where(x, np.isnan, limit, 64), np.flatnonzero(np.isnan(x))[:limit]
     )
 
 
@@ -296,4 +298,6 @@ def test_cli_by_localize(tmp_path):
         timeout=300,
     )
     assert r.returncode == 1, r.stderr
-    assert "subtract" in r.stdout and "(1, 0, 0)" in r.stdout and "nonfinite" in r.stdout
+    d = json.loads(r.stdout)  # --json -: the JSON alone on stdout
+    assert {"op": "subtract", "index": [1, 0, 0]}.items() <= d["localized"][0].items()
+    assert [(f["kind"], f["where"]) for f in d["findings"]] == [("nonfinite", [1])]

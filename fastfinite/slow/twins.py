@@ -9,23 +9,28 @@ import math
 
 import numpy as np
 
-from ..kinds import N_TARGET_SLOTS
+from ..kinds import N_KINDS
 from ..stats import chan
 
 BIG = float(np.finfo(np.float64).max)
 
 
-def kind_masks(x: np.ndarray, thr: np.ndarray) -> list[np.ndarray]:
-    """Masks of the counter slots over ``x``: NaN, +inf, -inf, then per cast target a
+def kind_mask(x: np.ndarray, k: int, thr: np.ndarray) -> np.ndarray:
+    """The mask of counter slot ``k`` over ``x``: NaN, +inf, -inf, then per cast target a
     finite ``|x| >= over`` (overflow) and ``0 < |x| <= under`` (underflow), thresholds
     ``thr`` as in the kernels: the NumPy form of their predicates."""
+    if k < 3:
+        return np.isnan(x) if k == 0 else x == (np.inf if k == 1 else -np.inf)
     with np.errstate(invalid="ignore"):
         a = np.abs(x)
-        fin = np.isfinite(x)
-        out = [np.isnan(x), x == np.inf, x == -np.inf]
-        for slot in range(N_TARGET_SLOTS):
-            out += [(a >= thr[2 * slot]) & fin, (a <= thr[2 * slot + 1]) & (a > 0)]
-    return out
+        if k % 2:  # overflow: slots 3, 5, 7
+            return (a >= thr[k - 3]) & np.isfinite(x)
+        return (a <= thr[k - 3]) & (a > 0)
+
+
+def kind_masks(x: np.ndarray, thr: np.ndarray) -> list[np.ndarray]:
+    """The masks of every counter slot over ``x`` (``kind_mask``)."""
+    return [kind_mask(x, k, thr) for k in range(N_KINDS)]
 
 
 def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs) -> None:

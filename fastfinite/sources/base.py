@@ -3,6 +3,8 @@ the optional ones have their defaults here, so the engines ask a source and neve
 
 from __future__ import annotations
 
+import os
+import stat
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -10,9 +12,24 @@ from typing import Any
 import numpy as np
 
 from ..blocks import Region
+from ..errors import SourceError
 
 REGION_BYTES = 4 << 20  # regions of a store, in whole storage units, when the scan sets none
 SMALL_BYTES = 32 << 20  # an array in this process smaller than this is one region, one thread
+
+
+def regular_file(path: str, name: str) -> str:
+    """The absolute path of a file that exists and is a regular file, else ``SourceError``
+    (a FIFO or a device would block, a directory is not a file)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise SourceError(f"no such file: {name}") from None
+    except OSError as e:
+        raise SourceError(f"cannot read {name}: {e.strerror or e}") from None
+    if not stat.S_ISREG(mode):
+        raise SourceError(f"{name} is not a regular file (a directory, FIFO or device)")
+    return os.path.abspath(path)
 
 
 def of_type(obj: Any, module: str, *names: str) -> bool:

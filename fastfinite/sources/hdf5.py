@@ -41,7 +41,7 @@ class H5Source(Source):
         ds = self.ds
         self.name = f"{filename}:{dataset}"
         self.shape = tuple(int(s) for s in ds.shape)
-        self.dtype = check_dtype(ds.dtype)
+        self.dtype = check_dtype(ds.dtype, self.name)
         self.nbytes = math.prod(self.shape) * self.dtype.itemsize
         self.chunks = tuple(ds.chunks) if ds.chunks else None
         fill = ds.fillvalue

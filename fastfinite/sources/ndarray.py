@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..blocks import Region, check_dtype, memory_regions
-from ..errors import SourceError
-from .base import SMALL_BYTES, Source
+from ..errors import SourceError, UnsupportedDtypeError
+from .base import SMALL_BYTES, Source, regular_file
 
 MAX_REGION_BYTES = 64 << 20
 
@@ -26,7 +26,7 @@ class ArraySource(Source):
         self.path = path  # a .npy file: pickles as its path and reopens where unpickled
         self.reads_in_tasks = path is not None  # else a graph carries the blocks themselves
         self.shape = tuple(array.shape)
-        self.dtype = check_dtype(array.dtype)
+        self.dtype = check_dtype(array.dtype, name)
         self.nbytes = int(array.nbytes)
         # regions are views: one for a small array, else about an eighth of it (enough for
         # every core), 4 to 64 MiB (the Python around each region then costs nothing)
@@ -38,7 +38,7 @@ class ArraySource(Source):
 
     def __reduce__(self):
         if self.path is not None:
-            return (open_npy, (self.path,))
+            return (open_npy, (self.path, self.name))
         return (ArraySource, (self.array, self.name))
 
     @property
@@ -100,15 +100,23 @@ def _find_mmap(array: np.ndarray) -> mmap.mmap | None:
     return None
 
 
-def open_npy(path: str | os.PathLike) -> ArraySource:
-    """Open a ``.npy`` file as a read-only memmap (never loaded whole)."""
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise SourceError(f"no such file: {path}")
+def open_npy(path: str | os.PathLike, name: str | None = None) -> ArraySource:
+    """Open a ``.npy`` file as a read-only memmap (never loaded whole); ``name``: what the
+    report calls it (default: the path as given). The source keeps the absolute path: a
+    task elsewhere (on a cluster worker) opens the same file."""
+    name = os.fspath(path) if name is None else name
+    path = regular_file(os.fspath(path), name)
+    with open(path, "rb") as f:
+        magic = f.read(6)
+    if magic != b"\x93NUMPY":
+        why = "it is empty" if not magic else "it does not start with NumPy's magic string"
+        raise SourceError(f"{name} is not a .npy file: {why}")
     try:
         arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except ValueError as e:  # object arrays, bad header
-        raise SourceError(f"cannot open {path} as a .npy array: {e}") from None
+    except ValueError as e:  # Python objects, a truncated header or body
+        if "Python objects" in str(e) or "Object arrays" in str(e):
+            raise UnsupportedDtypeError(f"cannot scan {name}: it holds Python objects") from None
+        raise SourceError(f"{name} is not a valid .npy file: {e}") from None
     except OSError as e:
-        raise SourceError(f"cannot read {path}: {e}") from None
-    return ArraySource(arr, name=path, path=path)
+        raise SourceError(f"cannot read {name}: {e.strerror or e}") from None
+    return ArraySource(arr, name=name, path=path)

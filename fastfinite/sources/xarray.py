@@ -28,7 +28,7 @@ class XarraySource(Source):
         self.variable = da.variable
         self.name = name or str(da.name or "DataArray")
         self.shape = tuple(int(s) for s in da.shape)
-        self.dtype = check_dtype(da.dtype)
+        self.dtype = check_dtype(da.dtype, self.name)
         self.nbytes = math.prod(self.shape) * self.dtype.itemsize
         self.in_memory = isinstance(self.variable._data, np.ndarray)
         self.reads_in_tasks = not self.in_memory  # else a graph carries the blocks themselves

@@ -34,7 +34,7 @@ class ZarrSource(Source):
         self.array = array
         self.name = name or array_name(array)
         self.shape = tuple(int(s) for s in array.shape)
-        self.dtype = check_dtype(np.dtype(array.dtype))
+        self.dtype = check_dtype(np.dtype(array.dtype), self.name)
         self.nbytes = math.prod(self.shape) * self.dtype.itemsize
         self.fill_value = _plain(array.fill_value)
         shards = getattr(array, "shards", None)
