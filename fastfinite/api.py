@@ -7,7 +7,7 @@ from typing import Any
 
 from .build import failure_message
 from .errors import InvalidArgumentError, NonFiniteError
-from .options import scan_options
+from .options import parse_kinds, scan_options
 from .report import ScanReport
 
 
@@ -143,13 +143,16 @@ def scan(
     return report
 
 
-def assert_finite(data: Any, **kwargs: Any) -> ScanReport:
+def assert_finite(data: Any, *, fail_on: Any = None, **kwargs: Any) -> ScanReport:
     """Scan ``data`` and return the report if nothing was found, else raise.
 
     Parameters
     ----------
     data : array_like or path
         As for :func:`scan`.
+    fail_on : str or set of str, optional
+        The kinds that fail the check (default: any finding), as ``--fail-on`` takes them:
+        ``"nonfinite"``, ``{"nan", "overflow:float16"}``... An unknown name is an error.
     **kwargs
         Passed to :func:`scan`.
 
@@ -158,7 +161,8 @@ def assert_finite(data: Any, **kwargs: Any) -> ScanReport:
     NonFiniteError
         With the counts and the first coordinates, e.g. ``nan 1 at (2, 1)``.
     """
+    kinds = parse_kinds(fail_on)
     report = scan(data, **kwargs)
-    if report.ok:
+    if report.ok if kinds is None else not report.kinds_found() & kinds:
         return report
     raise NonFiniteError(failure_message(report), report)

@@ -33,6 +33,18 @@ def check_dtype(dtype: np.dtype, name: str = "") -> np.dtype:
     )
 
 
+def object_numbers(arr: np.ndarray) -> np.ndarray | None:
+    """An array of Python objects as float64 when they are numbers (None read as NaN, as
+    pandas reads it); None when they are text (or None); else ``UnsupportedDtypeError``."""
+    flat = list(arr.flat)
+    if all(v is None or isinstance(v, (str, bytes)) for v in flat):
+        return None
+    try:
+        return np.array([np.nan if v is None else v for v in flat], np.float64).reshape(arr.shape)
+    except (TypeError, ValueError) as e:
+        raise UnsupportedDtypeError(f"cannot check its Python objects: {e}") from None
+
+
 def _dtype_label(dtype: np.dtype) -> str:
     if dtype.fields is not None:
         return "structured"

@@ -18,8 +18,8 @@ import numpy as np
 
 from ._format import fmt_index
 from .api import scan
-from .blocks import Block
-from .errors import NonFiniteError
+from .blocks import Block, object_numbers
+from .errors import NonFiniteError, SourceError, UnsupportedDtypeError
 from .options import parse_by, parse_cast, parse_choice, parse_int, parse_kinds
 from .summary import ScanSpec
 
@@ -33,27 +33,46 @@ class BadBatchWarning(UserWarning):
     """A guard with ``on_bad="warn"`` passed on a batch with findings."""
 
 
-def _elements(batch: Any) -> list[tuple[int, Any, Any]]:
-    """``(position, key, array)`` of the arrays in a batch: an array, a tuple or list of
-    arrays, a dict of arrays, or objects with ``__array__`` (CPU tensors)."""
-    if type(batch) is np.ndarray:  # the common case, first
-        return [(0, None, batch)] if batch.dtype.kind in "biufc" else []
+def _elements(batch: Any, where: str) -> list[tuple[str, np.ndarray]]:
+    """``(label, array)`` of the numeric arrays in a batch: an array, a tuple or list of
+    arrays, a dict of arrays, objects with ``__array__`` (CPU tensors), numbers, and lists
+    of those. Strings, bytes and None are passed over; anything else that cannot be read as
+    numbers raises, naming where it sits (a GPU tensor, a list of Python objects)."""
+    if type(batch) is np.ndarray and batch.dtype.kind in "biufc":  # the common case, first
+        return [("element 0", batch)]
     if isinstance(batch, dict):
-        items = [(i, k, v) for i, (k, v) in enumerate(batch.items())]
+        items = [(f"element {i} ({k!r})", v) for i, (k, v) in enumerate(batch.items())]
     elif isinstance(batch, (tuple, list)):
-        items = [(i, None, v) for i, v in enumerate(batch)]
+        items = [(f"element {i}", v) for i, v in enumerate(batch)]
     else:
-        items = [(0, None, batch)]
-    out = []
-    for pos, key, value in items:
+        items = [("element 0", batch)]
+    out: list[tuple[str, np.ndarray]] = []
+    while items:
+        label, value = items.pop(0)
+        if type(value) is np.ndarray and value.dtype.kind in "biufc":
+            out.append((label, value))
+            continue
         if value is None or isinstance(value, (str, bytes)):
             continue
         try:
             arr = np.asarray(value)
-        except Exception:
-            continue  # not array-like (a callback, a path): not checked
-        if arr.dtype.kind in "biufc":
-            out.append((pos, key, arr))
+        except Exception as e:  # a tensor on a GPU, a ragged list: not readable as one array
+            arr, cause = None, e
+        if arr is not None and arr.dtype.kind in "biufc":
+            out.append((label, arr))
+        elif isinstance(value, (tuple, list, dict)):  # look inside: ragged or mixed
+            inner = value.items() if isinstance(value, dict) else enumerate(value)
+            items[:0] = [(f"{label}, item {k!r}", v) for k, v in inner]
+        elif arr is not None and arr.dtype.kind == "O":  # Python objects: numbers, or text
+            try:
+                nums = object_numbers(arr)
+            except UnsupportedDtypeError as e:
+                raise SourceError(f"{where}, {label}: {e}") from None
+            if nums is not None:
+                out.append((label, nums))
+        elif arr is None or arr.dtype.kind == "V":
+            why = cause if arr is None else f"structured dtype {arr.dtype}"
+            raise SourceError(f"{where}, {label}: cannot check {type(value).__name__}: {why}")
     return out
 
 
@@ -144,7 +163,7 @@ class Guard:
     def check(self, batch: Any, where: str) -> str | None:
         """The message for a bad batch, or None when it is fine."""
         problems = []
-        for pos, key, arr in _elements(batch):
+        for label, arr in _elements(batch, where):
             if self.fail_on is None and self._clean(arr):
                 continue
             by = self.by if (self.by is not None and arr.ndim > 0) else None
@@ -163,7 +182,6 @@ class Guard:
             )
             if not bad:
                 continue
-            label = f"element {pos}" + (f" ({key!r})" if key is not None else "")
             problems.append(f"{where}, {label}, {_describe(report)}")
         return "; ".join(problems) if problems else None
 

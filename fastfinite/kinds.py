@@ -8,6 +8,8 @@ BASE_KINDS = ("nan", "posinf", "neginf")
 
 SLICE_KINDS = ("nonfinite", "zero_variance", "near_zero_variance", "outlier")
 CHUNK_KINDS = ("missing_chunk", "unreadable_chunk")
+GROUP_KINDS = ("nothing_scanned",)  # said of a group or table as a whole
+KIND_GROUPS = ("nonfinite", "cast", "overflow", "underflow")  # names for several kinds
 PER_DTYPE_SLICE_KINDS = ("sum_overflow:", "variance_overflow:")
 
 

@@ -12,6 +12,14 @@ import numpy as np
 
 from .casts import TARGETS
 from .errors import InvalidArgumentError
+from .kinds import (
+    BASE_KINDS,
+    CHUNK_KINDS,
+    GROUP_KINDS,
+    KIND_GROUPS,
+    PER_DTYPE_SLICE_KINDS,
+    SLICE_KINDS,
+)
 
 DEFAULT_SPLIT_EVERY = 8
 
@@ -106,11 +114,26 @@ def resolve_by(by: tuple[int, ...] | None, ndim: int, name: str) -> tuple[int, .
     return tuple(sorted(out))
 
 
+def known_kinds() -> tuple[str, ...]:
+    """Every kind a report can hold, and the names of the groups of them."""
+    cast = [f"{p}:{t}" for p in ("overflow", "underflow") for t in TARGETS]
+    dtypes = sorted({*TARGETS, "float16", "float32"})
+    sums = [f"{p}{t}" for p in PER_DTYPE_SLICE_KINDS for t in dtypes]
+    return (*BASE_KINDS, *cast, *CHUNK_KINDS, *GROUP_KINDS, *SLICE_KINDS, *sums, *KIND_GROUPS)
+
+
 def parse_kinds(kinds: Any) -> frozenset[str] | None:
-    """Finding kinds (``fail_on``): a set of names, or None for the default."""
+    """Kinds that fail a check (``fail_on``): a name (one kind), names, or None for the
+    default; an unknown name is an error that lists the known ones."""
     if kinds is None:
         return None
-    names = frozenset(kinds)
+    names = frozenset((kinds,) if isinstance(kinds, str) else kinds)
+    known = known_kinds()
+    for name in sorted(names, key=str):
+        if name not in known:
+            raise InvalidArgumentError(
+                f"unknown kind {name!r}; the kinds are {', '.join(dict.fromkeys(known))}"
+            )
     if not names:
         raise InvalidArgumentError("expected at least one kind")
     return names

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..blocks import Region, check_dtype
+from ..blocks import Region, check_dtype, object_numbers
 from ..errors import SourceError, UnsupportedDtypeError
 from .base import Source
 from .ndarray import ArraySource
@@ -37,7 +37,14 @@ def _column_array(col) -> np.ndarray:
     """A pandas column as a numpy array the kernels scan; raises for non-numeric columns."""
     import pandas as pd
 
+    if isinstance(col.dtype, pd.SparseDtype):  # the values it stores and its fill value
+        col = col.sparse.to_dense()
     dtype = col.dtype
+    if getattr(dtype, "kind", "") == "O":  # Python objects: numbers (None read as NaN), or text
+        nums = object_numbers(col.to_numpy())
+        if nums is None:
+            raise UnsupportedDtypeError(f"not numeric: dtype {dtype} holding text")
+        return nums
     if isinstance(dtype, pd.CategoricalDtype) or not (
         pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
     ):
@@ -91,10 +98,11 @@ def table_locations(report, columns: list[str], cap: int) -> list:
     by_kind: dict[str, list] = {}
     for col, sub in report.arrays.items():
         for loc in sub.locations:
+            nested = loc.labels is not None and "item" in loc.labels  # a value in a list
             by_kind.setdefault(loc.kind, []).append(
                 Location(
                     loc.kind,
-                    (loc.index[0], pos[col]),
+                    (loc.labels["row"] if nested else loc.index[0], pos[col]),
                     loc.value,
                     dict(loc.labels or {}, column=col),
                 )
@@ -135,20 +143,22 @@ def parquet_files(path: str) -> list[str]:
 
 
 class ParquetColumnSource(Source):
-    """One column of a Parquet file or dataset, read one row group at a time."""
+    """One numeric column of a Parquet file or dataset, or one numeric field nested in it
+    (in structs: ``"s.a"``; in lists: their values, flattened in row order), read one row
+    group at a time. Nulls count as NaN, as they read in pandas."""
 
     unit_kind = "row group"
 
-    def __init__(
-        self, files: list[str], column: str, groups, nrows: int, dtype: np.dtype, name: str
-    ):
+    def __init__(self, files, column: str, steps, groups, dtype: np.dtype, name: str, shown):
         self.files = files
-        self.column = column
-        self.groups = groups  # (file index, row group, first row, rows)
-        self.shape = (nrows,)
-        self.dtype = check_dtype(dtype)
-        self.nbytes = nrows * self.dtype.itemsize
+        self.column = column  # the top-level column
+        self.steps = steps  # ("field", name) into a struct, ("list",) into a list's values
+        self.groups = groups  # (file index, row group, first value, values, first row)
+        self.shape = (sum(g[3] for g in groups),)
+        self.dtype = check_dtype(dtype, name)
+        self.nbytes = self.shape[0] * self.dtype.itemsize
         self.name = name
+        self.shown = shown  # the column's name in labels
         self._local = threading.local()
 
     def __getstate__(self):
@@ -161,12 +171,20 @@ class ParquetColumnSource(Source):
         self._local = threading.local()
 
     def labels(self, position: tuple[int, ...]) -> dict[str, Any]:
-        return {"row": int(position[0]), "column": self.column}
+        """The row (a position in the file or dataset) and column of a value, and for values
+        in lists the value's position in its row (``item``)."""
+        if not any(step == ("list",) for step in self.steps):
+            return {"row": int(position[0]), "column": self.shown}
+        g = next(g for g in self.groups if g[2] <= position[0] < g[2] + g[3])
+        parents = self._values(g, parents=True)
+        row = int(parents[position[0] - g[2]])
+        item = position[0] - g[2] - int(np.searchsorted(parents, row))
+        return {"row": g[4] + row, "column": self.shown, "item": int(item)}
 
     def regions(self, budget_bytes: int):
-        for _, _, first, rows in self.groups:
-            if rows:
-                yield (slice(first, first + rows),)
+        for _, _, first, values, _ in self.groups:
+            if values:
+                yield (slice(first, first + values),)
 
     def units(self, region: Region):
         """The row group of a region (a region is one row group)."""
@@ -174,22 +192,40 @@ class ParquetColumnSource(Source):
         yield self.unit_kind, (i,), region
 
     def read(self, region: Region) -> np.ndarray:
-        pq = _pyarrow()
-        start = region[0].start
-        unit = next(u for u in self.groups if u[2] == start)
+        g = next(g for g in self.groups if g[2] == region[0].start)
+        values = self._values(g)
+        if len(values) != region[0].stop - region[0].start:
+            raise ValueError(f"row group holds {len(values)} values, the plan {self.shape}")
+        return values
+
+    def _file(self, index: int):
         files = getattr(self._local, "files", None)
         if files is None:
             files = self._local.files = {}
-        f = files.get(unit[0])
-        if f is None:
-            f = files[unit[0]] = pq.ParquetFile(self.files[unit[0]])
+        if index not in files:
+            files[index] = _pyarrow().ParquetFile(self.files[index])
+        return files[index]
+
+    def _values(self, group, parents: bool = False) -> np.ndarray:
+        """The values of one row group (or, with ``parents``, the row of each value)."""
+        import pyarrow.compute as pc
+
         # our threads already read in parallel: no pyarrow pool on top of them
-        col = f.read_row_group(unit[1], columns=[self.column], use_threads=False).column(0)
-        arr = col.to_numpy(zero_copy_only=False)
-        if arr.dtype != self.dtype:
-            arr = arr.astype(self.dtype)
-        stop = region[0].stop - start
-        return arr[:stop] if arr.shape[0] != stop else arr
+        table = self._file(group[0]).read_row_group(
+            group[1], columns=[self.column], use_threads=False
+        )
+        arr = table.column(0).combine_chunks()
+        rows = np.arange(len(arr))
+        for step in self.steps:
+            if step == ("list",):
+                rows = rows[pc.list_parent_indices(arr).to_numpy()]
+                arr = pc.list_flatten(arr)
+            else:
+                arr = pc.struct_field(arr, [step[1]])
+        if parents:
+            return rows
+        values = arr.to_numpy(zero_copy_only=False)
+        return values if values.dtype == self.dtype else values.astype(self.dtype)
 
 
 def _numpy_dtype(arrow_type, has_nulls: bool) -> np.dtype:
@@ -202,38 +238,67 @@ def _numpy_dtype(arrow_type, has_nulls: bool) -> np.dtype:
     raise UnsupportedDtypeError(f"not numeric: Parquet type {arrow_type}")
 
 
+def _leaves(name: str, typ, steps=()):
+    """``(name, steps, type)`` of the fields below a column: struct fields by name, list
+    values flattened (list, large list, fixed-size list, nested)."""
+    import pyarrow as pa
+
+    if pa.types.is_struct(typ):
+        for f in typ:
+            yield from _leaves(f"{name}.{f.name}", f.type, (*steps, ("field", f.name)))
+    elif pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
+        yield from _leaves(name, typ.value_type, (*steps, ("list",)))
+    else:
+        yield name, steps, typ
+
+
 def open_parquet(path: str) -> TableColumns:
-    """``(column, factory)`` for every column of a Parquet file or dataset directory."""
+    """``(column, factory)`` for every numeric column (and numeric field nested in a column)
+    of a Parquet file or dataset directory."""
     pq = _pyarrow()
-    files = parquet_files(path)
+    files = [os.path.abspath(f) for f in parquet_files(path)]
     try:
         metas = [pq.ParquetFile(f) for f in files]
     except Exception as e:
         raise SourceError(f"cannot read {path} as Parquet: {e}") from None
     schema = metas[0].schema_arrow
-    units = []
-    row = 0
+    rows = []
     for fi, pf in enumerate(metas):
         if pf.schema_arrow.names != schema.names:
             raise SourceError(
                 f"{files[fi]} has columns {pf.schema_arrow.names}, unlike "
                 f"{files[0]}: {schema.names}"
             )
-        for rg in range(pf.num_row_groups):
-            n = pf.metadata.row_group(rg).num_rows
-            units.append((fi, rg, row, n))
-            row += n
+        rows += [(fi, rg, pf.metadata.row_group(rg).num_rows) for rg in range(pf.num_row_groups)]
     out = []
-    for ci, field in enumerate(schema):
+    for field in schema:
+        for shown, steps, typ in _leaves(field.name, field.type):
 
-        def factory(ci=ci, field=field):
-            nulls = 0
-            for pf in metas:
-                for rg in range(pf.num_row_groups):
-                    st = pf.metadata.row_group(rg).column(ci).statistics
-                    nulls += st.null_count if st is not None and st.has_null_count else 1
-            dtype = _numpy_dtype(field.type, nulls > 0)
-            return ParquetColumnSource(files, field.name, units, row, dtype, f"{path}:{field.name}")
+            def factory(column=field.name, shown=shown, steps=steps, typ=typ):
+                return _column(path, files, metas, rows, column, shown, steps, typ)
 
-        out.append((field.name, factory))
-    return TableColumns(out, "Parquet", row)
+            out.append((shown, factory))
+    return TableColumns(out, "Parquet", sum(n for _, _, n in rows))
+
+
+def _column(path, files, metas, rows, column, shown, steps, typ) -> ParquetColumnSource:
+    """The source of one leaf: flat ones know their size and nulls from the metadata; one
+    inside lists counts its values (and nulls) in a first read of each row group."""
+    _numpy_dtype(typ, False)  # not numeric: raises before anything is read
+    groups, first, row, nulls = [], 0, 0, 0
+    probe = ParquetColumnSource(files, column, steps, [], np.float64, shown, shown)
+    for fi, rg, n in rows:
+        if ("list",) not in steps:
+            meta = metas[fi].metadata.row_group(rg)
+            leaf = [meta.column(i) for i in range(meta.num_columns)]
+            st = next(c for c in leaf if c.path_in_schema == shown).statistics
+            nulls += st.null_count if st is not None and st.has_null_count else 1
+            values = n
+        else:
+            read = probe._values((fi, rg, 0, 0, 0))
+            nulls += int(np.isnan(read).sum())
+            values = len(read)
+        groups.append((fi, rg, first, values, row))
+        first, row = first + values, row + n
+    dtype = _numpy_dtype(typ, nulls > 0)
+    return ParquetColumnSource(files, column, steps, groups, dtype, f"{path}:{shown}", shown)
