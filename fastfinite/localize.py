@@ -19,8 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from ._format import fmt_index
 from .blocks import first_where
 from .casts import cast_dtype
+from .errors import InvalidArgumentError
 from .options import parse_float, parse_int
 from .report import Localization, ScanReport
 from .sources.open import Target, open_source
@@ -115,45 +117,47 @@ def _first_overflow(terms: np.ndarray, error: str) -> np.ndarray:
 def replay(
     block: np.ndarray,
     to_global: Callable[[np.ndarray], list[tuple[int, ...]]],
-    cast_targets: tuple[str, ...],
+    cast_risks: dict[str, tuple[str, ...]],
     eps: float,
     where: tuple[int, ...],
     limit: int,
+    taken: dict[tuple[str, str], int] | None = None,
 ) -> list[Localization]:
-    """Replay one flagged piece of data; at most ``limit`` localizations."""
+    """Replay one flagged piece of data: at most ``limit`` localizations of each kind (op,
+    error), counting those already ``taken`` (updated). ``cast_risks``: the risks the scan
+    found, per cast target (``"overflow"``, ``"underflow"``)."""
+    taken = {} if taken is None else taken
     x = np.ascontiguousarray(block).ravel()
     if not x.dtype.isnative:  # not ``byteorder``: zarr's native dtypes say "<", not "="
         x = x.astype(x.dtype.newbyteorder("="))
     out: list[Localization] = []
 
-    def add(op, error, positions, message):
-        for idx in to_global(positions[: max(0, limit - len(out))]):
-            out.append(Localization(op, error, idx, message, where))
+    def room(op: str, error: str) -> int:
+        return max(0, limit - taken.get((op, error), 0))
 
-    if x.dtype.kind in "fc":
-        nan = first_where(x, np.isnan, limit)
+    def add(op, error, positions, message):
+        for idx in to_global(positions[: room(op, error)]):
+            out.append(Localization(op, error, idx, message, where))
+            taken[op, error] = taken.get((op, error), 0) + 1
+
+    if x.dtype.kind in "fc" and room("isnan", "invalid"):
+        nan = first_where(x, np.isnan, room("isnan", "invalid"))
         add(
             "isnan",
             "invalid",
             nan,
             "NaN in the data (errstate cannot see NaN: it raises nothing, it only spreads)",
         )
-    for t in cast_targets:
-        if len(out) >= limit:
-            break
-        dt = cast_dtype(t)
-        try:
-            with np.errstate(all="raise"):
-                x.astype(dt)
-        except FloatingPointError as e:
-            op, error = parse_fpe(e)
-            add(
-                "cast",
-                error,
-                _offenders(op, error, x, 0, 0, eps, f"cast:{t}", limit - len(out)),
-                f"{e} (x.astype({t}))",
-            )
-    if len(out) >= limit or x.size == 0:
+    for t, errors in cast_risks.items():
+        for error in (e for e in errors if room("cast", e)):
+            try:  # each category on its own: the first raised would hide the other
+                with np.errstate(**{"over" if error == "overflow" else "under": "raise"}):
+                    x.astype(cast_dtype(t))
+            except FloatingPointError as e:
+                op, error = parse_fpe(e)
+                found = _offenders(op, error, x, 0, 0, eps, f"cast:{t}", room(op, error))
+                add("cast", error, found, f"{e} (x.astype({t}))")
+    if x.size == 0:
         return out
     step, mean, std = "mean", None, None
     try:
@@ -167,15 +171,14 @@ def replay(
             np.divide(d, den, out=d if np.result_type(d, den) == d.dtype else None)
     except FloatingPointError as e:
         op, error = parse_fpe(e)
-        with np.errstate(all="ignore"):
-            mean = x.mean() if mean is None else mean
-            std = x.std() if std is None else std
-        add(
-            op,
-            error,
-            _offenders(op, error, x, mean, std, eps, step, limit - len(out)),
-            f"{e} (while computing {_STEPS[step]})",
-        )
+        if room(op, error):
+            with np.errstate(all="ignore"):
+                mean = x.mean() if mean is None else mean
+                std = x.std() if std is None else std
+            found = _offenders(op, error, x, mean, std, eps, step, room(op, error))
+            add(op, error, found, f"{e} (while computing {_STEPS[step]})")
+        else:
+            taken.setdefault((op, error), limit)
     return out
 
 
@@ -214,25 +217,43 @@ def localize_target(
     """``localize`` on an input already opened (``sources.open.open_source``)."""
     limit = report.max_locations if limit is None else limit
     if report.arrays:  # a group: replay each array against its own report
-        members = dict(target)
+        members = dict(target) if isinstance(target, list) else {}
         found = []
         for path, sub in report.arrays.items():
-            if path in members and not sub.ok:
-                sub.localized = localize_source(members[path](), sub, eps, limit - len(found))
+            if path not in members:
+                raise InvalidArgumentError(f"the report's array {path!r} is not in this data")
+            if not sub.ok:
+                sub.localized = localize_source(members[path](), sub, eps, limit)
                 found += sub.localized
         report.localized = found
         return found
+    if isinstance(target, list):
+        raise InvalidArgumentError("the report is of one array, the data a group of arrays")
     report.localized = localize_source(target, report, eps, limit)
     return report.localized
 
 
 def localize_source(source, report: ScanReport, eps: float, limit: int) -> list[Localization]:
-    """The replay for one opened source and its report."""
+    """The replay for one opened source and its report: at most ``limit`` localizations of
+    each kind (op, error). Pieces are read until every kind the report promises (NaN, each
+    cast risk) and every kind met so far has its ``limit``."""
     shape = tuple(source.shape)
-    at_risk = tuple(t for t, r in report.cast.items() if r.overflow or r.underflow)
+    if shape != tuple(report.shape) or str(source.dtype) != report.dtype:
+        raise InvalidArgumentError(
+            f"the report is of a {report.dtype} array {fmt_index(report.shape)}, not of "
+            f"{source.name or 'this data'} ({source.dtype} {fmt_index(shape)})"
+        )
+    risks = {
+        t: tuple(e for e, n in (("overflow", r.overflow), ("underflow", r.underflow)) if n)
+        for t, r in report.cast.items()
+        if r
+    }
+    promised = {("cast", e) for errors in risks.values() for e in errors}
+    promised |= {("isnan", "invalid")} if report.nan else set()
+    taken: dict[tuple[str, str], int] = {}
     out: list[Localization] = []
     for region, where in _pieces(source, report, shape):
-        if len(out) >= limit:
+        if limit == 0 or (taken and all(taken.get(k, 0) >= limit for k in promised | set(taken))):
             break
         try:
             block = np.asarray(source.read(region))
@@ -250,7 +271,7 @@ def localize_source(source, report: ScanReport, eps: float, limit: int) -> list[
             coords = np.unravel_index(np.asarray(pos, dtype=np.int64), bshape)
             return [tuple(int(c[i]) + s for c, s in zip(coords, start)) for i in range(len(pos))]
 
-        out += replay(block.reshape(bshape), to_global, at_risk, eps, where, limit - len(out))
+        out += replay(block.reshape(bshape), to_global, risks, eps, where, limit, taken)
     return out
 
 
