@@ -15,6 +15,8 @@ same scan gives the same keys. Kernels run serially inside tasks: Dask owns the 
 
 from __future__ import annotations
 
+import os
+import socket
 from itertools import accumulate
 
 import numpy as np
@@ -43,6 +45,26 @@ def _leaf_block(block: np.ndarray, start: tuple[int, ...], spec: ScanSpec, order
     if order is not None:
         block = np.flip(block.transpose(np.argsort(order)), flips)
     return summarize(block, start, spec), []
+
+
+def _in_task(fn, source, *args):
+    """``fn(source, *args)`` in a task, after checking the source can be read here: a store
+    that this worker cannot open is an error naming the store and the worker, never chunks
+    read as their fill value."""
+    try:
+        source.verify()
+    except Exception as e:
+        raise SourceError(f"cannot read {source.name} on {_here()}: {e}") from None
+    return fn(source, *args)
+
+
+def _here() -> str:
+    try:
+        from distributed import get_worker
+
+        return f"worker {get_worker().address}"
+    except (ImportError, ValueError):  # not in a distributed worker
+        return f"{socket.gethostname()} (process {os.getpid()})"
 
 
 def _combine(cap: int, *parts: tuple[Summary, list]) -> tuple[Summary, list]:
@@ -88,8 +110,10 @@ def _member_graph(member: Member, plan: ScanPlan):
         dsk[skey] = source
         if source.storage is not None:
             missing = f"fastfinite-missing-{token}"
-            dsk[missing] = (type(source).missing_units, skey)
-        leaves = [(scan_region_or_units, skey, r, spec, opts.on_error) for r in member.regions()]
+            dsk[missing] = (_in_task, type(source).missing_units, skey)
+        leaves = [
+            (_in_task, scan_region_or_units, skey, r, spec, opts.on_error) for r in member.regions()
+        ]
     keys = []
     for i, task in enumerate(leaves or [(_combine, 0)]):  # no region: an empty summary
         dsk[(f"fastfinite-chunk-{token}", i)] = task

@@ -81,6 +81,11 @@ class Source(ABC):
         one to name the unit that cannot be read; None when the source has no units."""
         return None
 
+    def verify(self) -> None:
+        """Raise when the source cannot be read where this runs (a Dask task on a worker
+        opens it again): a store or file that is gone, or that changed since it was planned."""
+        return None
+
     def missing_units(self) -> list[tuple[int, ...]] | None:
         """Grid coordinates of the units the store does not hold (C order); None when the
         source cannot tell."""

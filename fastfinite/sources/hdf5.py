@@ -16,7 +16,7 @@ import numpy as np
 
 from ..blocks import Region, check_dtype, plan_regions
 from ..errors import SourceError
-from .base import Source
+from .base import Source, regular_file
 from .chunked import ChunkGrid
 
 H5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5", ".nc", ".nc4")
@@ -35,7 +35,7 @@ class H5Source(Source):
     opens the file itself)."""
 
     def __init__(self, filename: str, dataset: str, _ds: Any = None):
-        self.filename = filename
+        self.filename = os.path.abspath(filename)  # a task elsewhere opens the same file
         self.dataset = dataset
         self._ds = _ds
         ds = self.ds
@@ -60,6 +60,12 @@ class H5Source(Source):
                 raise SourceError(f"{self.filename}:{self.dataset} is a group, not a dataset")
             self._ds = obj
         return self._ds
+
+    def verify(self) -> None:
+        """The file is still there, and holds what the scan was planned on."""
+        ds = self.ds
+        if (tuple(ds.shape), np.dtype(ds.dtype)) != (self.shape, self.dtype):
+            raise SourceError(f"{self.name} now holds {ds.dtype} {ds.shape}, not the planned")
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -117,8 +123,7 @@ def split_h5_path(path: str) -> tuple[str, str | None] | None:
 
 def open_h5(filename: str, dataset: str | None):
     """An H5Source for a dataset, or a list of ``(path, H5Source)`` for a file or group."""
-    if not os.path.exists(filename):
-        raise SourceError(f"no such file: {filename}")
+    regular_file(filename, filename)
     obj = _open_node(filename, dataset or "/")
     if isinstance(obj, _h5py().Dataset):
         return H5Source(filename, obj.name, _ds=obj)

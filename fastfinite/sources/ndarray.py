@@ -21,7 +21,7 @@ class ArraySource(Source):
     in_memory = True
 
     def __init__(self, array: np.ndarray, name: str = "", path: str | None = None):
-        self.array = array
+        self._array = array
         self.name = name
         self.path = path  # a .npy file: pickles as its path and reopens where unpickled
         self.reads_in_tasks = path is not None  # else a graph carries the blocks themselves
@@ -37,9 +37,23 @@ class ArraySource(Source):
         )
 
     def __reduce__(self):
-        if self.path is not None:
-            return (open_npy, (self.path, self.name))
+        if self.path is not None:  # opened again where it is read (``verify``)
+            return (_reopened, (self.__dict__ | {"_array": None},))
         return (ArraySource, (self.array, self.name))
+
+    @property
+    def array(self) -> np.ndarray:
+        if self._array is None:
+            self._array = open_npy(self.path, self.name).array
+        return self._array
+
+    def verify(self) -> None:
+        """The file is still there, and holds what the scan was planned on."""
+        if (self.array.shape, self.array.dtype) != (self.shape, self.dtype):
+            raise SourceError(
+                f"{self.name} now holds {self.array.dtype} {self.array.shape}, not the "
+                f"{self.dtype} {self.shape} planned"
+            )
 
     @property
     def ram_array(self) -> np.ndarray | None:
@@ -83,6 +97,12 @@ class ArraySource(Source):
                 mm.madvise(advice, start, end - start)
             except OSError:  # an advice this kernel does not know: only a hint
                 pass
+
+
+def _reopened(state: dict) -> ArraySource:
+    source = ArraySource.__new__(ArraySource)
+    source.__dict__.update(state)
+    return source
 
 
 MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)  # Linux >= 5.14

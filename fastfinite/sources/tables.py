@@ -17,7 +17,7 @@ import numpy as np
 
 from ..blocks import Region, check_dtype, object_numbers
 from ..errors import SourceError, UnsupportedDtypeError
-from .base import Source
+from .base import Source, regular_file
 from .ndarray import ArraySource
 
 PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
@@ -169,6 +169,11 @@ class ParquetColumnSource(Source):
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._local = threading.local()
+
+    def verify(self) -> None:
+        """Every file of the column is still there."""
+        for f in self.files:
+            regular_file(f, f)
 
     def labels(self, position: tuple[int, ...]) -> dict[str, Any]:
         """The row (a position in the file or dataset) and column of a value, and for values

@@ -65,6 +65,24 @@ class ZarrSource(Source):
         for coords in grid.units_in(region):
             yield kind, coords, grid.unit_region(coords)
 
+    def verify(self) -> None:
+        """The array's metadata is still in its store: a store that is gone (or a relative
+        path read elsewhere) would read as all fill_value."""
+        from zarr.core.sync import sync
+
+        store_path = self.array.store_path
+        prefix = store_path.path.strip("/")
+        meta = "zarr.json" if self.array.metadata.zarr_format == 3 else ".zarray"
+        key = f"{prefix}/{meta}" if prefix else meta
+        try:
+            there = sync(store_path.store.exists(key))
+        except Exception as e:
+            raise SourceError(
+                f"cannot reach the store of {self.name}: {type(e).__name__}: {e}"
+            ) from None
+        if not there:
+            raise SourceError(f"the store of {self.name} no longer holds the array ({key})")
+
     def missing_units(self) -> list[tuple[int, ...]] | None:
         """Grid coordinates (shard grid when sharded) of the units the store does not hold,
         in C order; None when the store cannot be listed."""
@@ -107,6 +125,8 @@ class ZarrSource(Source):
 def _file_keys(folder: str) -> list[str]:
     """The keys below an array's folder on disk, from the file system: zarr's async listing
     costs about 0.1 ms a key, a few percent of a scan of 1 MB chunks."""
+    if not os.path.isdir(folder):
+        raise SourceError(f"the array's folder {folder} is not there")
     keys = []
     for sub, _, files in os.walk(folder):
         rel = os.path.relpath(sub, folder).replace(os.sep, "/")
@@ -135,14 +155,16 @@ def open_zarr(path: str) -> Any:
 
     store: Any = path
     inner = ""
-    if "://" not in path:
+    if "://" not in path:  # absolute: a task elsewhere (a cluster worker) opens the same
         zip_path, inner = _split_zip(path)
         if zip_path is not None:
             from zarr.storage import ZipStore
 
-            store = ZipStore(zip_path, mode="r")
+            store = ZipStore(os.path.abspath(zip_path), mode="r")
         elif not os.path.exists(path):
             raise SourceError(f"no such file or directory: {path}")
+        else:
+            store = os.path.abspath(path)
     try:
         if inner:
             return zarr.open(store=store, path=inner, mode="r")
