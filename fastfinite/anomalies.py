@@ -38,8 +38,9 @@ def slice_kinds(dtypes: tuple[str, ...]) -> list[str]:
     ``n`` finite values, mean ``m``, variance ``v`` (population) has:
 
     - ``nonfinite``: a NaN or inf;
-    - ``zero_variance``: ``n > 0`` and ``v == 0``;
-    - ``near_zero_variance``: ``0 < v <= n * eps * v + (n * m * eps) ** 2``, ``v`` finite:
+    - ``zero_variance``: ``n > 1`` and ``v == 0`` (one value has no variance to speak of);
+    - ``near_zero_variance``: ``n > 1``, ``0 < v <= n * eps * v + (n * m * eps) ** 2``,
+      ``v`` finite:
       scikit-learn's test for a constant feature (``_is_constant_feature``), the variance
       rounding alone produces for that mean and count;
     - ``sum_overflow:T`` / ``variance_overflow:T``: ``|n * m|`` / ``n * v`` reaches T's
@@ -85,7 +86,7 @@ def slice_findings(
     out = []
     for i in np.flatnonzero(flags):
         where = tuple(int(j) for j in np.unravel_index(i, shape))
-        w = fmt_index(where)
+        w = fmt_index(where) + (f" ({slices.names[i]!r})" if slices.names else "")
         with np.errstate(over="ignore", invalid="ignore"):
             total, m2 = mean[i] * count[i], std[i] * std[i] * count[i]
         for bit, kind in enumerate(kinds):

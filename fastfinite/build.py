@@ -35,6 +35,7 @@ def report_meta(source) -> dict[str, Any]:
         "fill_value": source.fill_value,
         "labels": source.labels,
         "chunks": tuple(int(u) for u in grid.unit) if grid is not None else None,
+        "axis_names": source.axis_names,
     }
 
 
@@ -95,7 +96,7 @@ def build_report(
         by=spec.by,
         slices=None
         if spec.by is None
-        else slice_report(spec, s.slices and join_slices(s.slices), consume),
+        else slice_report(spec, s.slices and join_slices(s.slices), consume, meta["axis_names"]),
         chunks=meta["chunks"],
         regions=sorted(s.flagged),
         z_threshold=spec.z_threshold,
@@ -110,7 +111,9 @@ def build_report(
     return report
 
 
-def slice_report(spec: ScanSpec, stats: SliceStats | None, consume: bool = False) -> SliceReport:
+def slice_report(
+    spec: ScanSpec, stats: SliceStats | None, consume: bool = False, axis_names=None
+) -> SliceReport:
     """The report's per-slice columns from merged ``SliceStats``; with ``consume``, written
     over ``stats``'s own arrays where they fit (``stats`` is then spent: 1e5 slices' fresh
     columns cost more than the kernel that fills them)."""
@@ -132,7 +135,8 @@ def slice_report(spec: ScanSpec, stats: SliceStats | None, consume: bool = False
         mean, std, mn, mx, z = (np.empty(size) for _ in range(5))
     slice_columns(full.n, full.mean, full.m2, full.min, full.max, mean, std, mn, mx, z)
     cols = (full.nan, full.posinf, full.neginf, full.n, mean, std, mn, mx, z)
-    return SliceReport(spec.by, *(np.asarray(c).reshape(shape) for c in cols))
+    names = (axis_names or {}).get(spec.by[0]) if len(spec.by) == 1 else None
+    return SliceReport(spec.by, *(np.asarray(c).reshape(shape) for c in cols), names)
 
 
 def finish(
@@ -143,6 +147,7 @@ def finish(
     Parquet file (shape rows x columns, locations as (row, column) with labels)."""
     if not layout.group:
         (report,) = reports.values()
+        report.skipped.update(skipped)  # a table's columns left out of its 2-D array
         return report
     total = ScanReport.total(layout.name, reports, skipped)
     total.complete = total.complete and complete

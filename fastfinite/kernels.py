@@ -674,7 +674,9 @@ def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresh
             f |= 1
         if n > 0:
             var = std[i] * std[i]
-            if var == 0:
+            if n == 1:  # one value: no spread to speak of
+                pass
+            elif var == 0:
                 f |= 2
             elif var < np.inf:
                 bound = n * eps * var + (n * mean[i] * eps) ** 2

@@ -23,9 +23,10 @@ from ._format import fmt_index
 from .blocks import first_where
 from .casts import cast_dtype
 from .errors import InvalidArgumentError
-from .options import parse_float, parse_int
+from .options import ScanOptions, parse_float, parse_int
+from .plan import make_plan
 from .report import Localization, ScanReport
-from .sources.open import Target, open_source
+from .sources.open import Target
 
 # NumPy's messages: "overflow encountered in multiply", "invalid value encountered in
 # subtract", "divide by zero encountered in divide", "underflow encountered in cast".
@@ -208,7 +209,8 @@ def localize(
     """
     eps = parse_float("eps", eps, strict=False)
     limit = parse_int("max_locations", max_locations, 0, optional=True)
-    return localize_target(open_source(data), report, eps, limit)
+    target = make_plan(data, ScanOptions(by=report.by)).target  # opened as the scan opened it
+    return localize_target(target, report, eps, limit)
 
 
 def localize_target(

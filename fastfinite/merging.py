@@ -173,4 +173,5 @@ def _merge_slices(reports: list[ScanReport]) -> SliceReport:
         mn,
         mx,
         z,
+        parts[0].names,
     )

@@ -81,9 +81,14 @@ class ScanPlan:
 
 def make_plan(data: Any, options: ScanOptions) -> ScanPlan:
     """Open ``data`` and plan its scan with ``options`` (already validated)."""
-    from .sources.tables import TableColumns
+    from .sources.tables import TableColumns, table_source
 
     target = open_source(data)
+    skipped: dict[str, str] = {}
+    if isinstance(target, TableColumns) and options.by is not None:
+        # per row or per column: the table's numeric columns as one 2-D array
+        source, skipped = table_source(target, group_name(data))
+        target = source if source is not None else TableColumns([], target.kind, target.rows)
     if isinstance(target, list):
         table = None
         if isinstance(target, TableColumns):
@@ -93,4 +98,5 @@ def make_plan(data: Any, options: ScanOptions) -> ScanPlan:
     else:
         layout = Layout(target.name)
         entries = [(None, lambda: target)]
-    return ScanPlan(layout, target, options, entries, int(os.environ.get(TWIN_ENV, TWIN_MAX)))
+    twin = int(os.environ.get(TWIN_ENV, TWIN_MAX))
+    return ScanPlan(layout, target, options, entries, twin, skipped)

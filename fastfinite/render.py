@@ -106,6 +106,11 @@ def render(
             out.append(fit(c(f"{pad}unreadable chunk {fmt_index(f.where)}: {f.message}", "bad")))
         if len(unreadable) > per_section:
             out.append(f"{pad}... {len(unreadable) - per_section} more unreadable chunks")
+        names = rep.slices.names if rep.slices is not None else None
+
+        def at(where) -> str:  # a slice, by name when it is a table's column
+            return fmt_index(where) + (f" {names[where[0]]!r}" if names else "")
+
         by_slice: dict[tuple[int, ...], list[str]] = {}
         for f in rep.findings:
             if is_slice_kind(f.kind):
@@ -120,11 +125,11 @@ def render(
                 for kind in kinds:
                     per_kind.setdefault(kind, []).append(where)
             for kind, wheres in per_kind.items():
-                first = ", ".join(fmt_index(w) for w in wheres[:3])
+                first = ", ".join(at(w) for w in wheres[:3])
                 more = f" (+{len(wheres) - 3} more)" if len(wheres) > 3 else ""
                 out.append(fit(f"{pad}  {kind}: {len(wheres)} slice(s): {first}{more}"))
             for where, kinds in list(by_slice.items())[:per_section]:
-                out.append(fit(f"{pad}  slice {fmt_index(where)}: {', '.join(kinds)}"))
+                out.append(fit(f"{pad}  slice {at(where)}: {', '.join(kinds)}"))
             if len(by_slice) > per_section:
                 out.append(f"{pad}  ... {len(by_slice) - per_section} more slices")
         if rep.localized:

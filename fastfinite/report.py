@@ -122,6 +122,8 @@ class SliceReport:
     mean, std, min, max : float64 arrays (NaN where a slice has no finite value)
     max_z : float64 array
         The largest |z| of each slice, ``max((max - mean) / std, (mean - min) / std)``.
+    names : list of str or None
+        The slices' names, when they are a table's columns (``by=-1`` on a DataFrame).
     """
 
     by: tuple[int, ...]
@@ -134,6 +136,7 @@ class SliceReport:
     min: np.ndarray
     max: np.ndarray
     max_z: np.ndarray
+    names: list[str] | None = None  # the slices' names: a table's columns (by=-1)
 
     ARRAYS = ("nan", "posinf", "neginf", "count", "mean", "std", "min", "max", "max_z")
 
@@ -146,7 +149,7 @@ class SliceReport:
         for name in self.ARRAYS:
             a = getattr(self, name)
             out[name] = a.ravel().tolist() if a.dtype.kind in "iu" else [_num(v) for v in a.ravel()]
-        return out
+        return out if self.names is None else {**out, "names": list(self.names)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SliceReport:
@@ -155,7 +158,7 @@ class SliceReport:
                 return np.array(d[name], dtype=np.int64).reshape(d["shape"])
             return np.array([_unnum(v) for v in d[name]], dtype=np.float64).reshape(d["shape"])
 
-        return cls(tuple(d["by"]), *(column(name) for name in cls.ARRAYS))
+        return cls(tuple(d["by"]), *(column(name) for name in cls.ARRAYS), d.get("names"))
 
 
 def _num(v: float) -> float | None | str:

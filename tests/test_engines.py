@@ -157,6 +157,6 @@ def test_every_adapter_follows_the_source_protocol():
         for _, cls in inspect.getmembers(module, inspect.isclass)
         if cls.__module__ == module.__name__ and hasattr(cls, "read") and hasattr(cls, "regions")
     ]
-    assert len(adapters) == 6
+    assert len(adapters) == 7
     for cls in adapters:
         assert issubclass(cls, base.Source) and not cls.__abstractmethods__, cls

@@ -136,10 +136,11 @@ def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresh
     with np.errstate(all="ignore"):
         var = std * std
         bound = count * eps * var + (count * mean * eps) ** 2
+        spread = count > 1  # one value has no variance to speak of
         bits = [
             nan + pos + neg > 0,
-            has & (var == 0),
-            has & (var > 0) & (var < np.inf) & (var <= bound),
+            spread & (var == 0),
+            spread & (var > 0) & (var < np.inf) & (var <= bound),
         ]
         for t in thresholds:
             bits += [has & (np.abs(mean * count) >= t), has & (var * count >= t)]

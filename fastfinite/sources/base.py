@@ -63,6 +63,7 @@ class Source(ABC):
     fill_value: Any = None  # what a unit that was never written reads as
     storage: Any = None  # the storage grid (``chunked.ChunkGrid``): the report's chunks
     labels: Callable[[tuple[int, ...]], dict[str, Any]] | None = None  # a position's labels
+    axis_names: dict[int, list[str]] | None = None  # names along an axis (table columns)
 
     @abstractmethod
     def regions(self, budget_bytes: int) -> Iterator[Region]:

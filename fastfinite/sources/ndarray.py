@@ -36,10 +36,8 @@ class ArraySource(Source):
             else min(MAX_REGION_BYTES, max(4 << 20, self.nbytes // 8))
         )
 
-    def __reduce__(self):
-        if self.path is not None:  # opened again where it is read (``verify``)
-            return (_reopened, (self.__dict__ | {"_array": None},))
-        return (ArraySource, (self.array, self.name))
+    def __reduce__(self):  # a file is opened again where it is read (``verify``)
+        return (_reopened, (self.__dict__ | ({"_array": None} if self.path else {}),))
 
     @property
     def array(self) -> np.ndarray:

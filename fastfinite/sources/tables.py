@@ -90,6 +90,73 @@ def dataframe_columns(df) -> TableColumns:
     return TableColumns(out, "DataFrame", df.shape[0])
 
 
+class TableSource(Source):
+    """A table's numeric columns as one 2-D array, rows x columns, as
+    ``df.select_dtypes("number").to_numpy()`` lays them out (its dtype the columns' common
+    type): what ``by`` scans, ``by=0`` per row and ``by=-1`` per column. Columns whose
+    values are not one per row (values in Parquet lists) cannot be in it."""
+
+    def __init__(self, columns: list[tuple[str, Source]], name: str):
+        self.columns = columns
+        self.names = [n for n, _ in columns]
+        self.axis_names = {1: self.names}
+        rows = columns[0][1].shape[0]
+        self.shape = (rows, len(columns))
+        self.dtype = check_dtype(np.result_type(*[s.dtype for _, s in columns]), name)
+        self.nbytes = rows * len(columns) * self.dtype.itemsize
+        self.name = name
+        first = columns[0][1]
+        self.in_memory, self.unit_kind = first.in_memory, first.unit_kind
+        self.reads_in_tasks = all(s.reads_in_tasks for _, s in columns)
+        self.region_bytes = max(first.region_bytes * len(columns), 1)
+
+    def regions(self, budget_bytes: int):
+        """Row ranges (row groups for Parquet) across every column."""
+        per_column = max(1, budget_bytes // len(self.columns))
+        for (rows,) in self.columns[0][1].regions(per_column):
+            yield rows, slice(0, len(self.columns))
+
+    def read(self, region: Region) -> np.ndarray:
+        rows, cols = region
+        out = np.empty((rows.stop - rows.start, cols.stop - cols.start), self.dtype, order="F")
+        for j in range(cols.start, cols.stop):
+            out[:, j - cols.start] = self.columns[j][1].read((rows,))
+        return out
+
+    def units(self, region: Region):
+        """A region's row groups, across every column (Parquet)."""
+        units = self.columns[0][1].units(region[:1])
+        return None if units is None else ((k, c, (r[0], region[1])) for k, c, r in units)
+
+    def labels(self, position: tuple[int, ...]) -> dict[str, Any]:
+        first = self.columns[0][1]
+        row = first.labels(position[:1])["row"] if first.labels else position[0]
+        return {"row": row, "column": self.names[position[1]]}
+
+    def verify(self) -> None:
+        for _, source in self.columns:
+            source.verify()
+
+
+def table_source(columns: TableColumns, name: str) -> tuple[TableSource | None, dict]:
+    """The numeric columns of a table as one ``TableSource``, and the columns left out with
+    why (not numeric, or values not one per row)."""
+    numeric, skipped = [], {}
+    for path, factory in columns:
+        try:
+            source = factory()
+        except UnsupportedDtypeError as e:
+            skipped[path] = str(e)
+            continue
+        if source.shape != (columns.rows,):
+            skipped[path] = (
+                f"{source.shape[0]} values in lists over {columns.rows} rows: not one per row, so not in the table that by scans"
+            )
+        else:
+            numeric.append((path, source))
+    return (TableSource(numeric, name) if numeric else None), skipped
+
+
 def table_locations(report, columns: list[str], cap: int) -> list:
     """Top-level locations of a table: (row position, column position), with labels."""
     from ..report import Location
