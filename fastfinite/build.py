@@ -86,7 +86,7 @@ def build_report(
         min=float(s.min) if n else math.nan,
         max=float(s.max) if n else math.nan,
         mean=float(s.mean) if n else math.nan,
-        std=math.sqrt(s.m2 / n) if n else math.nan,
+        std=float(s.std) if n else math.nan,
         sum=float(s.total),
         elements=int(s.elements),
         max_locations=cap,
@@ -130,10 +130,10 @@ def slice_report(
             for f in SliceStats.FIELDS:
                 getattr(full, f)[i] = getattr(stats, f)
     if consume or full is not stats:  # each slice's inputs are read before its outputs
-        mean, std, mn, mx, z = full.mean, full.m2, full.min, full.max, np.empty(size)
+        mean, std, mn, mx, z = full.mean, full.std, full.min, full.max, np.empty(size)
     else:
         mean, std, mn, mx, z = (np.empty(size) for _ in range(5))
-    slice_columns(full.n, full.mean, full.m2, full.min, full.max, mean, std, mn, mx, z)
+    slice_columns(full.n, full.mean, full.std, full.min, full.max, mean, std, mn, mx, z)
     cols = (full.nan, full.posinf, full.neginf, full.n, mean, std, mn, mx, z)
     names = (axis_names or {}).get(spec.by[0]) if len(spec.by) == 1 else None
     return SliceReport(spec.by, *(np.asarray(c).reshape(shape) for c in cols), names)

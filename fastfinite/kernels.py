@@ -25,6 +25,8 @@ numba counts references to every array view it makes, which costs more than a sh
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -550,23 +552,38 @@ def scan_cols(x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs):
 
 @njit(nogil=True, cache=True)
 def _moments(length, stats, counts, r):
-    """``(count, mean, M2)`` of the finite values of row ``r`` of a kernel's output:
-    ``length`` values, shifted sums ``stats[:, r]``, non-finite counts ``counts[:, r]``."""
+    """``(count, mean, std)`` of the finite values of row ``r`` of a kernel's output:
+    ``length`` values, shifted sums ``stats[:, r]``, non-finite counts ``counts[:, r]``. A
+    row whose sums overflowed (finite values near the float64 maximum) gets a NaN mean and
+    std: it is taken again, scaled, by ``summarize``."""
     c = length - counts[0, r] - counts[1, r] - counts[2, r]
     if c <= 0:
         return c, 0.0, 0.0
     s1 = stats[1, r]
-    v = stats[2, r] - s1 * (s1 / c)
-    return c, stats[0, r] + s1 / c, (np.inf if v != v else max(v, 0.0))  # inf - inf: overflow
+    s2 = stats[2, r]
+    if not (abs(s1) < np.inf and s2 < np.inf):
+        return c, np.nan, np.nan
+    v = s2 - s1 * (s1 / c)
+    return c, stats[0, r] + s1 / c, np.sqrt(max(v, 0.0) / c)
 
 
 @njit(nogil=True, cache=True)
-def _totals(n, mean, m2, mn, mx):
-    """``(count, mean, M2, min, max, sum)`` over rows of counts, means and M2s (the mean of
-    the means when the sum overflows)."""
+def _pow2(v):
+    """A power of two at most ``v`` and above half of it: a scale that keeps squares in
+    range (2**1024 would overflow)."""
+    return math.ldexp(1.0, math.frexp(v)[1] - 1)
+
+
+@njit(nogil=True, cache=True)
+def _totals(n, mean, std, mn, mx):
+    """``(count, mean, std, min, max, sum)`` over rows of counts, means and stds (the mean of
+    the means when the sum overflows; the spread scaled when a square does)."""
+    rows = n.shape[0]
+    if rows == 1:
+        return n[0], mean[0], std[0], mn[0], mx[0], n[0] * mean[0]
     tn = 0
     tsum = 0.0
-    for r in range(n.shape[0]):
+    for r in range(rows):
         tn += n[r]
         tsum += n[r] * mean[r]
     if tn == 0:
@@ -574,29 +591,41 @@ def _totals(n, mean, m2, mn, mx):
     tmean = tsum / tn
     if not np.isfinite(tmean):  # n * mean overflowed: average the means instead
         tmean = 0.0
-        for r in range(n.shape[0]):
+        for r in range(rows):
             tmean += (n[r] / tn) * mean[r]
-    tm2 = 0.0
-    for r in range(n.shape[0]):
+    var = 0.0
+    for r in range(rows):
         d = mean[r] - tmean
-        tm2 += m2[r] + n[r] * d * d
-    return tn, tmean, (np.inf if tm2 != tm2 else tm2), mn.min(), mx.max(), tsum
+        var += (n[r] / tn) * (std[r] * std[r] + d * d)
+    if not var < np.inf:
+        top = abs(tmean)
+        for r in range(rows):
+            if n[r] > 0:
+                top = max(top, max(abs(mean[r]), std[r]))
+        k = _pow2(top)
+        var = 0.0
+        for r in range(rows):
+            d = mean[r] / k - tmean / k
+            var += (n[r] / tn) * ((std[r] / k) * (std[r] / k) + d * d)
+        return tn, tmean, np.sqrt(var) * k, mn.min(), mx.max(), tsum
+    return tn, tmean, np.sqrt(var), mn.min(), mx.max(), tsum
 
 
 @njit(nogil=True, cache=True)
-def finish_slices(length, sstats, scounts, n, mean, m2):
-    """Per slice count, mean and M2 of the finite values from a kernel's shifted sums, and
-    over all of them ``(count, mean, M2, min, max, sum)``."""
+def finish_slices(length, sstats, scounts, n, mean, std):
+    """Per slice count, mean and std of the finite values from a kernel's shifted sums, and
+    over all of them ``(count, mean, std, min, max, sum)``."""
     for r in range(n.shape[0]):
-        n[r], mean[r], m2[r] = _moments(length, sstats, scounts, r)
-    return _totals(n, mean, m2, sstats[3], sstats[4])
+        n[r], mean[r], std[r] = _moments(length, sstats, scounts, r)
+    return _totals(n, mean, std, sstats[3], sstats[4])
 
 
 @njit(nogil=True, cache=True)
 def fold_slices(
-    idx, n, mean, m2, mn, mx, nan, pos, neg, dn, dmean, dm2, dmn, dmx, dnan, dpos, dneg
+    idx, n, mean, std, mn, mx, nan, pos, neg, dn, dmean, dstd, dmn, dmx, dnan, dpos, dneg
 ):
-    """Merge slice statistics into dense per-slice arrays in place (Chan et al.)."""
+    """Merge slice statistics into dense per-slice arrays in place: ``stats.combine``, the
+    same operations in the same order."""
     for r in range(idx.shape[0]):
         i = idx[r]
         na = dn[i]
@@ -604,13 +633,24 @@ def fold_slices(
         if nb > 0:
             if na == 0:
                 dmean[i] = mean[r]
-                dm2[i] = m2[r]
+                dstd[i] = std[r]
             else:
-                frac = nb / (na + nb)
-                delta = mean[r] - dmean[i]
-                dmean[i] += delta * frac
-                v = dm2[i] + m2[r] + delta * delta * na * frac
-                dm2[i] = np.inf if v != v else v
+                wa = na / (na + nb)
+                wb = nb / (na + nb)
+                ma = dmean[i]
+                sa = dstd[i]
+                sb = std[r]
+                delta = mean[r] - ma
+                if abs(delta) < np.inf:
+                    dmean[i] = ma + delta * wb
+                else:  # means of opposite signs near the maximum
+                    dmean[i] = ma * wa + mean[r] * wb
+                s = np.sqrt(wa * sa * sa + wb * sb * sb + wa * wb * delta * delta)
+                if not s < np.inf:  # a square overflowed: again, scaled
+                    k = _pow2(max(max(abs(ma), abs(mean[r])), max(sa, sb)))
+                    sa, sb, d = sa / k, sb / k, mean[r] / k - ma / k
+                    s = np.sqrt(wa * sa * sa + wb * sb * sb + wa * wb * d * d) * k
+                dstd[i] = s
             dn[i] = na + nb
         dmn[i] = min(dmn[i], mn[r])
         dmx[i] = max(dmx[i], mx[r])
@@ -633,15 +673,15 @@ def quick_check(x, xi, thr):
 
 
 @njit(nogil=True, cache=True)
-def slice_columns(n, mean, m2, mn, mx, out_mean, out_std, out_min, out_max, out_z):
-    """A report's per-slice columns from merged statistics: population std, the largest |z|
+def slice_columns(n, mean, std, mn, mx, out_mean, out_std, out_min, out_max, out_z):
+    """A report's per-slice columns from merged statistics: the largest |z|
     ``max((max - mean) / std, (mean - min) / std)`` (0 when std is 0 or the quotient NaN,
     +-inf clipped to the float64 maximum), and NaN for the mean, std, min and max of slices
     without a finite value."""
     big = np.finfo(np.float64).max
     for i in range(n.shape[0]):
         if n[i] > 0:
-            s = np.sqrt(m2[i] / n[i])
+            s = std[i]
             out_mean[i] = mean[i]
             out_std[i] = s
             out_min[i] = mn[i]

@@ -19,7 +19,7 @@ from .errors import InvalidArgumentError
 from .kinds import is_slice_kind
 from .report import Finding, Localization, Location, ScanReport, SliceReport, combined_counts
 from .slow.twins import max_abs_z
-from .stats import chan
+from .stats import combine
 
 
 def _concatenable(reports: list[ScanReport]) -> bool:
@@ -151,14 +151,11 @@ def _merge_slices(reports: list[ScanReport]) -> SliceReport:
     # the same slices over more rows: combine slice by slice
     n = np.zeros(parts[0].shape, np.int64)
     mean = np.zeros(parts[0].shape)
-    m2 = np.zeros(parts[0].shape)
+    std = np.zeros(parts[0].shape)
     for p in parts:
-        pm = np.nan_to_num(p.mean)
-        pm2 = np.nan_to_num(p.std) ** 2 * p.count
-        n, mean, m2 = chan(n, mean, m2, p.count, pm, pm2)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        std = np.where(n > 0, np.sqrt(m2 / np.maximum(n, 1)), np.nan)
+        n, mean, std = combine(n, mean, std, p.count, np.nan_to_num(p.mean), np.nan_to_num(p.std))
     mean = np.where(n > 0, mean, np.nan)
+    std = np.where(n > 0, std, np.nan)
     mn = np.fmin.reduce([p.min for p in parts])
     mx = np.fmax.reduce([p.max for p in parts])
     z = max_abs_z(mean, std, mn, mx)

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import kinds
 from .blocks import Block, Region
-from .summary import SliceStats, Summary
+from .summary import SliceStats, Summary, rescued
 
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
@@ -110,12 +110,17 @@ class PartedScan:
 
     def summaries(self) -> list[Summary]:
         """Each part's statistics as a Summary, exactly as scanning it alone gives them."""
+
         out = []
         for p in range(len(self.boxes)):
             length = int(self.bounds[p + 1] - self.bounds[p])
             one = slice(p, p + 1)
-            _, t = SliceStats.from_partials(ZERO, length, self.stats[:, one], self.scounts[:, one])
-            out.append(Summary(n=t[0], mean=t[1], m2=t[2], min=t[3], max=t[4], total=t[5]))
+            part, t = SliceStats.from_partials(
+                ZERO, length, self.stats[:, one], self.scounts[:, one]
+            )
+            x = self.block.x[self.bounds[p] : self.bounds[p + 1]].reshape(1, -1)
+            t = rescued(part, x) or t
+            out.append(Summary(n=t[0], mean=t[1], std=t[2], min=t[3], max=t[4], total=t[5]))
         return out
 
     def flagged(self) -> list:

@@ -12,7 +12,7 @@ import numpy as np
 
 from .errors import InvalidArgumentError
 from .kinds import BASE_KINDS, is_slice_kind
-from .stats import chan
+from .stats import combine
 
 SCHEMA = "fastfinite.report/1"
 
@@ -493,10 +493,10 @@ def combined_counts(reports: list[ScanReport]) -> dict[str, Any]:
         for t, risk in r.cast.items():
             c = cast.get(t, CastRisk())
             cast[t] = CastRisk(c.overflow + risk.overflow, c.underflow + risk.underflow)
-    n, mean, m2 = 0, 0.0, 0.0
+    n, mean, std = 0, 0.0, 0.0
     for r in reports:
         if r.count:
-            n, mean, m2 = chan(n, mean, m2, r.count, r.mean, r.std * r.std * r.count)
+            n, mean, std = combine(n, mean, std, r.count, r.mean, r.std)
     counted = [r for r in reports if r.count]
     return {
         "nan": sum(r.nan for r in reports),
@@ -507,5 +507,5 @@ def combined_counts(reports: list[ScanReport]) -> dict[str, Any]:
         "min": min((r.min for r in counted), default=math.nan),
         "max": max((r.max for r in counted), default=math.nan),
         "mean": float(mean) if n else math.nan,
-        "std": math.sqrt(m2 / n) if n else math.nan,
+        "std": float(std) if n else math.nan,
     }

@@ -1,20 +1,47 @@
-"""Chan et al.'s pairwise combination of (count, mean, M2): its one Python form. The kernels
-hold its Numba twin (``kernels.fold_slices``), and the twin test compares the two."""
+"""Two parts' (count, mean, std) combined into the whole's: its one Python form. The kernels
+hold its Numba twin (``kernels.fold_slices``), and the twin test compares the two.
+
+The standard deviation, not the sum of squared deviations, is what summaries keep: for
+finite float64 data it always fits a float64 (it is at most half the range), where the sum
+of squares of values near 1e308 does not. The spread is combined unscaled, and again scaled
+by a power of two when a square overflows: a scaled computation's answer, at no cost to
+data whose squares fit."""
 
 from __future__ import annotations
 
 import numpy as np
 
 
-def chan(na, mean_a, m2a, nb, mean_b, m2b):
-    """``(n, mean, M2)`` of two disjoint parts, elementwise over arrays or on scalars (0-d
-    results). A part without values leaves the other as it is; a spread beyond float64
-    (``inf - inf`` in the mean) gives an infinite M2."""
+def combine(na, mean_a, std_a, nb, mean_b, std_b):
+    """``(n, mean, std)`` of two disjoint parts, elementwise over arrays or on scalars (0-d
+    results); a part without values leaves the other as it is. Chan et al.'s form: equal
+    means and zero spreads combine to exactly those."""
     na, nb = np.asarray(na), np.asarray(nb)
     n = na + nb
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        wa, wb = na / np.maximum(n, 1), nb / np.maximum(n, 1)
         delta = np.subtract(mean_b, mean_a)
-        frac = np.where(n > 0, nb / np.maximum(n, 1), 0.0)
-        mean = np.where(na == 0, mean_b, np.where(nb == 0, mean_a, mean_a + delta * frac))
-        m2 = np.add(m2a, m2b) + np.where((na > 0) & (nb > 0), delta * delta * na * frac, 0.0)
-    return n, mean, np.where(np.isnan(m2), np.inf, m2)
+        # the means' difference overflows only for means of opposite signs near the maximum
+        mean = np.where(np.isfinite(delta), mean_a + delta * wb, mean_a * wa + mean_b * wb)
+        std = np.sqrt(wa * std_a * std_a + wb * std_b * std_b + wa * wb * delta * delta)
+        big = ~np.isfinite(std) & (na > 0) & (nb > 0)
+        if big.any():  # a square overflowed: again, scaled by a power of two
+            top = np.fmax.reduce([np.abs(mean_a), np.abs(mean_b), std_a, std_b])
+            k = np.ldexp(1.0, np.frexp(top)[1] - 1)
+            sa, sb, d = std_a / k, std_b / k, mean_b / k - mean_a / k
+            scaled = np.sqrt(wa * sa * sa + wb * sb * sb + wa * wb * d * d) * k
+            std = np.where(big, scaled, std)
+        mean = np.where(na == 0, mean_b, np.where(nb == 0, mean_a, mean))
+        std = np.where(na == 0, std_b, np.where(nb == 0, std_a, std))
+    return n, mean, std
+
+
+def scaled_moments(values: np.ndarray) -> tuple[float, float]:
+    """The mean and std of finite values, computed on the values scaled by a power of two
+    (no sum or square overflows, for any finite float64 data): the kernels' sums overflow
+    for values near the float64 maximum, and such rows are taken again with this."""
+    y = np.asarray(values, np.float64)
+    k = np.ldexp(1.0, np.frexp(np.abs(y).max())[1] - 1)  # y / k < 2
+    ys = y / k
+    m = ys.mean()
+    return float(m * k), float(np.sqrt(((ys - m) ** 2).mean()) * k)

@@ -12,7 +12,7 @@ import numpy as np
 from . import kinds
 from .blocks import Block, Region, first_where, memory_order, memory_view
 from .errors import ChunkReadError
-from .summary import ScanSpec, SliceStats, Summary, _first, merge_all
+from .summary import ScanSpec, SliceStats, Summary, _first, merge_all, rescued
 
 KEPT = 1 << 10  # positions of each kind a kernel keeps; more are looked for when wanted
 
@@ -86,7 +86,7 @@ def summarize_parts(block: Block, boxes: list[Region], spec: ScanSpec, threads: 
     s = _scan(block, lo, x2, parts.scan, spec, True, block.in_c_order, moments=False)
     # statistics merged as the regions' own would be: the same tree, the same bits
     t = merge_all(parts.summaries(), 0)
-    s.n, s.mean, s.m2, s.min, s.max, s.total = t.n, t.mean, t.m2, t.min, t.max, t.total
+    s.n, s.mean, s.std, s.min, s.max, s.total = t.n, t.mean, t.std, t.min, t.max, t.total
     s.flagged = parts.flagged()
     return s
 
@@ -136,7 +136,7 @@ def _scan(
         idx = np.ravel_multi_index(glob, spec.by_shape).astype(np.int64)
     length = x2.shape[1] if rows_are_slices else x2.shape[0]
     part, totals = SliceStats.from_partials(idx, length, sstats, scounts)
-    s.n, s.mean, s.m2, s.min, s.max, s.total = totals
+    s.n, s.mean, s.std, s.min, s.max, s.total = rescued(part, x2, rows_are_slices) or totals
     if by is not None:
         s.slices = [part]
     if counts.any():

@@ -18,7 +18,7 @@ from . import kinds
 from .blocks import component_dtype
 from .casts import risk_thresholds
 from .kinds import BASE_KINDS
-from .stats import chan
+from .stats import combine, scaled_moments
 
 TWIN_MAX = 1 << 16
 
@@ -67,14 +67,14 @@ class SliceStats:
     idx: np.ndarray
     n: np.ndarray
     mean: np.ndarray
-    m2: np.ndarray
+    std: np.ndarray
     min: np.ndarray
     max: np.ndarray
     nan: np.ndarray
     posinf: np.ndarray
     neginf: np.ndarray
 
-    FIELDS = ("n", "mean", "m2", "min", "max", "nan", "posinf", "neginf")
+    FIELDS = ("n", "mean", "std", "min", "max", "nan", "posinf", "neginf")
 
     @classmethod
     def alloc(cls, size: int) -> SliceStats:
@@ -101,16 +101,31 @@ class SliceStats:
     def from_partials(cls, idx, length, stats, counts) -> tuple[SliceStats, tuple]:
         """From kernel outputs: per slice ``[shift, s1, s2, min, max]`` (``stats``, 5 rows)
         and NaN/+inf/-inf counts (``counts``, 3 rows), ``length`` values per slice, ``idx``
-        sorted. Returns the slices and their totals ``(n, mean, m2, min, max, sum)``."""
+        sorted. Returns the slices and their totals ``(n, mean, std, min, max, sum)``."""
         m = len(idx)
         if m == 1:  # a plain scan's one row: no numba
             from .slow.twins import finish_slices
         else:  # several slices: ``by``, whose kernels load numba
             from .kernels import finish_slices
 
-        n, mean, m2 = np.empty(m, np.int64), np.empty(m), np.empty(m)
-        totals = finish_slices(length, stats, counts, n, mean, m2)
-        return cls(idx, n, mean, m2, stats[3], stats[4], *counts), totals
+        n, mean, std = np.empty(m, np.int64), np.empty(m), np.empty(m)
+        totals = finish_slices(length, stats, counts, n, mean, std)
+        return cls(idx, n, mean, std, stats[3], stats[4], *counts), totals
+
+
+def rescued(part: SliceStats, x2: np.ndarray, rows_are_slices: bool = True) -> tuple | None:
+    """Slices whose sums overflowed (finite values near the float64 maximum: the kernels
+    give them a NaN mean and std) get both again, scaled (``stats.scaled_moments``); then
+    the totals over all slices are returned, else None."""
+    bad = np.flatnonzero((part.n > 0) & np.isnan(part.mean))
+    if not len(bad):
+        return None
+    from .slow.twins import totals
+
+    for r in bad:
+        v = x2[r] if rows_are_slices else x2[:, r]
+        part.mean[r], part.std[r] = scaled_moments(v[np.isfinite(v)])
+    return totals(part.n, part.mean, part.std, part.min, part.max)
 
 
 def _as_index(idx: np.ndarray):
@@ -162,7 +177,7 @@ class Summary:
     counts: np.ndarray = field(default_factory=lambda: np.zeros(kinds.N_KINDS, np.int64))
     n: int = 0
     mean: float = 0.0
-    m2: float = 0.0
+    std: float = 0.0
     total: float = 0.0
     min: float = math.inf
     max: float = -math.inf
@@ -182,7 +197,7 @@ class Summary:
 def merge(a: Summary, b: Summary, cap: int, spend: bool = False) -> Summary:
     """Combine two summaries of disjoint parts; associative, exact for counts and locations.
     With ``spend``, ``a``'s slice statistics may be merged into in place."""
-    n, mean, m2 = chan(a.n, a.mean, a.m2, b.n, b.mean, b.m2)
+    n, mean, std = combine(a.n, a.mean, a.std, b.n, b.mean, b.std)
     idx, val = [], []
     for k in range(kinds.N_KINDS):
         if not len(b.loc_index[k]):
@@ -201,7 +216,7 @@ def merge(a: Summary, b: Summary, cap: int, spend: bool = False) -> Summary:
         counts=a.counts + b.counts,
         n=int(n),
         mean=float(mean),
-        m2=float(m2),
+        std=float(std),
         total=a.total + b.total,
         min=min(a.min, b.min),
         max=max(a.max, b.max),

@@ -183,7 +183,7 @@ def test_merge_is_associative_and_order_free():
             np.testing.assert_array_equal(a, b)
         assert s.n == whole.n and s.min == whole.min and s.max == whole.max
         assert s.mean == pytest.approx(whole.mean, rel=1e-12)
-        assert s.m2 == pytest.approx(whole.m2, rel=1e-12)
+        assert s.std == pytest.approx(whole.std, rel=1e-12)
 
 
 def test_large_array_threaded_equals_serial():

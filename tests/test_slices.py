@@ -110,8 +110,8 @@ def test_report_columns_spend_the_summary_only_when_told():
     for rows in (slice(0, 3), slice(3, 6)):  # two regions, merged like the engines do
         part = fastfinite.scan(x[rows], by=0).slices
         idx = np.arange(rows.start, rows.stop, dtype=np.int64)
-        m2 = part.std.astype(np.float64) ** 2 * part.count
-        cols = (part.count, part.mean, m2, part.min, part.max, part.nan, part.posinf, part.neginf)
+        std = part.std.astype(np.float64)
+        cols = (part.count, part.mean, std, part.min, part.max, part.nan, part.posinf, part.neginf)
         runs = merge_slices(runs, [SliceStats(idx, *cols)])
     stats = join_slices(runs)
     before = {f: getattr(stats, f).copy() for f in SliceStats.FIELDS}

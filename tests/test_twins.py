@@ -86,7 +86,7 @@ def fold_slices_args(draw):
         n = np.array(draw(st.lists(st.integers(0, 5), min_size=k, max_size=k)), np.int64)
         f = [np.array(draw(st.lists(STAT, min_size=k, max_size=k))) for _ in range(4)]
         f[0] = np.where(np.isnan(f[0]) | (n == 0), 0.0, f[0])  # a mean: finite or inf
-        f[1] = np.where(n > 1, np.abs(np.nan_to_num(f[1])), 0.0)  # M2 >= 0
+        f[1] = np.where(n > 1, np.abs(np.nan_to_num(f[1])), 0.0)  # a std: finite, >= 0
         f[2], f[3] = np.nan_to_num(f[2], nan=np.inf), np.nan_to_num(f[3], nan=-np.inf)
         ints = [np.array(draw(st.lists(st.integers(0, 3), min_size=k, max_size=k)), np.int64) for _ in range(3)]  # fmt: skip
         return [n, *f, *ints]
@@ -99,21 +99,21 @@ def slice_rows(draw):
     """Per-slice columns at zeros, overflow thresholds, infinite M2 and empty slices."""
     rows = draw(st.lists(st.tuples(st.integers(0, 10**6), STAT, STAT, STAT, STAT, st.integers(0, 2)), max_size=40))  # fmt: skip
     n = np.array([r[0] for r in rows], np.int64)
-    mean, m2, mn, mx = (np.array([r[i] for r in rows], np.float64) for i in (1, 2, 3, 4))
-    return n, np.where(np.isnan(mean), 0.0, mean), np.nan_to_num(np.abs(m2)), mn, mx, rows
+    mean, std, mn, mx = (np.array([r[i] for r in rows], np.float64) for i in (1, 2, 3, 4))
+    return n, np.where(np.isnan(mean), 0.0, mean), np.nan_to_num(np.abs(std)), mn, mx, rows
 
 
 @st.composite
 def slice_columns_args(draw):
-    n, mean, m2, mn, mx, rows = draw(slice_rows())
-    return [n, mean, m2, mn, mx, *(np.empty(len(rows)) for _ in range(5))]
+    n, mean, std, mn, mx, rows = draw(slice_rows())
+    return [n, mean, std, mn, mx, *(np.empty(len(rows)) for _ in range(5))]
 
 
 @st.composite
 def slice_flags_args(draw):
-    n, mean, m2, mn, mx, rows = draw(slice_rows())
+    n, mean, std, mn, mx, rows = draw(slice_rows())
     out = [np.empty(len(rows)) for _ in range(5)]
-    kernels.slice_columns(n, mean, m2, mn, mx, *out)
+    kernels.slice_columns(n, mean, std, mn, mx, *out)
     bad = np.array([r[5] for r in rows], np.int64)
     dtypes = draw(st.lists(st.sampled_from(sorted(TARGETS)), max_size=3, unique=True))
     thr = np.array([TARGETS[t].overflow_threshold for t in dtypes])

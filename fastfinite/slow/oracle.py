@@ -63,12 +63,16 @@ def scan(x: Any, cast=("float32",), max_locations: int = 100) -> dict[str, Any]:
 
 
 def _stats(finite: np.ndarray) -> dict[str, float]:
+    """The finite values' statistics; the mean and std of the values divided by a power of
+    two near their largest magnitude, then multiplied back (no sum or square overflows)."""
     n = finite.size
+    top = float(np.abs(finite).max()) if n else 0.0
+    k = 2.0 ** (np.frexp(top)[1] - 1) if top else 1.0
     return {
         "count": n,
         "min": float(finite.min()) if n else np.nan,
         "max": float(finite.max()) if n else np.nan,
-        "mean": float(finite.mean()) if n else np.nan,
-        "std": float(finite.std()) if n else np.nan,
+        "mean": float((finite / k).mean() * k) if n else np.nan,
+        "std": float((finite / k).std() * k) if n else np.nan,
         "sum": float(finite.sum()) if n else 0.0,
     }

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from ..kinds import N_KINDS
-from ..stats import chan
+from ..stats import combine
 
 BIG = float(np.finfo(np.float64).max)
 
@@ -76,33 +76,54 @@ def quick_check(x, xi, thr) -> bool:
     return not any(m.any() for m in kind_masks(x, thr))
 
 
-def finish_slices(length, sstats, scounts, n, mean, m2):
-    """``kernels.finish_slices``: per slice count, mean and M2 of the finite values from the
-    shifted sums, and over all of them ``(count, mean, M2, min, max, sum)``."""
+def finish_slices(length, sstats, scounts, n, mean, std):
+    """``kernels.finish_slices``: per slice count, mean and std of the finite values from the
+    shifted sums (NaN where the sums overflowed), and over all of them ``totals``."""
     c = length - scounts.sum(axis=0)
     with np.errstate(all="ignore"):
-        s1, cs = sstats[1], np.maximum(c, 1)
-        v = sstats[2] - s1 * (s1 / cs)
+        s1, s2, cs = sstats[1], sstats[2], np.maximum(c, 1)
+        ok = (np.abs(s1) < np.inf) & (s2 < np.inf)
+        v = s2 - s1 * (s1 / cs)
         n[:] = c
-        mean[:] = np.where(c > 0, sstats[0] + s1 / cs, 0.0)
-        m2[:] = np.where(c > 0, np.where(np.isnan(v), np.inf, np.maximum(v, 0.0)), 0.0)
-        tn = int(n.sum())
+        mean[:] = np.where(c > 0, np.where(ok, sstats[0] + s1 / cs, np.nan), 0.0)
+        std[:] = np.where(c > 0, np.where(ok, np.sqrt(np.maximum(v, 0.0) / cs), np.nan), 0.0)
+    return totals(n, mean, std, sstats[3], sstats[4])
+
+
+def totals(n, mean, std, mn, mx) -> tuple:
+    """``kernels._totals``: ``(count, mean, std, min, max, sum)`` over rows."""
+    tn = int(n.sum())
+    with np.errstate(all="ignore"):
+        if len(n) == 1:
+            return (
+                tn,
+                float(mean[0]),
+                float(std[0]),
+                float(mn[0]),
+                float(mx[0]),
+                float(n[0] * mean[0]),
+            )
         tsum = float((n * mean).sum())
         if tn == 0:
             return 0, 0.0, 0.0, math.inf, -math.inf, tsum
+        w = n / tn
         tmean = tsum / tn
         if not math.isfinite(tmean):  # n * mean overflowed: average the means instead
-            tmean = float(((n / tn) * mean).sum())
-        tm2 = float((m2 + n * (mean - tmean) ** 2).sum())
-    tm2 = math.inf if math.isnan(tm2) else tm2
-    return tn, tmean, tm2, float(sstats[3].min()), float(sstats[4].max()), tsum
+            tmean = float((w * mean).sum())
+        var = float((w * (std * std + (mean - tmean) ** 2)).sum())
+        if not var < math.inf:  # a square overflowed: again, scaled
+            used = n > 0
+            k = math.ldexp(1.0, math.frexp(max(abs(tmean), *np.abs(mean[used]), *std[used]))[1] - 1)
+            scaled = float((w * ((std / k) ** 2 + (mean / k - tmean / k) ** 2)).sum())
+            return tn, tmean, math.sqrt(scaled) * k, float(mn.min()), float(mx.max()), tsum
+    return tn, tmean, math.sqrt(var), float(mn.min()), float(mx.max()), tsum
 
 
-def fold_slices(idx, n, mean, m2, mn, mx, nan, pos, neg, *dense) -> None:
+def fold_slices(idx, n, mean, std, mn, mx, nan, pos, neg, *dense) -> None:
     """``kernels.fold_slices``: slice statistics merged into dense per-slice arrays in place
-    (Chan's formula; ``idx`` holds each slice once)."""
-    dn, dmean, dm2, dmn, dmx, dnan, dpos, dneg = dense
-    dn[idx], dmean[idx], dm2[idx] = chan(dn[idx], dmean[idx], dm2[idx], n, mean, m2)
+    (``stats.combine``; ``idx`` holds each slice once)."""
+    dn, dmean, dstd, dmn, dmx, dnan, dpos, dneg = dense
+    dn[idx], dmean[idx], dstd[idx] = combine(dn[idx], dmean[idx], dstd[idx], n, mean, std)
     dmn[idx] = np.minimum(dmn[idx], mn)
     dmx[idx] = np.maximum(dmx[idx], mx)
     for d, v in ((dnan, nan), (dpos, pos), (dneg, neg)):
@@ -117,12 +138,10 @@ def max_abs_z(mean, std, mn, mx) -> np.ndarray:
     return np.clip(np.where((std > 0) & ~np.isnan(z), z, 0.0), -BIG, BIG)
 
 
-def slice_columns(n, mean, m2, mn, mx, out_mean, out_std, out_min, out_max, out_z) -> None:
-    """``kernels.slice_columns``: a report's per-slice columns (population std, largest
-    |z|, NaN for the statistics of slices without a finite value)."""
+def slice_columns(n, mean, std, mn, mx, out_mean, out_std, out_min, out_max, out_z) -> None:
+    """``kernels.slice_columns``: a report's per-slice columns (the largest |z|, NaN for the
+    statistics of slices without a finite value)."""
     has = n > 0
-    with np.errstate(invalid="ignore"):
-        std = np.sqrt(m2 / np.maximum(n, 1))
     z = np.where(has, max_abs_z(mean, std, mn, mx), 0.0)
     cols = [np.where(has, c, np.nan) for c in (mean, std, mn, mx)]
     for out, c in zip((out_mean, out_std, out_min, out_max, out_z), (*cols, z)):
