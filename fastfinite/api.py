@@ -28,6 +28,10 @@ def scan(
     z_threshold: float = 10.0,
     localize: bool = False,
     eps: float = 1e-8,
+    storage_options: dict | None = None,
+    concurrency: int = 64,
+    timeout: float = 30.0,
+    send_credentials: bool = True,
 ) -> ScanReport:
     """Scan ``data`` for NaN, inf and cast risks in one streaming pass.
 
@@ -85,6 +89,19 @@ def scan(
         ``report.localized`` (see :func:`fastfinite.localize`).
     eps : float
         The ``eps`` of that replay (default 1e-8).
+    storage_options : dict, optional
+        How to reach a store given by URL (``s3://...``): the options of its fsspec
+        filesystem, e.g. ``{"key": ..., "secret": ..., "endpoint_url": ...}``.
+    concurrency : int
+        Requests kept in flight to a store reached over a network (default 64; its
+        connection pool is sized to match). Decoded regions in flight stay under 256 MiB.
+    timeout : float
+        Seconds before a store or a Dask scheduler that does not answer, or a cluster without
+        workers, is an error (default 30).
+    send_credentials : bool
+        With a Dask scheduler, whether the secrets of ``storage_options`` (key, secret,
+        token...) travel in the task graph (default); False keeps them out of it: each
+        worker then reads with credentials of its own (environment, profile, instance role).
 
     Returns
     -------
@@ -110,6 +127,10 @@ def scan(
         by=by,
         z_threshold=z_threshold,
         eps=eps,
+        storage_options=storage_options,
+        concurrency=concurrency,
+        timeout=timeout,
+        send_credentials=send_credentials,
     )
     from .plan import make_plan
 
@@ -131,7 +152,7 @@ def scan(
         lazy = dask.delayed_scan(plan)
         if not compute:
             return lazy
-        report = dask.compute(lazy, scheduler, progress)
+        report = dask.compute(lazy, scheduler, progress, opts.timeout)
     else:
         from .engines import local
 

@@ -6,6 +6,7 @@ Exit codes: 0 nothing found, 1 something found, 2 usage or read error.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -43,6 +44,17 @@ def _whole(name: str, minimum: int) -> Callable[[str], Any]:
 
 def _axes(name: str) -> Callable[[str], Any]:
     return _arg(lambda t: options.parse_by(tuple(_int(a) for a in _list(t)), name))
+
+
+def _nested(pairs: list) -> dict | None:
+    """``--storage-option`` pairs as one dict (``a.b=1``: ``{"a": {"b": 1}}``)."""
+    out: dict = {}
+    for keys, value in pairs:
+        here = out
+        for k in keys[:-1]:
+            here = here.setdefault(k, {})
+        here[keys[-1]] = value
+    return out or None
 
 
 def _casts(text: str) -> tuple[str, ...]:
@@ -117,6 +129,45 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="fan-in of the Dask tree reduction (default: 8)",
+    )
+    s.add_argument(
+        "--storage-option",
+        dest="storage_options",
+        type=_arg(options.parse_storage_option_text),
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="how to reach a store given by URL, repeatable: endpoint_url=http://host:9000, "
+        "client_kwargs.region_name=eu-west-1, anon=true (values are read as JSON when they are)",
+    )
+    s.add_argument(
+        "--region-bytes",
+        type=_whole("--region-bytes", 1),
+        default=None,
+        metavar="N",
+        help="bytes read and scanned at once (default: 4 MiB of whole chunks for stores)",
+    )
+    s.add_argument(
+        "--concurrency",
+        type=_whole("--concurrency", 1),
+        default=64,
+        metavar="N",
+        help="requests in flight to a store reached over a network (default: 64)",
+    )
+    s.add_argument(
+        "--timeout",
+        type=_arg(lambda t: options.parse_float("--timeout", t, strict=True)),
+        default=30.0,
+        metavar="SECONDS",
+        help="a store or Dask scheduler that does not answer, or a cluster without workers, "
+        "is an error after this long (default: 30)",
+    )
+    s.add_argument(
+        "--no-send-credentials",
+        dest="send_credentials",
+        action="store_false",
+        help="with a Dask cluster, keep the storage options' secrets out of the task graph: "
+        "each worker reads with credentials of its own",
     )
     s.add_argument(
         "--by",
@@ -274,6 +325,10 @@ def _merge(args: argparse.Namespace) -> int:
 
 def _error(msg: str) -> int:
     print(f"fastfinite: error: {' '.join(str(msg).split())}", file=sys.stderr)
+    # what a failed store leaves behind (coroutines whose errors nobody awaited) is not
+    # printed at exit: the line above said what broke
+    sys.unraisablehook = lambda unraisable: None
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     return EXIT_ERROR
 
 
@@ -330,8 +385,20 @@ def _scan(args: argparse.Namespace) -> int:
         z_threshold=args.z_threshold,
         localize=args.localize,
         eps=args.eps,
+        storage_options=_nested(args.storage_options),
+        concurrency=args.concurrency,
+        region_bytes=args.region_bytes,
+        timeout=args.timeout,
+        send_credentials=args.send_credentials,
     )
     if args.scheduler or args.workers:
+        # distributed logs every reconnection attempt, with tracebacks: the one line that
+        # says what broke is ours
+        import distributed  # noqa: F401  (it sets up its loggers on import)
+
+        for name in list(logging.root.manager.loggerDict):
+            if name.split(".")[0] == "distributed":
+                logging.getLogger(name).setLevel(logging.CRITICAL + 1)
         if args.fail_fast:
             return _error("--fail-fast cannot be combined with a Dask cluster")
         kwargs["split_every"] = args.split_every

@@ -23,7 +23,7 @@ from ._format import fmt_index
 from .blocks import first_where
 from .casts import cast_dtype
 from .errors import InvalidArgumentError
-from .options import ScanOptions, parse_float, parse_int
+from .options import ScanOptions, parse_float, parse_int, parse_storage_options
 from .plan import make_plan
 from .report import Localization, ScanReport
 from .sources.open import Target
@@ -187,7 +187,12 @@ _STEPS = {"mean": "x.mean()", "std": "x.std()", "standardize": "(x - mean) / (st
 
 
 def localize(
-    data: Any, report: ScanReport, *, eps: float = 1e-8, max_locations: int | None = None
+    data: Any,
+    report: ScanReport,
+    *,
+    eps: float = 1e-8,
+    max_locations: int | None = None,
+    storage_options: dict | None = None,
 ) -> list[Localization]:
     """Replay the standardization on what ``report`` flagged and return (and store in
     ``report.localized``) where it fails.
@@ -201,7 +206,9 @@ def localize(
     eps : float
         The ``eps`` of ``(x - mean) / (std + eps)``.
     max_locations : int, optional
-        At most this many localizations (default: the scan's ``max_locations``).
+        At most this many localizations of each kind (default: the scan's).
+    storage_options : dict, optional
+        How to reach a store given by URL, as for :func:`fastfinite.scan`.
 
     Returns
     -------
@@ -209,7 +216,8 @@ def localize(
     """
     eps = parse_float("eps", eps, strict=False)
     limit = parse_int("max_locations", max_locations, 0, optional=True)
-    target = make_plan(data, ScanOptions(by=report.by)).target  # opened as the scan opened it
+    opts = ScanOptions(by=report.by, storage_options=parse_storage_options(storage_options))
+    target = make_plan(data, opts).target  # opened as the scan opened it
     return localize_target(target, report, eps, limit)
 
 

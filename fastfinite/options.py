@@ -4,7 +4,7 @@ uses, or raises ``InvalidArgumentError`` showing the bad value; ``scan``, ``loca
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,6 +139,31 @@ def parse_kinds(kinds: Any) -> frozenset[str] | None:
     return names
 
 
+def parse_storage_options(v: Any) -> dict | None:
+    """Options of the filesystem a URL is opened with (credentials, endpoint): a mapping
+    with string keys, or None."""
+    if v is None:
+        return None
+    if not isinstance(v, Mapping) or not all(isinstance(k, str) for k in v):
+        raise InvalidArgumentError(f"storage_options must be a dict with str keys, got {v!r}")
+    return dict(v)
+
+
+def parse_storage_option_text(text: str) -> tuple[list[str], Any]:
+    """``KEY=VALUE`` of the command line: ``a.b=1`` sets ``{"a": {"b": 1}}``; the value is
+    read as JSON when it is JSON (numbers, true, {...}), else kept as text."""
+    import json
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise InvalidArgumentError(f"a storage option is KEY=VALUE, got {text!r}")
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = value
+    return key.strip().split("."), parsed
+
+
 @dataclass(frozen=True)
 class ScanOptions:
     """The validated options of one scan (see :func:`fastfinite.scan` for each)."""
@@ -154,6 +179,10 @@ class ScanOptions:
     by: tuple[int, ...] | None = None
     z_threshold: float = 10.0
     eps: float = 1e-8
+    storage_options: dict | None = None
+    concurrency: int = 64
+    timeout: float = 30.0
+    send_credentials: bool = True
 
 
 def scan_options(**raw: Any) -> ScanOptions:
@@ -172,5 +201,9 @@ def scan_options(**raw: Any) -> ScanOptions:
         "by": parse_by,
         "z_threshold": lambda v: parse_float("z_threshold", v, strict=True),
         "eps": lambda v: parse_float("eps", v, strict=False),
+        "storage_options": parse_storage_options,
+        "concurrency": lambda v: parse_int("concurrency", v, 1),
+        "timeout": lambda v: parse_float("timeout", v, strict=True),
+        "send_credentials": bool,
     }
     return ScanOptions(**{k: parse[k](v) for k, v in raw.items()})

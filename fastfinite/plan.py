@@ -83,7 +83,7 @@ def make_plan(data: Any, options: ScanOptions) -> ScanPlan:
     """Open ``data`` and plan its scan with ``options`` (already validated)."""
     from .sources.tables import TableColumns, table_source
 
-    target = open_source(data)
+    target = open_source(data, options)
     skipped: dict[str, str] = {}
     if isinstance(target, TableColumns) and options.by is not None:
         # per row or per column: the table's numeric columns as one 2-D array

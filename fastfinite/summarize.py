@@ -11,7 +11,7 @@ import numpy as np
 
 from . import kinds
 from .blocks import Block, Region, first_where, memory_order, memory_view
-from .errors import ChunkReadError
+from .errors import ChunkReadError, SourceError
 from .summary import ScanSpec, SliceStats, Summary, _first, merge_all, rescued
 
 KEPT = 1 << 10  # positions of each kind a kernel keeps; more are looked for when wanted
@@ -27,10 +27,17 @@ def scan_region(source, region: Region, spec: ScanSpec) -> Summary:
 def scan_region_or_units(source, region: Region, spec: ScanSpec, on_error: str):
     """``(summary, errors)`` of a region. When it cannot be read, each storage unit is read
     on its own: an unreadable one raises ``ChunkReadError`` naming it or, with
-    ``on_error="report"``, is returned in ``errors`` beside the summary of the others."""
+    ``on_error="report"``, is returned in ``errors`` beside the summary of the others. A
+    store reached over a network is asked first whether it still answers: one that does
+    not (an outage, expired credentials) is an error of the store, never of its chunks."""
     try:
         return scan_region(source, region, spec), []
     except Exception as e:
+        if source.remote:
+            try:
+                source.verify()
+            except Exception as why:
+                raise SourceError(f"cannot reach the store of {source.name}: {why}") from e
         units = source.units(region)
         if units is None:
             raise

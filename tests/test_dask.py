@@ -3,13 +3,13 @@ mid-scan, and real ``dask scheduler`` / ``dask worker`` processes driven by the 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import threading
-import time
 
 import dask.array as da
 import numpy as np
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import fastfinite
 from fastfinite import ChunkReadError
 
-from .helpers import assert_matches_oracle
+from .helpers import assert_matches_oracle, dask_processes
 
 
 def _data(shape, seed=0):
@@ -225,68 +225,15 @@ def test_real_dask_scheduler_and_worker_processes_with_cli(tmp_path):
     x = _data((50, 10), seed=6)
     path = str(tmp_path / "a.zarr")
     zarr.create_array(store=path, data=x, chunks=(10, 5))
-    port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    dask_cli = os.path.join(os.path.dirname(sys.executable), "dask")
-    env = dict(os.environ, PYTHONPATH=os.getcwd())
-    procs = [
-        subprocess.Popen(
-            [dask_cli, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-    ]
-    try:
-        procs.append(
-            subprocess.Popen(
-                [
-                    dask_cli,
-                    "worker",
-                    address,
-                    "--nworkers",
-                    "2",
-                    "--nthreads",
-                    "1",
-                    "--no-dashboard",
-                    "--host",
-                    "127.0.0.1",
-                ],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
-        deadline = time.time() + 90
-        while True:
-            try:
-                with distributed.Client(address, timeout="5s") as c:
-                    c.wait_for_workers(2, timeout=60)
-                break
-            except (OSError, TimeoutError):
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.5)
+    with dask_processes(str(tmp_path)) as address:
         r = _cli(path, "--scheduler", address, "--json", str(tmp_path / "r.json"), "--no-progress")
         assert r.returncode == 1, r.stderr
-        import json
-
         d = json.loads((tmp_path / "r.json").read_text())
         ref = fastfinite.scan(x)
         assert d["nan"] == ref.nan and d["posinf"] == ref.posinf
         assert d["cast"]["float32"]["overflow"] == ref.cast["float32"].overflow
-        bad = _cli(path, "--scheduler", f"tcp://127.0.0.1:{_free_port()}", timeout=120)
+        bad = _cli(path, "--scheduler", f"tcp://127.0.0.1:{_free_port()}", "--timeout", "3")
         assert bad.returncode == 2 and "Traceback" not in bad.stderr
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-    assert all(p.poll() is not None for p in procs)
 
 
 def test_cli_local_cluster(tmp_path):

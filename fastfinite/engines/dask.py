@@ -16,7 +16,12 @@ same scan gives the same keys. Kernels run serially inside tasks: Dask owns the 
 from __future__ import annotations
 
 import os
+import re
 import socket
+import threading
+import time
+import uuid
+from concurrent.futures import CancelledError
 from itertools import accumulate
 
 import numpy as np
@@ -47,15 +52,21 @@ def _leaf_block(block: np.ndarray, start: tuple[int, ...], spec: ScanSpec, order
     return summarize(block, start, spec), []
 
 
-def _in_task(fn, source, *args):
-    """``fn(source, *args)`` in a task, after checking the source can be read here: a store
-    that this worker cannot open is an error naming the store and the worker, never chunks
-    read as their fill value."""
-    try:
-        source.verify()
-    except Exception as e:
-        raise SourceError(f"cannot read {source.name} on {_here()}: {e}") from None
+def _in_task(fn, run: str, source, *args):
+    """``fn(source, *args)`` in a task, after checking (once per process and graph: ``run``,
+    new for every graph built, which the keys do not depend on) that the source can be read
+    here: a store that this worker cannot open is an error naming the store and the worker,
+    never chunks read as their fill value."""
+    if run not in _VERIFIED:
+        try:
+            source.verify()
+        except Exception as e:
+            raise SourceError(f"cannot read {source.name} on {_here()}: {e}") from None
+        _VERIFIED.add(run)
     return fn(source, *args)
+
+
+_VERIFIED: set[str] = set()  # the graphs whose sources this process has verified
 
 
 def _here() -> str:
@@ -103,16 +114,18 @@ def _member_graph(member: Member, plan: ScanPlan):
         ]
     else:
         token = tokenize(
-            "fastfinite-source", source.name, source.shape, str(source.dtype), spec,
+            "fastfinite-source", source.location, source.shape, str(source.dtype), spec,
             member.region_bytes, opts.on_error, opts.split_every,
         )  # fmt: skip
         skey = f"fastfinite-source-{token}"
+        run = uuid.uuid4().hex
         dsk[skey] = source
         if source.storage is not None:
             missing = f"fastfinite-missing-{token}"
-            dsk[missing] = (_in_task, type(source).missing_units, skey)
+            dsk[missing] = (_in_task, type(source).missing_units, run, skey)
         leaves = [
-            (_in_task, scan_region_or_units, skey, r, spec, opts.on_error) for r in member.regions()
+            (_in_task, scan_region_or_units, run, skey, r, spec, opts.on_error)
+            for r in member.regions()
         ]
     keys = []
     for i, task in enumerate(leaves or [(_combine, 0)]):  # no region: an empty summary
@@ -134,8 +147,10 @@ def _member_graph(member: Member, plan: ScanPlan):
     return Delayed(final, HighLevelGraph.from_collections(final, dsk, dependencies=deps))
 
 
-def compute(lazy, scheduler, progress: bool):
-    """Compute a delayed scan on ``scheduler`` (see ``scan``)."""
+def compute(lazy, scheduler, progress: bool, timeout: float = 30.0):
+    """Compute a delayed scan on ``scheduler`` (see ``scan``). A scheduler that cannot be
+    reached, is not a Dask scheduler, is lost, or has no workers for ``timeout`` seconds is
+    a ``SourceError`` that says so, in bounded time."""
     if scheduler is None or (isinstance(scheduler, str) and scheduler in LOCAL_SCHEDULERS):
         if progress:
             from dask.diagnostics import ProgressBar
@@ -144,30 +159,83 @@ def compute(lazy, scheduler, progress: bool):
                 return lazy.compute(scheduler=scheduler)
         return lazy.compute(scheduler=scheduler)
     if isinstance(scheduler, str):
-        if "://" not in scheduler:
-            raise InvalidArgumentError(
-                f"scheduler must be 'threads', 'processes', 'synchronous', a distributed "
-                f"Client or an address like 'tcp://host:port'; got {scheduler!r}"
-            )
+        import dask
         from distributed import Client
 
-        try:
-            client = Client(scheduler, timeout="10s", set_as_default=False)
-        except OSError as e:
-            raise SourceError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
+        address = parse_address(scheduler)
+        made: dict = {}
+
+        def connect() -> None:  # in a thread: a silent peer holds distributed's handshake
+            try:
+                with dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s"}):
+                    made["client"] = Client(address, timeout=timeout, set_as_default=False)
+            except Exception as e:
+                made["error"] = e
+
+        thread = threading.Thread(target=connect, name="fastfinite-connect", daemon=True)
+        thread.start()
+        thread.join(timeout + 5)
+        if "client" not in made:
+            e = made.get("error")
+            why = f"{type(e).__name__}: {e}".strip() if e else f"no answer in {timeout:g} s"
+            raise SourceError(f"cannot reach a Dask scheduler at {address} ({why})")
+        client = made["client"]
         with client:
-            return _on_client(client, lazy, progress)
+            return _on_client(client, lazy, progress, timeout, address)
     if type(scheduler).__name__ == "Client":
-        return _on_client(scheduler, lazy, progress)
+        return _on_client(scheduler, lazy, progress, timeout, scheduler.scheduler.address)
     raise InvalidArgumentError(
         f"scheduler {scheduler!r} is not a scheduler name, Client or address"
     )
 
 
-def _on_client(client, lazy, progress: bool):
+_ADDRESS = re.compile(r"^(tcp|tls|ws|wss|ucx|inproc)://(\[[^\]]+\]|[^/:\[\]]+):(\d+)$")
+
+
+def parse_address(text: str) -> str:
+    """A scheduler address, ``tcp://host:port``; anything else is an error saying why."""
+    m = _ADDRESS.match(text)
+    if not m:
+        raise InvalidArgumentError(
+            f"scheduler must be 'threads', 'processes', 'synchronous', a distributed Client "
+            f"or an address like tcp://host:8786 (with its port); got {text!r}"
+        )
+    if m.group(1) in ("tls", "wss"):
+        raise InvalidArgumentError(
+            f"{text} needs a security configuration: connect a distributed.Client with it "
+            "and pass the client as scheduler="
+        )
+    return text
+
+
+def _on_client(client, lazy, progress: bool, timeout: float, address: str):
+    """The scan's result from ``client``, watching the scheduler and its workers."""
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except TimeoutError:
+        raise SourceError(
+            f"the Dask scheduler at {address} has no workers ({timeout:g} s)"
+        ) from None
     future = client.compute(lazy)
     if progress:
         from distributed import progress as show
 
         show(future)
-    return future.result()
+    since = None  # when the scheduler went away, or its last worker
+    while True:
+        try:
+            return future.result(timeout=1)
+        except TimeoutError:
+            pass
+        except (CancelledError, OSError) as e:  # the connection to the scheduler is gone
+            if future.status not in ("pending", "finished", "error") or client.status != "running":
+                raise SourceError(
+                    f"lost the Dask scheduler at {address} ({type(e).__name__})"
+                ) from None
+            raise
+        workers = client.scheduler_info().get("workers", {}) if client.status == "running" else {}
+        since = None if workers else since or time.monotonic()
+        if since is not None and time.monotonic() - since > timeout:
+            future.cancel()
+            what = "lost" if client.status != "running" else "no workers at"
+            raise SourceError(f"{what} the Dask scheduler at {address} for {timeout:g} s")

@@ -28,6 +28,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 RUN_BYTES = 1 << 30  # regions of an array in RAM scanned together in parts
+INFLIGHT_BYTES = 256 << 20  # regions of a remote store read at once, decoded
+ZARR_REQUESTS = 10  # requests zarr keeps in flight for one region (async.concurrency)
 
 
 def run(plan: ScanPlan) -> ScanReport:
@@ -108,6 +110,11 @@ def scan_member(member: Member, plan: ScanPlan) -> ScanReport:
     if workers is None:
         small = source.in_memory and source.nbytes < SMALL_BYTES
         workers = 1 if small else default_workers()
+    if source.remote:  # round trips: as many regions in flight as the requests allow
+        unit = math.prod(source.storage.unit) * source.dtype.itemsize if source.storage else 1
+        per_region = min(ZARR_REQUESTS, max(1, member.region_bytes // unit))
+        room = INFLIGHT_BYTES // (2 * member.region_bytes)  # bounded_map holds 2 x workers
+        workers = max(workers, min(opts.concurrency // per_region, room))
     ram = source.ram_array
     if workers > 1 and ram is not None and scanned_in_parts(ram, spec.by):
         block = Block(ram, (0,) * ram.ndim)  # in place: contiguous in memory order

@@ -58,12 +58,23 @@ class Source(ABC):
     in_memory: bool = False  # the values are in this process (RAM or a memory map)
     ram_array: np.ndarray | None = None  # the array, when in RAM and scannable in parts
     reads_in_tasks: bool = True  # a Dask task can open and read it where it runs
+    remote: bool = False  # reached over a network: many requests are kept in flight
     dask_array: Any = None  # the values as a dask array: a graph takes its blocks
     unit_kind: str = "chunk"  # what ``units`` and ``missing_units`` name
     fill_value: Any = None  # what a unit that was never written reads as
     storage: Any = None  # the storage grid (``chunked.ChunkGrid``): the report's chunks
     labels: Callable[[tuple[int, ...]], dict[str, Any]] | None = None  # a position's labels
     axis_names: dict[int, list[str]] | None = None  # names along an axis (table columns)
+
+    @property
+    def location(self) -> str:
+        """Where the data is (an absolute path or URL; the name when nothing else): two
+        sources of one name in other places make other Dask keys."""
+        for attr in ("path", "filename", "files"):
+            v = self.__dict__.get(attr)
+            if v:
+                return f"{v}:{self.__dict__.get('dataset', '')}{self.__dict__.get('column', '')}"
+        return self.name
 
     @abstractmethod
     def regions(self, budget_bytes: int) -> Iterator[Region]:

@@ -9,13 +9,17 @@ from typing import Any
 import numpy as np
 
 from ..errors import SourceError
+from ..options import ScanOptions
 from .base import Source, of_type
+
+STORES = ("FsspecStore", "LocalStore", "ZipStore", "ObjectStore", "MemoryStore")
 
 Target = Any  # a Source, or [(path, factory), ...] for a group (``tables.TableColumns``)
 
 
-def open_source(data: Any) -> Target:
-    """A source for ``data``, or ``[(path, factory), ...]`` for a group of arrays.
+def open_source(data: Any, options: ScanOptions | None = None) -> Target:
+    """A source for ``data``, or ``[(path, factory), ...]`` for a group of arrays; URLs are
+    opened with ``options``' storage options, concurrency and timeout.
 
     Accepts numpy arrays and memmaps, dask arrays, ``.npy`` paths, Zarr arrays and groups and
     paths or URLs to them, h5py datasets and groups and ``"file.h5:/dataset"`` paths, xarray
@@ -27,7 +31,15 @@ def open_source(data: Any) -> Target:
     if isinstance(data, Source):
         return data
     if isinstance(data, (str, os.PathLike)):
-        return _open_path(os.fspath(data))
+        return _open_path(os.fspath(data), options or ScanOptions())
+    if of_type(data, "zarr", *STORES):  # a store object: what it holds, named by its URL
+        from .remote import store_url
+
+        node = zarr.open_store_node(data)
+        name = store_url(data)
+        if of_type(node, "zarr", "Group"):
+            return zarr.group_members(node, name)
+        return zarr.ZarrSource(node, name)
     if isinstance(data, np.ndarray):
         return ArraySource(data, name=getattr(data, "filename", None) or "")
     if of_type(data, "dask", "Array"):
@@ -58,9 +70,10 @@ def open_source(data: Any) -> Target:
     )
 
 
-def _open_path(path: str) -> Target:
+def _open_path(path: str, options: ScanOptions) -> Target:
     from . import hdf5, tables, zarr
     from .ndarray import open_npy
+    from .remote import LOCAL_PROTOCOLS, protocol, storage_defaults, without_secrets
 
     if "://" not in path:
         if path.endswith(".npy"):
@@ -72,10 +85,13 @@ def _open_path(path: str) -> Target:
         h5 = hdf5.split_h5_path(path)
         if h5 is not None:
             return hdf5.open_h5(*h5)
-    node = zarr.open_zarr(path)
+    storage = storage_defaults(path, options.storage_options, options.concurrency, options.timeout)
+    node = zarr.open_zarr(path, storage)
+    url = path.rstrip("/") if protocol(path) not in LOCAL_PROTOCOLS else None
+    sent = storage if options.send_credentials else without_secrets(storage)
     if of_type(node, "zarr", "Group"):
-        return zarr.group_members(node, path.rstrip("/"))
-    return zarr.ZarrSource(node, name=path)
+        return zarr.group_members(node, path.rstrip("/"), url, sent)
+    return zarr.ZarrSource(node, path, url, sent)
 
 
 def _looks_like_zarr(path: str) -> bool:

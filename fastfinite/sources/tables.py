@@ -137,6 +137,10 @@ class TableSource(Source):
         for _, source in self.columns:
             source.verify()
 
+    @property
+    def location(self) -> str:
+        return ";".join(s.location for _, s in self.columns)
+
 
 def table_source(columns: TableColumns, name: str) -> tuple[TableSource | None, dict]:
     """The numeric columns of a table as one ``TableSource``, and the columns left out with

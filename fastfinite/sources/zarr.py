@@ -17,6 +17,7 @@ import numpy as np
 
 from ..blocks import Region, check_dtype
 from ..errors import SourceError
+from . import remote
 from .base import Source, of_type
 from .chunked import ChunkGrid, key_parser
 from .zarr_files import ChunkFiles, local_folder
@@ -30,9 +31,19 @@ class ZarrSource(Source):
     array through ``array[region]``, zarr decompressing on its own I/O loop and threads.
     """
 
-    def __init__(self, array: Any, name: str | None = None):
-        self.array = array
+    def __init__(self, array: Any, name: str | None = None, url: str | None = None, options=None):
+        self._array = array
         self.name = name or array_name(array)
+        store = array.store_path.store
+        self.remote = not (
+            local_folder(array) or type(store).__name__ in ("MemoryStore", "ZipStore")
+        )
+        if self.remote and getattr(store, "fs", None) is not None:
+            self.remote = remote.protocol(remote.store_url(store)) not in remote.LOCAL_PROTOCOLS
+        # a store opened from a URL is opened again from it in a Dask task, with ``options``
+        # (the caller's storage options, its secrets taken out unless they are to be sent)
+        self.url, self.options = url, options
+        self._format = array.metadata.zarr_format
         self.shape = tuple(int(s) for s in array.shape)
         self.dtype = check_dtype(np.dtype(array.dtype), self.name)
         self.nbytes = math.prod(self.shape) * self.dtype.itemsize
@@ -42,6 +53,28 @@ class ZarrSource(Source):
         self.storage = ChunkGrid(self.shape, tuple(shards or array.chunks))
         self._inner = ChunkGrid(self.shape, tuple(array.chunks))
         self.files = ChunkFiles.for_array(array)
+
+    @property
+    def array(self) -> Any:
+        if self._array is None:  # opened again from its URL where it is read: one request
+            import zarr
+
+            try:
+                self._array = zarr.open_array(
+                    store=self.url, mode="r", storage_options=self.options, zarr_format=self._format
+                )
+            except Exception as e:
+                raise SourceError(f"cannot open {self.url}: {type(e).__name__}: {e}") from None
+        return self._array
+
+    @property
+    def location(self) -> str:
+        return self.url or array_name(self.array)
+
+    def __reduce_ex__(self, protocol):
+        if self.url is None:
+            return super().__reduce_ex__(protocol)
+        return (_reopened, (self.__dict__ | {"_array": None},))
 
     def regions(self, budget_bytes: int):
         """Regions of whole shards when a shard fits a few region budgets, else of chunks."""
@@ -70,16 +103,18 @@ class ZarrSource(Source):
         path read elsewhere) would read as all fill_value."""
         from zarr.core.sync import sync
 
+        if self._array is None:  # opening it reads its metadata: that is the check
+            return None if self.array is not None else None
         store_path = self.array.store_path
         prefix = store_path.path.strip("/")
         meta = "zarr.json" if self.array.metadata.zarr_format == 3 else ".zarray"
         key = f"{prefix}/{meta}" if prefix else meta
-        try:
-            there = sync(store_path.store.exists(key))
+        from zarr.core.buffer import default_buffer_prototype
+
+        try:  # a read, not ``exists``: a filesystem may answer that from its listing cache
+            there = sync(store_path.store.get(key, default_buffer_prototype())) is not None
         except Exception as e:
-            raise SourceError(
-                f"cannot reach the store of {self.name}: {type(e).__name__}: {e}"
-            ) from None
+            raise SourceError(f"{type(e).__name__}: {e}") from None
         if not there:
             raise SourceError(f"the store of {self.name} no longer holds the array ({key})")
 
@@ -138,15 +173,27 @@ def _plain(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else v
 
 
+def _reopened(state: dict) -> ZarrSource:
+    """A source opened from a URL, unpickled: it opens the store when first read (not where
+    a graph is unpickled: a scheduler need not reach the store)."""
+    source = ZarrSource.__new__(ZarrSource)
+    source.__dict__.update(state)
+    return source
+
+
 def array_name(array: Any) -> str:
+    """An array's URL (its store's, and its path in it)."""
     try:
-        return str(array.store_path).rstrip("/")
+        path = array.store_path.path.strip("/")
+        base = remote.store_url(array.store_path.store).rstrip("/")
+        return f"{base}/{path}" if path else base
     except Exception:
         return getattr(array, "name", "") or "zarr array"
 
 
-def open_zarr(path: str) -> Any:
-    """Open a Zarr array or group read-only from a path or fsspec URL.
+def open_zarr(path: str, storage_options: dict | None = None) -> Any:
+    """Open a Zarr array or group read-only from a path or fsspec URL (``storage_options``:
+    what the URL's filesystem is opened with: credentials, endpoint, pool).
 
     ``data.zarr``, ``data.zarr/train/x``, ``data.zip`` (a zip store) and ``data.zip/train/x``,
     ``file://``, ``memory://`` and other fsspec URLs (with the fsspec backend installed).
@@ -165,16 +212,27 @@ def open_zarr(path: str) -> Any:
             raise SourceError(f"no such file or directory: {path}")
         else:
             store = os.path.abspath(path)
+    kwargs = {"storage_options": storage_options} if storage_options and "://" in path else {}
     try:
         if inner:
             return zarr.open(store=store, path=inner, mode="r")
-        return zarr.open(store=store, mode="r")
+        return zarr.open(store=store, mode="r", **kwargs)
     except (FileNotFoundError, KeyError) as e:
         raise SourceError(f"no Zarr array or group at {path}: {e}") from None
     except Exception as e:
         if type(e).__name__ in ("GroupNotFoundError", "ArrayNotFoundError", "NodeNotFoundError"):
             raise SourceError(f"no Zarr array or group at {path}") from None
         raise SourceError(f"cannot open {path} as Zarr: {e}") from None
+
+
+def open_store_node(store: Any) -> Any:
+    """The array or group at the root of a zarr store object, read-only."""
+    import zarr
+
+    try:
+        return zarr.open(store=store, mode="r")
+    except Exception as e:
+        raise SourceError(f"cannot open {store!r} as Zarr: {type(e).__name__}: {e}") from None
 
 
 def _split_zip(path: str) -> tuple[str | None, str]:
@@ -193,6 +251,10 @@ def group_arrays(group: Any) -> list[tuple[str, Any]]:
     return sorted(out, key=lambda t: t[0])
 
 
-def group_members(group: Any, base: str) -> list[tuple[str, Any]]:
-    """``(path, factory)`` of every array below a group; sources are named ``base/path``."""
-    return [(p, lambda a=a, p=p: ZarrSource(a, f"{base}/{p}")) for p, a in group_arrays(group)]
+def group_members(group: Any, base: str, url=None, options=None) -> list[tuple[str, Any]]:
+    """``(path, factory)`` of every array below a group; sources are named ``base/path``
+    (and, opened from ``url``, are opened again from ``url/path`` in a Dask task)."""
+    return [
+        (p, lambda a=a, p=p: ZarrSource(a, f"{base}/{p}", url and f"{url}/{p}", options))
+        for p, a in group_arrays(group)
+    ]

@@ -1,0 +1,62 @@
+"""Stores reached over a network (S3 and other fsspec or obstore URLs): the options that
+keep many requests in flight and fail in bounded time, URLs as names, and storage options
+with their secrets taken out (what a Dask graph may carry)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+SECRETS = {
+    "key", "secret", "token", "password", "account_key", "sas_token", "client_secret",
+    "credentials", "aws_access_key_id", "aws_secret_access_key", "aws_session_token",
+}  # fmt: skip
+LOCAL_PROTOCOLS = ("file", "local", "memory")
+
+
+def protocol(url: str) -> str:
+    return url.split("://", 1)[0].lower() if "://" in url else "file"
+
+
+def storage_defaults(url: str, options: Mapping | None, concurrency: int, timeout: float) -> dict:
+    """``options`` for ``url`` with fastfinite's defaults where they say nothing: for S3, a
+    connection pool of ``concurrency`` (botocore's default of 10 caps the requests in flight),
+    connect and read timeouts of ``timeout`` seconds and bounded retries, so that an
+    endpoint that does not answer is an error in bounded time, and one request an object."""
+    out = dict(options or {})
+    if protocol(url) in ("s3", "s3a"):
+        config = {
+            "max_pool_connections": concurrency,
+            "connect_timeout": timeout / 3,
+            "read_timeout": timeout,
+            "retries": {"max_attempts": 3, "mode": "standard"},
+        }
+        out["config_kwargs"] = {**config, **dict(out.get("config_kwargs") or {})}
+        # one GET an object: s3fs otherwise asks each object's size first (a HEAD), to cut
+        # large objects in ranges; the requests in flight are many objects at once here
+        out.setdefault("max_concurrency", 1)
+    return out
+
+
+def without_secrets(options: Mapping | None) -> dict:
+    """``options`` with every credential taken out (keys in ``SECRETS``, at any depth)."""
+    return {
+        k: without_secrets(v) if isinstance(v, Mapping) else v
+        for k, v in (options or {}).items()
+        if k not in SECRETS
+    }
+
+
+def store_url(store: Any) -> str:
+    """A zarr store as a URL: ``s3://bucket/data.zarr``, a folder, a zip file."""
+    fs = getattr(store, "fs", None)
+    if fs is not None:
+        proto = fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
+        return f"{proto}://{str(store.path).strip('/')}"
+    for attr in ("root", "path"):
+        v = getattr(store, attr, None)
+        if v is not None and str(v):
+            return str(v)
+    inner = getattr(store, "store", None)  # zarr's ObjectStore around an obstore store
+    url = getattr(inner, "url", None) or getattr(getattr(inner, "config", None), "url", None)
+    return str(url) if url else type(store).__name__
