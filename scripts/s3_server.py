@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from contextlib import contextmanager
 
@@ -41,14 +42,17 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def moto_server(timeout: float = 30):
-    """moto's S3 server on a free port; yields its endpoint URL."""
+def moto_server(timeout: float = 30, check_credentials: bool = False):
+    """moto's S3 server on a free port; yields its endpoint URL. With ``check_credentials``
+    it refuses every key it has not issued (the test credentials included)."""
     port = free_port()
     exe = os.path.join(os.path.dirname(sys.executable), "moto_server")
+    env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="0") if check_credentials else None
     proc = subprocess.Popen(
         [exe, "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env=env,
     )
     endpoint = f"http://127.0.0.1:{port}"
     try:
@@ -56,6 +60,8 @@ def moto_server(timeout: float = 30):
         while True:
             try:
                 urllib.request.urlopen(endpoint, timeout=1)
+                break
+            except urllib.error.HTTPError:  # it answers: a refusal is an answer
                 break
             except OSError:
                 if time.time() > deadline or proc.poll() is not None:

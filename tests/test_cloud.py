@@ -58,9 +58,9 @@ def local_copy(tmp_path_factory):
     return fastfinite.scan(path).to_dict()
 
 
-def _same(report, local):
+def _same(report, local, name="s3://bkt/x.zarr"):
     got = report.to_dict()
-    assert got["name"] == "s3://bkt/x.zarr"
+    assert got["name"] == name
     assert {**got, "name": ""} == {**local, "name": ""}
 
 
@@ -76,6 +76,29 @@ def test_a_store_object_is_named_by_its_url(server, local_copy):
     )
     _same(fastfinite.scan(store), local_copy)
     _same(fastfinite.scan(zarr.open_array(store, mode="r")), local_copy)
+
+
+def test_an_obstore_store_is_read_and_named_by_its_url(server, local_copy):
+    obstore = pytest.importorskip("obstore")
+    inner = obstore.store.S3Store(
+        "bkt", prefix="x.zarr", endpoint=server, access_key_id="testing",
+        secret_access_key="testing", region="us-east-1", client_options={"allow_http": True},
+    )  # fmt: skip
+    _same(fastfinite.scan(zarr.storage.ObjectStore(inner, read_only=True)), local_copy)
+
+
+def test_local_store_objects_are_named_by_their_path(tmp_path, local_copy):
+    path = str(tmp_path / "x.zarr")
+    _write(path, _values())
+    _same(fastfinite.scan(zarr.storage.LocalStore(path, read_only=True)), local_copy, path)
+    zpath = str(tmp_path / "x.zip")
+    with zarr.storage.ZipStore(zpath, mode="w") as z:
+        _write(z, _values())
+    with zarr.storage.ZipStore(zpath, mode="r") as z:
+        _same(fastfinite.scan(z), local_copy, zpath)
+    obstore = pytest.importorskip("obstore")
+    store = zarr.storage.ObjectStore(obstore.store.LocalStore(path), read_only=True)
+    _same(fastfinite.scan(store), local_copy, path)
 
 
 def test_credentials_from_the_environment(server, local_copy, monkeypatch):
@@ -161,6 +184,14 @@ def test_an_endpoint_that_does_not_answer(tmp_path):
 
 def test_a_missing_bucket(server):
     _one_line(_cli("s3://nobucket/x.zarr", *_options_args(server), "--timeout", "3"), "nobucket")
+
+
+def test_refused_credentials():
+    with s3.moto_server(check_credentials=True) as strict:
+        start = time.time()
+        r = _cli("s3://bkt/x.zarr", *_options_args(strict), "--timeout", "3")
+        _one_line(r, "s3://bkt/x.zarr", "Access Key")
+        assert time.time() - start < 40
 
 
 def test_an_outage_mid_scan_names_the_store_not_a_chunk(server):

@@ -58,5 +58,18 @@ def store_url(store: Any) -> str:
         if v is not None and str(v):
             return str(v)
     inner = getattr(store, "store", None)  # zarr's ObjectStore around an obstore store
-    url = getattr(inner, "url", None) or getattr(getattr(inner, "config", None), "url", None)
-    return str(url) if url else type(store).__name__
+    return _obstore_url(inner) if inner is not None else type(store).__name__
+
+
+OBSTORE_SCHEMES = {"S3Store": ("s3", "bucket"), "GCSStore": ("gs", "bucket"),
+                   "AzureStore": ("az", "container_name")}  # fmt: skip
+
+
+def _obstore_url(inner: Any) -> str:
+    prefix = str(getattr(inner, "prefix", None) or "").strip("/")
+    config = getattr(inner, "config", None) or {}
+    scheme, key = OBSTORE_SCHEMES.get(type(inner).__name__, (None, None))
+    if scheme and config.get(key):
+        return f"{scheme}://{config[key]}" + (f"/{prefix}" if prefix else "")
+    url = getattr(inner, "url", None) or (config.get("url") if isinstance(config, dict) else None)
+    return str(url or (f"/{prefix}" if prefix else type(inner).__name__))

@@ -103,8 +103,9 @@ class ZarrSource(Source):
         path read elsewhere) would read as all fill_value."""
         from zarr.core.sync import sync
 
-        if self._array is None:  # opening it reads its metadata: that is the check
-            return None if self.array is not None else None
+        if self._array is None:
+            _ = self.array  # opening it reads its metadata: that is the check
+            return
         store_path = self.array.store_path
         prefix = store_path.path.strip("/")
         meta = "zarr.json" if self.array.metadata.zarr_format == 3 else ".zarray"
