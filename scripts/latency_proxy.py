@@ -94,7 +94,12 @@ async def serve(listen: int, target: int, latency: float, stats: Stats) -> None:
 
 
 def main() -> None:
-    listen, target, latency_ms, path = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+    listen, target, latency_ms, path = (
+        int(sys.argv[1]),
+        int(sys.argv[2]),
+        float(sys.argv[3]),
+        sys.argv[4],
+    )
     stats = Stats()
 
     async def report():
