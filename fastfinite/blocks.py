@@ -13,23 +13,54 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from .casts import NARROW
 from .errors import UnsupportedDtypeError
 
 Region = tuple[slice, ...]
+
+
+def narrow_format(dtype: np.dtype) -> str | None:
+    """The format name of bfloat16 or float8 data (ml_dtypes' dtypes), else None."""
+    dtype = np.dtype(dtype)
+    return dtype.name if dtype.name in NARROW and dtype.fields is None else None
+
+
+_TABLES: dict[str, np.ndarray] = {}
+
+
+def widen_table(dtype: np.dtype) -> np.ndarray:
+    """What ``kernels._widen`` widens data of a narrow ``dtype`` with: float8's 256 values as
+    float32 (the dtype's own conversion), or nothing for bfloat16 (a shift suffices)."""
+    name = narrow_format(dtype)
+    if name not in _TABLES:
+        if np.dtype(dtype).itemsize == 1:
+            with np.errstate(invalid="ignore"):  # its NaN patterns
+                table = np.arange(256, dtype=np.uint8).view(dtype).astype(np.float32)
+        else:
+            table = np.empty(0, np.float32)
+        _TABLES[name] = table
+    return _TABLES[name]
+
+
+def widen(bits: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Narrow data's native bits (uint16 bfloat16, uint8 float8) as float32 values."""
+    if bits.dtype.itemsize == 2:
+        return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return table[bits]
 
 
 def check_dtype(dtype: np.dtype, name: str = "") -> np.dtype:
     """Return ``dtype`` if the kernels can scan it, else raise ``UnsupportedDtypeError``
     (naming the array ``name``)."""
     dtype = np.dtype(dtype)
-    if dtype.kind in "biu":
+    if dtype.kind in "biu" or narrow_format(dtype):
         return dtype
     if dtype.kind in "fc" and dtype.itemsize // (2 if dtype.kind == "c" else 1) in (2, 4, 8):
         return dtype
     raise UnsupportedDtypeError(
         f"cannot scan {name + ': ' if name else ''}data of dtype {dtype!s} "
-        f"({_dtype_label(dtype)}); fastfinite scans "
-        "float16/32/64, complex64/128, integer and bool arrays"
+        f"({_dtype_label(dtype)}); fastfinite scans float16/32/64, bfloat16, float8 "
+        "(ml_dtypes), complex64/128, integer and bool arrays"
     )
 
 
@@ -60,9 +91,11 @@ def _dtype_label(dtype: np.dtype) -> str:
 
 
 def component_dtype(dtype: np.dtype) -> np.dtype:
-    """The dtype of the values kernels see: float32 for float16, parts of complex, float64
-    for integers and bool."""
+    """The dtype of the values kernels see: float32 for float16, bfloat16 and float8, parts
+    of complex, float64 for integers and bool."""
     dtype = np.dtype(dtype)
+    if narrow_format(dtype):
+        return np.dtype(np.float32)
     if dtype.kind == "c":
         return np.dtype(f"f{dtype.itemsize // 2}")
     if dtype.kind == "f":
@@ -147,7 +180,12 @@ class Block:
     Attributes
     ----------
     x : ndarray
-        1-D contiguous native float32/float64 values (complex parts interleaved).
+        1-D contiguous native float32/float64 values (complex parts interleaved); for
+        bfloat16 and float8 data, widened when first asked for.
+    bits : ndarray or None
+        bfloat16 and float8 data: its native bits, 1-D contiguous uint16 or uint8, which
+        ``kernels.scan_rows_narrow`` scans without widening the whole block (``table``: see
+        ``widen_table``).
     ncomp : int
         Values per element (2 for complex, else 1).
     in_c_order : bool
@@ -155,7 +193,10 @@ class Block:
         positions found are the first in C order.
     """
 
-    __slots__ = ("x", "xi", "ncomp", "perm", "flips", "bshape", "dshape", "start", "in_c_order")
+    __slots__ = (
+        "_x", "bits", "table", "ncomp", "perm", "flips", "bshape", "dshape", "start",
+        "in_c_order",
+    )  # fmt: skip
 
     def __init__(
         self, data: np.ndarray, start: tuple[int, ...], order: tuple[int, ...] | None = None
@@ -176,14 +217,42 @@ class Block:
         # length-1 axes may be anywhere without changing the order of elements
         moved = [ax for ax in order if data.shape[ax] > 1]
         self.in_c_order = not flips and moved == sorted(moved)
-        comp = component_dtype(data.dtype)
         flat = view.reshape(-1)  # a view when the layout allows, else one bounded copy
+        self._x = self.bits = None
+        if narrow_format(data.dtype):
+            bits = np.ascontiguousarray(flat).view(f"u{data.dtype.itemsize}")
+            self.bits = bits if data.dtype.isnative else bits.byteswap()
+            self.table = widen_table(data.dtype)
+            return
+        comp = component_dtype(data.dtype)
         if self.ncomp == 2:
             flat = np.ascontiguousarray(flat.astype(flat.dtype.newbyteorder("="), copy=False))
             flat = flat.view(comp)
         x = flat.astype(comp if comp.itemsize >= 4 else np.float32, copy=False)
-        self.x = np.ascontiguousarray(x)
-        self.xi = self.x.view(np.int32 if self.x.itemsize == 4 else np.int64)
+        self._x = np.ascontiguousarray(x)
+
+    @property
+    def x(self) -> np.ndarray:
+        if self._x is None:
+            self._x = widen(self.bits, self.table)
+        return self._x
+
+    @property
+    def xi(self) -> np.ndarray:
+        return self.x.view(np.int32 if self.x.itemsize == 4 else np.int64)
+
+    @property
+    def size(self) -> int:
+        """Values in the block (``x.size``, without widening it)."""
+        return (self.bits if self.bits is not None else self._x).size
+
+    def kernel_input(self, lo: int, hi: int, bits: bool) -> tuple[np.ndarray, np.ndarray, bool]:
+        """The first two arguments of a kernel for values ``lo:hi``: ``(x, xi, False)``,
+        or, for narrow data when the kernel takes ``bits``, ``(bits, table, True)``
+        (``scan_rows_narrow``)."""
+        if bits and self.bits is not None:
+            return self.bits[lo:hi], self.table, True
+        return self.x[lo:hi], self.xi[lo:hi], False
 
     def block_box(self, box: Region) -> Region:
         """A box of the global array (inside this block) as slices of the block's own shape

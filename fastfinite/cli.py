@@ -92,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_arg(_casts),
         default=("float32",),
         metavar="TARGETS",
-        help="comma-separated cast targets to check: float32, float16, bfloat16, "
+        help="comma-separated cast targets to check (at most 5): float32, float16, "
+        "bfloat16, float8_e4m3fn, float8_e5m2 (and the other float8 formats of ml_dtypes), "
         "or none (default: float32)",
     )
     s.add_argument(

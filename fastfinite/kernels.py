@@ -212,6 +212,7 @@ def _classify(x, thr, cnt):
     """Exact counts over ``x`` of NaN, +inf, -inf and the cast risks, added to ``cnt``."""
     inf = np.inf
     o0, u0, o1, u1, o2, u2 = thr[0], thr[1], thr[2], thr[3], thr[4], thr[5]
+    o3, u3, o4, u4 = thr[6], thr[7], thr[8], thr[9]
     c_nan = 0
     c_pos = 0
     c_neg = 0
@@ -221,6 +222,10 @@ def _classify(x, thr, cnt):
     c_u1 = 0
     c_o2 = 0
     c_u2 = 0
+    c_o3 = 0
+    c_u3 = 0
+    c_o4 = 0
+    c_u4 = 0
     for i in range(x.shape[0]):
         v = x[i]
         a = abs(v)
@@ -234,6 +239,10 @@ def _classify(x, thr, cnt):
         c_u1 += _underflows(a, u1)
         c_o2 += _overflows(a, fin, o2)
         c_u2 += _underflows(a, u2)
+        c_o3 += _overflows(a, fin, o3)
+        c_u3 += _underflows(a, u3)
+        c_o4 += _overflows(a, fin, o4)
+        c_u4 += _underflows(a, u4)
     cnt[0] = c_nan
     cnt[1] = c_pos
     cnt[2] = c_neg
@@ -243,13 +252,17 @@ def _classify(x, thr, cnt):
     cnt[6] = c_u1
     cnt[7] = c_o2
     cnt[8] = c_u2
+    cnt[9] = c_o3
+    cnt[10] = c_u3
+    cnt[11] = c_o4
+    cnt[12] = c_u4
 
 
 @njit(nogil=True, cache=True)
 def _limits(thr):
     """``(over, under)`` of thresholds ``thr``: a finite ``|v| >= over`` risks a cast
     overflow, a non-zero ``|v| <= under`` an underflow (unused slots hold ``(inf, -1)``)."""
-    return min(thr[0], min(thr[2], thr[4])), max(thr[1], max(thr[3], thr[5]))
+    return thr[0::2].min(), thr[1::2].max()
 
 
 def _unsigned(a):
@@ -364,11 +377,12 @@ def _plain(mn, mx, low, s1, lim):
 
 
 @njit(nogil=True, cache=True)
-def _pieces(x, xu, s, e, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts):
+def _pieces(x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts):
     """The slow path of a sub-block ``x[s:e]`` of row ``r`` that has something to report:
     taken again in pieces of ``PIECE_BYTES``, of which only those that have go through
-    ``_classify_and_record``, so a few problems cost little more than the fast pass. Adds
-    to the counts and returns the sub-block's ``(min, max, s1, s2)`` as ``_pass`` would."""
+    ``_classify_and_record`` (positions ``base + i``), so a few problems cost little more
+    than the fast pass. Adds to the counts and returns the sub-block's ``(min, max, s1,
+    s2)`` as ``_pass`` would."""
     piece = PIECE_BYTES // x.itemsize
     mn = k
     mx = k
@@ -386,7 +400,7 @@ def _pieces(x, xu, s, e, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, r
         mn = min(mn, pmn)
         mx = max(mx, pmx)
         if dirty or not _plain(pmn, pmx, low, a1, lim):
-            _classify_and_record(x, p, q, 0, thr, counts, cnt, want, locs, vals, nlocs)
+            _classify_and_record(x, p, q, base, thr, counts, cnt, want, locs, vals, nlocs)
             rcounts[0, r] += cnt[0]
             rcounts[1, r] += cnt[1]
             rcounts[2, r] += cnt[2]
@@ -439,20 +453,90 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
         mx = T(-np.inf)
         for s in range(off, off + n, sub):
             e = min(s + sub, off + n)
-            smn, smx, low, a1, a2 = _pass(xf, xuf, s, e - s, k, lim)
-            if not _plain(smn, smx, low, a1, lim):
-                smn, smx, a1, a2 = _pieces(
-                    xf, xuf, s, e, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts
-                )
+            smn, smx, a1, a2 = _sub_block(
+                xf, xuf, s, e, 0, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts
+            )
             s1 += a1
             s2 += a2
             mn = min(mn, smn)
             mx = max(mx, smx)
-        rstats[0, r] = np.float64(k)
-        rstats[1, r] = s1
-        rstats[2, r] = s2
-        rstats[3, r] = np.float64(mn) if first < n else np.inf
-        rstats[4, r] = np.float64(mx) if first < n else -np.inf
+        _row_stats(rstats, r, k, s1, s2, mn, mx, first < n)
+
+
+@njit(nogil=True, cache=True)
+def _sub_block(x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts):
+    """``x[s:e]``, a sub-block of row ``r``: the fast pass, and the slow one when it shows
+    something to report (positions ``base + i``). Returns ``(min, max, s1, s2)``."""
+    smn, smx, low, a1, a2 = _pass(x, xu, s, e - s, k, lim)
+    if not _plain(smn, smx, low, a1, lim):
+        smn, smx, a1, a2 = _pieces(
+            x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts
+        )
+    return smn, smx, a1, a2
+
+
+@njit(nogil=True, cache=True)
+def _row_stats(rstats, r, k, s1, s2, mn, mx, any_finite):
+    rstats[0, r] = np.float64(k)
+    rstats[1, r] = s1
+    rstats[2, r] = s2
+    rstats[3, r] = np.float64(mn) if any_finite else np.inf
+    rstats[4, r] = np.float64(mx) if any_finite else -np.inf
+
+
+@njit(nogil=True, cache=True)
+def _widen(src, lut, s, e, out, outu):
+    """``src[s:e]``, bfloat16 or float8 bits, as float32 values in ``out[:e - s]``
+    (``outu``: the same memory as uint32): bfloat16 is float32's top half; a float8
+    value is looked up in ``lut``, its 256 values."""
+    if lut.shape[0] == 0:
+        for i in range(e - s):
+            outu[i] = np.uint32(src[s + i]) << np.uint32(16)
+    else:
+        for i in range(e - s):
+            out[i] = lut[src[s + i]]
+
+
+@njit(nogil=True, cache=True)
+def scan_rows_narrow(src, lut, thr, counts, rstats, rcounts, locs, vals, nlocs):
+    """``scan_rows`` over bfloat16 or float8 data: ``src``, a C-contiguous 2-D array of
+    its bits (uint16 or uint8), widened to float32 a sub-block at a time into a buffer
+    that stays in cache (``_widen``; ``lut`` as there), so the data is read once, at its
+    own width. Outputs as ``scan_rows``'s, positions flat indices into ``src``."""
+    rows, n = src.shape
+    cnt = np.zeros(N_KINDS, dtype=np.int64)
+    want = np.zeros(N_KINDS, dtype=np.bool_)
+    srcf = src.reshape(src.size)
+    sub = SUB_BLOCK_BYTES // 4
+    buf = np.empty(sub, np.float32)
+    bufu = buf.view(np.uint32)
+    lim = _bounds(buf, bufu, thr)
+    for r in range(rows):
+        off = r * n
+        first = off
+        k = np.float32(0)
+        while first < off + n:  # the shift: the row's first finite value
+            _widen(srcf, lut, first, first + 1, buf, bufu)
+            if (buf[0] - buf[0]) == 0:
+                k = buf[0]
+                break
+            first += 1
+        s1 = 0.0
+        s2 = 0.0
+        mn = np.float32(np.inf)
+        mx = np.float32(-np.inf)
+        for s in range(off, off + n, sub):
+            e = min(s + sub, off + n)
+            _widen(srcf, lut, s, e, buf, bufu)
+            smn, smx, a1, a2 = _sub_block(
+                buf, bufu, 0, e - s, s, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs,
+                rcounts,
+            )  # fmt: skip
+            s1 += a1
+            s2 += a2
+            mn = min(mn, smn)
+            mx = max(mx, smx)
+        _row_stats(rstats, r, k, s1, s2, mn, mx, first < off + n)
 
 
 @njit(nogil=True, cache=True)

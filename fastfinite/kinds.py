@@ -2,7 +2,7 @@
 (no numba, no numpy here)."""
 
 NAN, POSINF, NEGINF = 0, 1, 2
-N_TARGET_SLOTS = 3  # cast targets per pass; unused slots get thresholds that never hold
+N_TARGET_SLOTS = 5  # cast targets per pass; unused slots get thresholds that never hold
 N_KINDS = 3 + 2 * N_TARGET_SLOTS
 BASE_KINDS = ("nan", "posinf", "neginf")
 

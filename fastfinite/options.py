@@ -17,6 +17,7 @@ from .kinds import (
     CHUNK_KINDS,
     GROUP_KINDS,
     KIND_GROUPS,
+    N_TARGET_SLOTS,
     PER_DTYPE_SLICE_KINDS,
     SLICE_KINDS,
 )
@@ -74,6 +75,10 @@ def parse_cast(cast: Any) -> tuple[str, ...]:
             )
         if name not in names:
             names.append(name)
+    if len(names) > N_TARGET_SLOTS:
+        raise InvalidArgumentError(
+            f"at most {N_TARGET_SLOTS} cast targets per scan, not {len(names)}: {', '.join(names)}"
+        )
     return tuple(names)
 
 

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from . import kinds
-from .blocks import Block, Region
+from .blocks import Block, Region, widen
 from .summary import SliceStats, Summary, rescued
 
 _pool: ThreadPoolExecutor | None = None
@@ -89,13 +89,20 @@ class PartedScan:
         pv = np.empty((slots, kinds.N_KINDS, cap))
         pn = np.empty((slots, kinds.N_KINDS), np.int64)
 
+        narrow = x2.dtype.kind == "u"  # bfloat16 or float8 bits; ``xi2`` is their table
+
         def start(p: int):
             q, part = p % slots, slice(b[p], b[p + 1])
             pc[q], prc[q], pn[q] = 0, 0, 0
-            kernel = twin if b[p + 1] - b[p] <= self.twin_max else kernels.scan_rows
-            return pool.submit(
-                kernel, x2[:, part], xi2[:, part], thr, pc[q], ps[q], prc[q], pl[q], pv[q], pn[q]
-            )
+            a, c = x2[:, part], (xi2 if narrow else xi2[:, part])
+            if b[p + 1] - b[p] <= self.twin_max:
+                kernel = twin
+                if narrow:
+                    a = widen(a, xi2)
+                    c = a.view(np.int32)
+            else:
+                kernel = kernels.scan_rows_narrow if narrow else kernels.scan_rows
+            return pool.submit(kernel, a, c, thr, pc[q], ps[q], prc[q], pl[q], pv[q], pn[q])
 
         running = deque(start(p) for p in range(slots))
         for p in range(nparts):
@@ -118,8 +125,8 @@ class PartedScan:
             part, t = SliceStats.from_partials(
                 ZERO, length, self.stats[:, one], self.scounts[:, one]
             )
-            x = self.block.x[self.bounds[p] : self.bounds[p + 1]].reshape(1, -1)
-            t = rescued(part, x) or t
+            lo, hi = self.bounds[p], self.bounds[p + 1]
+            t = rescued(part, lambda lo=lo, hi=hi: self.block.x[lo:hi].reshape(1, -1)) or t
             out.append(Summary(n=t[0], mean=t[1], std=t[2], min=t[3], max=t[4], total=t[5]))
         return out
 

@@ -10,7 +10,15 @@ import math
 import numpy as np
 
 from . import kinds
-from .blocks import Block, Region, first_where, memory_order, memory_view
+from .blocks import (
+    Block,
+    Region,
+    first_where,
+    memory_order,
+    memory_view,
+    narrow_format,
+    widen,
+)
 from .errors import ChunkReadError, SourceError
 from .summary import ScanSpec, SliceStats, Summary, _first, merge_all, rescued
 
@@ -62,11 +70,14 @@ def summarize(data: np.ndarray, start: tuple[int, ...], spec: ScanSpec) -> Summa
     by = spec.by
     if by is None:
         block = Block(data, start)
-        if block.x.size <= spec.twin_max:  # no numba start-up for small data
+        bits = block.bits is not None and block.size > spec.twin_max
+        if block.size <= spec.twin_max:  # no numba start-up for small data
             from .slow.twins import scan_rows as kernel
+        elif bits:
+            from .kernels import scan_rows_narrow as kernel
         else:
             from .kernels import scan_rows as kernel
-        return _scan(block, 0, block.x.reshape(1, -1), kernel, spec, True, block.in_c_order)
+        return _scan(block, 0, block.size, (1, -1), kernel, spec, True, block.in_c_order, bits)
     from . import kernels
 
     other = tuple(ax for ax in range(data.ndim) if ax not in by)
@@ -76,9 +87,8 @@ def summarize(data: np.ndarray, start: tuple[int, ...], spec: ScanSpec) -> Summa
     nb = math.prod(data.shape[a] for a in by)
     if use_cols:  # the kernel takes tiles of columns in turn: positions in C order per tile
         ordered = block.in_c_order and nb <= kernels.COL_TILE
-        return _scan(block, 0, block.x.reshape(-1, nb), kernels.scan_cols, spec, False, ordered)
-    x2 = block.x.reshape(nb, -1)
-    return _scan(block, 0, x2, kernels.scan_rows, spec, True, block.in_c_order)
+        return _scan(block, 0, block.size, (-1, nb), kernels.scan_cols, spec, False, ordered)
+    return _scan(block, 0, block.size, (nb, -1), kernels.scan_rows, spec, True, block.in_c_order)
 
 
 def summarize_parts(block: Block, boxes: list[Region], spec: ScanSpec, threads: int) -> Summary:
@@ -89,8 +99,7 @@ def summarize_parts(block: Block, boxes: list[Region], spec: ScanSpec, threads: 
 
     parts = PartedScan(block, boxes, threads, spec.twin_max)
     lo, hi = int(parts.bounds[0]), int(parts.bounds[-1])
-    x2 = block.x[lo:hi].reshape(1, -1)
-    s = _scan(block, lo, x2, parts.scan, spec, True, block.in_c_order, moments=False)
+    s = _scan(block, lo, hi - lo, (1, -1), parts.scan, spec, True, block.in_c_order, True, False)
     # statistics merged as the regions' own would be: the same tree, the same bits
     t = merge_all(parts.summaries(), 0)
     s.n, s.mean, s.std, s.min, s.max, s.total = t.n, t.mean, t.std, t.min, t.max, t.total
@@ -99,15 +108,21 @@ def summarize_parts(block: Block, boxes: list[Region], spec: ScanSpec, threads: 
 
 
 def _scan(
-    block: Block, lo: int, x2, kernel, spec: ScanSpec, rows_are_slices: bool, ordered, moments=True
-):
-    """Run ``kernel`` over ``x2`` (values of the block from ``lo``, as rows) and make the
-    Summary; ``ordered``: the kernel records positions in the global C order. Without
-    ``moments`` the kernel takes no statistics' arguments and the Summary gets none."""
+    block: Block, lo: int, size: int, shape: tuple[int, int], kernel, spec: ScanSpec,
+    rows_are_slices: bool, ordered, bits=False, moments=True,
+):  # fmt: skip
+    """Run ``kernel`` over the ``size`` values of the block from ``lo``, in 2-D ``shape``
+    (one -1), and make the Summary; ``ordered``: the kernel records
+    positions in the global C order. Without ``moments`` the kernel takes no statistics'
+    arguments and the Summary gets none. With ``bits``, a kernel that takes narrow data's
+    bits and table (``scan_rows_narrow``, ``PartedScan.scan``) gets them (``Block.bits``);
+    other kernels get the widened values."""
     cap, start = spec.max_locations, block.start
-    x = x2.reshape(-1)
-    thr = spec.thresholds.astype(x.dtype, copy=False)
-    nsl = x2.shape[0] if rows_are_slices else x2.shape[1]
+    a, b, narrow = block.kernel_input(lo, lo + size, bits)
+    a2, b2 = a.reshape(shape), (b if narrow else b.reshape(shape))
+    values = (lambda v: widen(v, block.table)) if a.dtype.kind == "u" else (lambda v: v)
+    thr = spec.thresholds
+    nsl = a2.shape[0] if rows_are_slices else a2.shape[1]
     counts = np.zeros(kinds.N_KINDS, np.int64)
     sstats = np.empty((5, nsl), np.float64)
     scounts = np.zeros((3, nsl), np.int64)
@@ -117,20 +132,19 @@ def _scan(
     locs = np.empty((kinds.N_KINDS, keep), np.int64)
     vals = np.empty((kinds.N_KINDS, keep), np.float64)
     nlocs = np.zeros(kinds.N_KINDS, np.int64)
-    if x.size:
-        xi2 = block.xi[lo : lo + x.size].reshape(x2.shape)
-        kernel(x2, xi2, thr, counts, *((sstats, scounts) if moments else ()), locs, vals, nlocs)
-    s = Summary(counts=counts, elements=x.size // block.ncomp)
+    if size:
+        kernel(a2, b2, thr, counts, *((sstats, scounts) if moments else ()), locs, vals, nlocs)
+    s = Summary(counts=counts, elements=size // block.ncomp)
     for k in np.flatnonzero(counts):  # the first positions of each kind, in C order
         pos, val = lo + locs[k, : nlocs[k]], vals[k, : nlocs[k]]
         if counts[k] > nlocs[k] and (not ordered or nlocs[k] < cap * block.ncomp):
             from .slow.twins import kind_mask  # more found than kept: all, or the first cap
 
             want = counts[k] if not ordered else cap * block.ncomp
-            pos = lo + first_where(x, lambda b, k=k: kind_mask(b, k, thr), want)
-            val = x[pos - lo].astype(np.float64)
+            got = first_where(a, lambda v, k=k: kind_mask(values(v), k, thr), want)
+            pos, val = lo + got, values(a[got]).astype(np.float64)
         s.loc_index[k], s.loc_value[k] = _first(block.to_global(pos, spec.shape), val, cap)
-    if x.size == 0 or not moments:
+    if size == 0 or not moments:
         return s
     by = spec.by
     if by is None:
@@ -141,8 +155,9 @@ def _scan(
         local = np.unravel_index(np.arange(nsl), tuple(block.dshape[a] for a in by))
         glob = [c + start[a] for c, a in zip(local, by)]
         idx = np.ravel_multi_index(glob, spec.by_shape).astype(np.int64)
-    length = x2.shape[1] if rows_are_slices else x2.shape[0]
+    length = a2.shape[1] if rows_are_slices else a2.shape[0]
     part, totals = SliceStats.from_partials(idx, length, sstats, scounts)
+    x2 = lambda: block.x[lo : lo + size].reshape(a2.shape)  # noqa: E731
     s.n, s.mean, s.std, s.min, s.max, s.total = rescued(part, x2, rows_are_slices) or totals
     if by is not None:
         s.slices = [part]
@@ -157,5 +172,7 @@ def scanned_in_parts(data: np.ndarray, by: tuple[int, ...] | None) -> bool:
     threads (``summarize_parts``): without ``by``, native float32/float64 data contiguous in
     some order. (With ``by``, the per-slice work after the kernel is better spread over
     regions on parallel threads.)"""
-    native = data.dtype in (np.dtype("=f4"), np.dtype("=f8"))
-    return by is None and native and memory_view(data)[0].flags.c_contiguous
+    native = data.dtype in (np.dtype("=f4"), np.dtype("=f8")) or (
+        narrow_format(data.dtype) and data.dtype.isnative
+    )
+    return by is None and bool(native) and memory_view(data)[0].flags.c_contiguous

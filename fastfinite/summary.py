@@ -113,15 +113,16 @@ class SliceStats:
         return cls(idx, n, mean, std, stats[3], stats[4], *counts), totals
 
 
-def rescued(part: SliceStats, x2: np.ndarray, rows_are_slices: bool = True) -> tuple | None:
+def rescued(part: SliceStats, values, rows_are_slices: bool = True) -> tuple | None:
     """Slices whose sums overflowed (finite values near the float64 maximum: the kernels
-    give them a NaN mean and std) get both again, scaled (``stats.scaled_moments``); then
-    the totals over all slices are returned, else None."""
+    give them a NaN mean and std) get both again, scaled (``stats.scaled_moments``), from
+    ``values()``, the 2-D values; then the totals over all slices are returned, else None."""
     bad = np.flatnonzero((part.n > 0) & np.isnan(part.mean))
     if not len(bad):
         return None
     from .slow.twins import totals
 
+    x2 = values()
     for r in bad:
         v = x2[r] if rows_are_slices else x2[:, r]
         part.mean[r], part.std[r] = scaled_moments(v[np.isfinite(v)])

@@ -2,7 +2,8 @@
 baseline. It shares nothing with the scan but the names of the cast targets.
 
 Whole-array temporaries everywhere: fine for tests and for measuring what fastfinite saves.
-Cast risks are judged by NumPy's own ``astype`` (bfloat16 through ``ml_dtypes`` when given).
+Cast risks are judged by NumPy's own ``astype`` (bfloat16 and float8 through ``ml_dtypes``):
+an overflow is a finite value cast to inf, or to NaN in formats without inf.
 """
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ def scan(x: Any, cast=("float32",), max_locations: int = 100) -> dict[str, Any]:
     """Counts, cast risks, statistics and first locations, computed with plain NumPy."""
     x = np.asarray(x)
     parts = _parts(x)
-    fl = [p.astype(np.float64) if p.dtype.kind != "f" else p for p in parts]
+    with np.errstate(invalid="ignore"):  # ml_dtypes' NaN
+        fl = [
+            p if p.dtype.kind == "f" and p.dtype.itemsize >= 2 else p.astype(np.float64)
+            for p in parts
+        ]
     masks: dict[str, list[np.ndarray]] = {
         "nan": [np.isnan(p) for p in fl],
         "posinf": [np.isposinf(p) for p in fl],
@@ -34,19 +39,10 @@ def scan(x: Any, cast=("float32",), max_locations: int = 100) -> dict[str, Any]:
     casts = {}
     for t in parse_cast(cast):
         over, under = [], []
-        for p in parts:
-            if (
-                p.dtype.kind == "f"
-                and p.dtype.itemsize <= np.dtype(cast_dtype(t)).itemsize
-                and t != "bfloat16"
-            ):
-                over.append(np.zeros(p.shape, bool))
-                under.append(np.zeros(p.shape, bool))
-                continue
+        for p, pf in zip(parts, fl):
             with np.errstate(all="ignore"):
                 c = p.astype(cast_dtype(t)).astype(np.float64)
-            pf = p.astype(np.float64) if p.dtype.kind != "f" else p
-            over.append(np.isfinite(pf) & np.isinf(c))
+            over.append(np.isfinite(pf) & ~np.isfinite(c))  # inf, or NaN where no inf
             under.append((pf != 0) & (c == 0))
         masks[f"overflow:{t}"] = over
         masks[f"underflow:{t}"] = under

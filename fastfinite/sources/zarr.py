@@ -20,7 +20,10 @@ from ..errors import SourceError
 from . import remote
 from .base import Source, of_type
 from .chunked import ChunkGrid, key_parser
+from .zarr_dtypes import register as register_dtypes
 from .zarr_files import ChunkFiles, local_folder
+
+register_dtypes()  # before any store is opened or source unpickled: bfloat16, float8
 
 
 class ZarrSource(Source):

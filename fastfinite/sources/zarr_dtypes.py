@@ -1,0 +1,73 @@
+"""bfloat16 and float8 as Zarr data types, so that zarr-python opens stores holding them.
+
+Zarr 3 names them as zarr-extensions and other implementations (tensorstore, zarrs) write
+them: ``"data_type": "bfloat16"``, ``"float8_e4m3fn"``, ... zarr-python 3 has no such types
+of its own; ``register()`` adds them to its registry, backed by ml_dtypes' NumPy dtypes (the
+only ones there are), once per process. Fill values are JSON numbers, ``"NaN"``,
+``"Infinity"``, ``"-Infinity"`` or hex strings of the bits, as for the core float types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..casts import NARROW
+
+_done = False
+
+
+def register() -> bool:
+    """Add the formats of ``casts.NARROW`` to zarr's data types (when ml_dtypes is there).
+    Returns whether they are registered."""
+    global _done
+    if _done:
+        return True
+    try:
+        import ml_dtypes
+    except ImportError:
+        return False
+    from zarr.core.dtype import Float16, data_type_registry
+
+    for name in NARROW:
+        if name in data_type_registry.contents:
+            continue
+        dtype = np.dtype(getattr(ml_dtypes, name))
+        data_type_registry.register(name, _zdtype(Float16, name, dtype))
+    _done = True
+    return True
+
+
+def _zdtype(base: type, name: str, dtype: np.dtype) -> type:
+    """A zarr data type class for ``dtype``, named ``name`` in Zarr 3 metadata."""
+
+    @dataclass(frozen=True, kw_only=True)
+    class Narrow(base):  # type: ignore[misc, valid-type]
+        dtype_cls = type(dtype)
+        _zarr_v3_name = name
+        _zarr_v2_names: ClassVar[tuple[str, ...]] = (name,)
+
+        @classmethod
+        def _check_native_dtype(cls, d: Any) -> bool:
+            return isinstance(d, np.dtype) and d.name == name
+
+        def to_native_dtype(self) -> np.dtype:
+            return (
+                dtype
+                if dtype.itemsize == 1 or self.endianness != "big"
+                else dtype.newbyteorder(">")
+            )
+
+        @property
+        def item_size(self) -> int:
+            return dtype.itemsize
+
+        def to_json(self, zarr_format: int) -> Any:
+            if zarr_format == 2:
+                return {"name": name, "object_codec_id": None}
+            return name
+
+    Narrow.__name__ = Narrow.__qualname__ = "".join(p.capitalize() for p in name.split("_"))
+    return Narrow
