@@ -3,6 +3,7 @@ replay the standardization where asked."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from .build import failure_message
@@ -32,6 +33,8 @@ def scan(
     concurrency: int = 64,
     timeout: float = 30.0,
     send_credentials: bool = True,
+    scale: float | str | None = None,
+    device_copy: bool = False,
 ) -> ScanReport:
     """Scan ``data`` for NaN, inf and cast risks in one streaming pass.
 
@@ -102,6 +105,16 @@ def scan(
         With a Dask scheduler, whether the secrets of ``storage_options`` (key, secret,
         token...) travel in the task graph (default); False keeps them out of it: each
         worker then reads with credentials of its own (environment, profile, instance role).
+    scale : float or "amax", optional
+        Check each cast target on ``x`` scaled as FP8 training recipes scale it:
+        ``(x.astype(float32) * scale).astype(target)``. ``"amax"``: the scale is
+        ``target max / amax`` per tensor, or per slice with ``by``. The risks found are
+        ``report.cast``; ``report.dynamic_range`` gives amax, the scale, the smallest normal
+        magnitude in the data's units and how many values underflow. A second pass over
+        the data (NumPy), on the local engine.
+    device_copy : bool
+        A tensor on an accelerator (``__dlpack_device__`` not the CPU) is copied to the host
+        one region at a time; by default it is an error naming its device.
 
     Returns
     -------
@@ -131,6 +144,8 @@ def scan(
         concurrency=concurrency,
         timeout=timeout,
         send_credentials=send_credentials,
+        scale=scale,
+        device_copy=device_copy,
     )
     from .plan import make_plan
 
@@ -139,6 +154,18 @@ def scan(
             "localize=True re-reads the flagged data after the scan: it needs "
             "compute=True (call fastfinite.localize(data, report) on the computed report)"
         )
+    if opts.scale is not None and localize:
+        raise InvalidArgumentError(
+            "localize replays the unscaled casts; it cannot be combined with scale="
+        )
+    if opts.scale is not None and (scheduler is not None or not compute):
+        raise InvalidArgumentError(
+            "scale= checks the scaled casts in a second pass on the local engine: it "
+            "cannot be combined with scheduler= or compute=False"
+        )
+    targets = opts.cast
+    if opts.scale is not None:  # the first pass checks no unscaled cast
+        opts = replace(opts, cast=())
     plan = make_plan(data, opts)
     graph = scheduler is not None or not compute or plan.lazy
     if graph and fail_fast:
@@ -157,6 +184,11 @@ def scan(
         from .engines import local
 
         report = local.run(plan)
+    if opts.scale is not None:
+        from .scaled import scaled_target
+
+        budget = lambda source: opts.region_bytes or source.region_bytes  # noqa: E731
+        scaled_target(plan.target, report, targets, opts.scale, opts.by, budget)
     if localize and not report.ok:
         from .localize import localize_target
 

@@ -171,6 +171,14 @@ def build_parser() -> argparse.ArgumentParser:
         "each worker reads with credentials of its own",
     )
     s.add_argument(
+        "--scale",
+        type=_arg(options.parse_scale),
+        default=None,
+        metavar="NUMBER|amax",
+        help="check the casts of x * scale, as FP8 training recipes cast (amax: target max "
+        "/ amax, per tensor, or per slice with --by); a second pass over the data",
+    )
+    s.add_argument(
         "--by",
         type=_axes("--by"),
         default=None,
@@ -391,6 +399,7 @@ def _scan(args: argparse.Namespace) -> int:
         region_bytes=args.region_bytes,
         timeout=args.timeout,
         send_credentials=args.send_credentials,
+        scale=args.scale,
     )
     if args.scheduler or args.workers:
         # distributed logs every reconnection attempt, with tracebacks: the one line that

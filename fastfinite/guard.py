@@ -18,9 +18,10 @@ import numpy as np
 
 from ._format import fmt_index
 from .api import scan
-from .blocks import Block, object_numbers
+from .blocks import Block, narrow_format, object_numbers
 from .errors import NonFiniteError, SourceError, UnsupportedDtypeError
 from .options import parse_by, parse_cast, parse_choice, parse_int, parse_kinds
+from .sources import dlpack
 from .summary import ScanSpec
 
 ON_BAD = ("raise", "warn", "skip")
@@ -33,11 +34,13 @@ class BadBatchWarning(UserWarning):
     """A guard with ``on_bad="warn"`` passed on a batch with findings."""
 
 
-def _elements(batch: Any, where: str) -> list[tuple[str, np.ndarray]]:
+def _elements(batch: Any, where: str, device_copy: bool = False) -> list[tuple[str, np.ndarray]]:
     """``(label, array)`` of the numeric arrays in a batch: an array, a tuple or list of
-    arrays, a dict of arrays, objects with ``__array__`` (CPU tensors), numbers, and lists
-    of those. Strings, bytes and None are passed over; anything else that cannot be read as
-    numbers raises, naming where it sits (a GPU tensor, a list of Python objects)."""
+    arrays, a dict of arrays, tensors of any framework (``__dlpack__``: read in place on the
+    CPU; on an accelerator an error naming the device, or copied with ``device_copy``),
+    objects with ``__array__``, numbers, and lists of those. Strings, bytes and None are
+    passed over; anything else that cannot be read as numbers raises, naming where it sits
+    (a list of Python objects)."""
     if type(batch) is np.ndarray and batch.dtype.kind in "biufc":  # the common case, first
         return [("element 0", batch)]
     if isinstance(batch, dict):
@@ -54,6 +57,11 @@ def _elements(batch: Any, where: str) -> list[tuple[str, np.ndarray]]:
             continue
         if value is None or isinstance(value, (str, bytes)):
             continue
+        if dlpack.is_tensor(value) and not isinstance(value, np.ndarray):
+            value = _on_host(value, f"{where}, {label}", device_copy)
+            if narrow_format(value.dtype):
+                out.append((label, value))
+                continue
         try:
             arr = np.asarray(value)
         except Exception as e:  # a tensor on a GPU, a ragged list: not readable as one array
@@ -70,10 +78,21 @@ def _elements(batch: Any, where: str) -> list[tuple[str, np.ndarray]]:
                 raise SourceError(f"{where}, {label}: {e}") from None
             if nums is not None:
                 out.append((label, nums))
+        elif arr is not None and narrow_format(arr.dtype):  # bfloat16, float8
+            out.append((label, arr))
         elif arr is None or arr.dtype.kind == "V":
             why = cause if arr is None else f"structured dtype {arr.dtype}"
             raise SourceError(f"{where}, {label}: cannot check {type(value).__name__}: {why}")
     return out
+
+
+def _on_host(tensor: Any, where: str, device_copy: bool) -> np.ndarray:
+    if device_copy and dlpack.device_of(tensor)[0] not in dlpack.HOST_DEVICES:
+        return dlpack.DeviceSource._host(tensor)
+    try:
+        return dlpack.host_array(tensor)
+    except SourceError as e:
+        raise SourceError(f"{where}: {e}") from None
 
 
 class Guard:
@@ -102,6 +121,9 @@ class Guard:
         check with the training step, so the guard costs next to nothing; but the source is
         then advanced from another thread and up to ``prefetch`` batches early: do not use it
         with a source that reuses one buffer for every batch.
+    device_copy : bool
+        Tensors on an accelerator are copied to the host to be checked; by default such a
+        tensor is an error naming its device.
 
     Attributes
     ----------
@@ -119,6 +141,7 @@ class Guard:
         fail_on: Iterable[str] | None = None,
         max_locations: int = 5,
         prefetch: int = 0,
+        device_copy: bool = False,
     ):
         self.iterable = iterable
         self.by = by
@@ -128,6 +151,7 @@ class Guard:
         self.fail_on = parse_kinds(fail_on)
         self.max_locations = parse_int("max_locations", max_locations, 0)
         self.prefetch = parse_int("prefetch", prefetch, 0)
+        self.device_copy = bool(device_copy)
         self.batches = 0
         self.bad = 0
         self.skipped = 0
@@ -163,7 +187,7 @@ class Guard:
     def check(self, batch: Any, where: str) -> str | None:
         """The message for a bad batch, or None when it is fine."""
         problems = []
-        for label, arr in _elements(batch, where):
+        for label, arr in _elements(batch, where, self.device_copy):
             if self.fail_on is None and self._clean(arr):
                 continue
             by = self.by if (self.by is not None and arr.ndim > 0) else None
@@ -310,7 +334,8 @@ def guard(iterable: Any, **options: Any) -> Guard:
         objects with ``__array__``.
     **options
         ``by=0``, ``cast=("float32",)``, ``on_bad="raise"``, ``fail_on=None``,
-        ``max_locations=5``, ``prefetch=0``: see :class:`Guard`, which holds the one list.
+        ``max_locations=5``, ``prefetch=0``, ``device_copy=False``: see :class:`Guard`,
+        which holds the one list.
 
     Returns
     -------

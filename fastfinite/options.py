@@ -144,6 +144,23 @@ def parse_kinds(kinds: Any) -> frozenset[str] | None:
     return names
 
 
+def parse_scale(v: Any) -> float | str | None:
+    """``scale``: None, a positive finite number, or ``"amax"``."""
+    if v is None or (isinstance(v, str) and v.strip().lower() == "amax"):
+        return None if v is None else "amax"
+    if isinstance(v, str):
+        try:
+            v = float(v)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"scale must be a positive number or 'amax', not {v!r}"
+            ) from None
+    value = parse_float("scale", v, strict=True)
+    if not value > 0:
+        raise InvalidArgumentError(f"scale must be a positive number or 'amax', not {v!r}")
+    return value
+
+
 def parse_storage_options(v: Any) -> dict | None:
     """Options of the filesystem a URL is opened with (credentials, endpoint): a mapping
     with string keys, or None."""
@@ -188,6 +205,8 @@ class ScanOptions:
     concurrency: int = 64
     timeout: float = 30.0
     send_credentials: bool = True
+    scale: float | str | None = None
+    device_copy: bool = False
 
 
 def scan_options(**raw: Any) -> ScanOptions:
@@ -210,5 +229,7 @@ def scan_options(**raw: Any) -> ScanOptions:
         "concurrency": lambda v: parse_int("concurrency", v, 1),
         "timeout": lambda v: parse_float("timeout", v, strict=True),
         "send_credentials": bool,
+        "scale": parse_scale,
+        "device_copy": bool,
     }
     return ScanOptions(**{k: parse[k](v) for k, v in raw.items()})

@@ -69,9 +69,22 @@ def render(
 
     out.append(f"{pad}non-finite: nan {num(r.nan)}, +inf {num(r.posinf)}, -inf {num(r.neginf)}")
     for t, risk in r.cast.items():
+        d = r.dynamic_range.get(t)
+        scaled = "" if d is None else " after scaling"
         out.append(
-            f"{pad}cast to {t}: overflow {num(risk.overflow)}, underflow {num(risk.underflow)}"
+            f"{pad}cast to {t}{scaled}: overflow {num(risk.overflow)}, "
+            f"underflow {num(risk.underflow)}"
         )
+        if d is not None:
+            scale = "per slice" if d.slices is not None else f"{d.scale:.6g}"
+            out.append(
+                fit(
+                    f"{pad}  scale {scale}, amax {d.amax:.6g}: "
+                    f"{100 * d.underflow_fraction:.3g}% of non-zero values flush to zero, "
+                    f"{d.subnormal} subnormal"
+                    + ("" if d.slices is not None else f" (below {d.smallest_normal:.3g})")
+                )
+            )
     if r.count:
         out.append(
             fit(

@@ -112,6 +112,71 @@ class Localization:
 
 
 @dataclass
+class DynamicRange:
+    """What a scaled cast to a narrow format keeps (``scan(..., scale=)``): values are
+    modelled as ``(x.astype(float32) * scale).astype(target)``, as FP8 training recipes
+    cast.
+
+    Attributes
+    ----------
+    target : str
+        The format cast to (``"float8_e4m3fn"``...).
+    scale : float
+        The scale applied (for ``scale="amax"``, ``target max / amax``; per slice in
+        ``slices`` with ``by``).
+    amax : float
+        The largest finite magnitude in the data.
+    smallest_normal : float
+        The smallest magnitude, in the data's units, that stays a normal number of the
+        target after scaling (below it, precision is lost; at half its smallest subnormal, all
+        of it).
+    overflow, underflow, subnormal : int
+        Finite values that still overflow after scaling, non-zero values that flush to zero,
+        and those that land among the target's subnormals.
+    nonzero : int
+        Finite non-zero values (what ``underflow_fraction`` is a fraction of).
+    slices : dict of str to ndarray, optional
+        With ``by`` and ``scale="amax"``: ``scale``, ``amax``, ``overflow``, ``underflow``,
+        ``subnormal`` and ``nonzero`` per slice.
+    """
+
+    target: str
+    scale: float
+    amax: float
+    smallest_normal: float
+    overflow: int = 0
+    underflow: int = 0
+    subnormal: int = 0
+    nonzero: int = 0
+    slices: dict[str, np.ndarray] | None = None
+
+    @property
+    def underflow_fraction(self) -> float:
+        return self.underflow / self.nonzero if self.nonzero else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in DYNAMIC_FIELDS}
+        out = {k: _num(v) if isinstance(v, float) else v for k, v in out.items()}
+        out["underflow_fraction"] = self.underflow_fraction
+        out["slices"] = (
+            None if self.slices is None else {k: v.tolist() for k, v in self.slices.items()}
+        )
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DynamicRange:
+        kw = {k: _unnum(d[k]) if k in DYNAMIC_FLOATS else d[k] for k in DYNAMIC_FIELDS}
+        sl = d.get("slices")
+        return cls(**kw, slices=None if sl is None else {k: np.array(v) for k, v in sl.items()})
+
+
+DYNAMIC_FLOATS = ("scale", "amax", "smallest_normal")
+DYNAMIC_FIELDS = (
+    "target", *DYNAMIC_FLOATS, "overflow", "underflow", "subnormal", "nonzero",
+)  # fmt: skip
+
+
+@dataclass
 class SliceReport:
     """Statistics per slice along the ``by`` axes: numpy arrays shaped like those axes.
 
@@ -255,6 +320,7 @@ class ScanReport:
     chunks: tuple[int, ...] | None = None
     regions: list[tuple[tuple[int, ...], tuple[int, ...], int]] = field(default_factory=list)
     z_threshold: float = 10.0
+    dynamic_range: dict[str, DynamicRange] = field(default_factory=dict)
 
     @property
     def nonfinite(self) -> int:
@@ -337,6 +403,7 @@ class ScanReport:
             "chunks": None if self.chunks is None else list(self.chunks),
             "regions": [[list(a), list(b), int(c)] for a, b, c in self.regions],
             "z_threshold": self.z_threshold,
+            "dynamic_range": {t: d.to_dict() for t, d in self.dynamic_range.items()},
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -393,6 +460,9 @@ class ScanReport:
             chunks=None if d.get("chunks") is None else tuple(d["chunks"]),
             regions=[(tuple(a), tuple(b), int(c)) for a, b, c in d.get("regions", [])],
             z_threshold=float(d.get("z_threshold", 10.0)),
+            dynamic_range={
+                t: DynamicRange.from_dict(v) for t, v in d.get("dynamic_range", {}).items()
+            },
         )
 
     @classmethod

@@ -195,3 +195,166 @@ def test_a_store_written_by_tensorstore(tmp_path):
     t[:] = x
     r = fastfinite.scan(path, cast="float8_e4m3fn")
     assert (r.nan, r.cast["float8_e4m3fn"].overflow, r.cast["float8_e4m3fn"].underflow) == (1, 1, 1)
+
+
+def _scaled_oracle(x, target, s):
+    """What FP8 recipes do: the product in float32, then the cast."""
+    with np.errstate(all="ignore"):
+        wide = x.astype(np.float64)
+        c = (x.astype(np.float32) * np.float32(s)).astype(cast_dtype(target))
+        c = c.astype(np.float64)
+    nonzero = np.isfinite(wide) & (wide != 0)
+    return nonzero & ~np.isfinite(c), nonzero & (c == 0)
+
+
+@st.composite
+def scaled_cases(draw):
+    target = draw(st.sampled_from(("float8_e4m3fn", "float8_e5m2", "bfloat16", "float16")))
+    dtype = draw(st.sampled_from(("float64", "float32", "bfloat16", "float16")))
+    s = draw(st.sampled_from((1.0, 0.5, 3.0, 1000.0, 2.0**-7, 1 / 3)))
+    over, under = source_thresholds("float32", target)
+    around = []
+    for v in (over / s, under / s, TARGETS[target].smallest_normal / s):
+        around += [v * (1 + e) for e in (-1e-3, -1e-7, 0, 1e-7, 1e-3)]
+    vals = draw(st.lists(st.sampled_from(around + [0.0, 1.0, np.nan, np.inf]), min_size=1))
+    signs = draw(st.lists(st.sampled_from((1.0, -1.0)), min_size=len(vals), max_size=len(vals)))
+    with np.errstate(all="ignore"):
+        x = (np.array(vals) * np.array(signs)).astype(cast_dtype(dtype))
+    return x, target, s
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=scaled_cases())
+def test_a_numeric_scale_matches_the_recipes_cast(case):
+    x, target, s = case
+    r = fastfinite.scan(x, cast=target, scale=s)
+    over, under = _scaled_oracle(x, target, s)
+    assert (r.cast[target].overflow, r.cast[target].underflow) == (over.sum(), under.sum())
+    assert [loc.index for loc in r.locations_of(f"overflow:{target}")] == [
+        (int(i),) for i in np.flatnonzero(over)[:100]
+    ]
+    assert [loc.index for loc in r.locations_of(f"underflow:{target}")] == [
+        (int(i),) for i in np.flatnonzero(under)[:100]
+    ]
+
+
+def test_amax_scaling_per_tensor_and_per_slice():
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((300, 6)) * np.array([1e-6, 1e-3, 1, 10, 1e3, 1e5])).astype("f4")
+    x[[4, 9], [2, 3]] = 0.0
+    x[7, 5] = np.nan
+    target = "float8_e4m3fn"
+    amax = np.nanmax(np.abs(x))
+    r = fastfinite.scan(x, cast=target, scale="amax")
+    s = np.float32(448 / amax)
+    over, under = _scaled_oracle(x, target, s)
+    d = r.dynamic_range[target]
+    assert (d.overflow, d.underflow, r.cast[target].underflow) == (0, under.sum(), under.sum())
+    assert d.scale == float(s) and d.amax == float(amax)
+    assert d.nonzero == int((np.isfinite(x) & (x != 0)).sum())
+    assert d.underflow_fraction == pytest.approx(under.sum() / d.nonzero)
+    by = fastfinite.scan(x, cast=target, scale="amax", by=1)
+    sl = by.dynamic_range[target].slices
+    for j in range(x.shape[1]):
+        col = x[:, j]
+        sj = np.float32(448 / np.nanmax(np.abs(col)))
+        o, u = _scaled_oracle(col, target, sj)
+        assert (sl["scale"][j], sl["overflow"][j], sl["underflow"][j]) == (sj, o.sum(), u.sum())
+    assert by.cast[target].underflow == sl["underflow"].sum()
+    again = fastfinite.ScanReport.from_json(by.to_json())
+    assert again.dynamic_range[target].slices["underflow"].tolist() == sl["underflow"].tolist()
+
+
+def test_scale_errors():
+    x = np.ones(4)
+    for bad in (0, -1.0, math.nan, "max"):
+        with pytest.raises(fastfinite.InvalidArgumentError, match="scale"):
+            fastfinite.scan(x, scale=bad)
+    with pytest.raises(fastfinite.InvalidArgumentError, match="scale"):
+        fastfinite.scan(x, scale=2.0, scheduler="synchronous")
+    with pytest.raises(fastfinite.InvalidArgumentError, match="scale"):
+        fastfinite.scan(x, scale=2.0, localize=True)
+
+
+class _Exported:
+    """Only the DLPack protocol of a NumPy array (NumPy's own ``__dlpack__``)."""
+
+    def __init__(self, a, device=(1, 0)):
+        self.a, self.device, self.shape = a, device, a.shape
+
+    def __dlpack_device__(self):
+        return self.device
+
+    def __dlpack__(self, **kw):
+        if self.device[0] != 1 and not (kw.get("dl_device") == (1, 0) and kw.get("copy")):
+            raise BufferError("the data is on the device")
+        return (self.a.copy() if self.device[0] != 1 else self.a).__dlpack__()
+
+    def __getitem__(self, key):
+        self.reads = getattr(self, "reads", 0) + 1
+        return _Exported(self.a[key], self.device)
+
+
+def test_numpys_own_dlpack_is_read_in_place():
+    from fastfinite.sources.dlpack import host_array
+
+    a = np.arange(12.0).reshape(3, 4)[:, ::2]
+    a[1, 1] = np.nan
+    t = _Exported(a)
+    assert np.shares_memory(host_array(t), a)
+    assert_matches_oracle(fastfinite.scan(t), a)
+
+
+def test_a_tensor_on_an_accelerator():
+    """No accelerator here: a stand-in that answers DLPack as a CUDA tensor does."""
+    a = np.arange(40.0).reshape(10, 4)
+    a[7, 1] = np.inf
+    with pytest.raises(fastfinite.SourceError, match="cuda:0.*device_copy=True"):
+        fastfinite.scan(_Exported(a, (2, 0)))
+    with pytest.raises(fastfinite.SourceError, match="batch 0, element 0: .*cuda:0"):
+        list(fastfinite.guard([_Exported(a, (2, 0))]))
+    t = _Exported(a, (2, 0))
+    r = fastfinite.scan(t, device_copy=True, region_bytes=64)
+    assert_matches_oracle(r, a)
+    assert t.reads > 2  # one region at a time
+    g = fastfinite.guard([_Exported(a, (2, 0))], device_copy=True, on_bad="skip")
+    assert list(g) == [] and g.bad == 1
+
+
+JAX_CHECK = """
+import sys
+import numpy as np
+import jax.numpy as jnp
+import fastfinite
+from fastfinite.sources.dlpack import host_array
+from tests.helpers import assert_matches_oracle
+
+x = np.arange(-20.0, 20.0).reshape(8, 5) * 37.0
+x[2, 3] = np.nan
+j = jnp.asarray(x.astype(np.float32)).astype(getattr(jnp, sys.argv[1]))
+ref = np.asarray(j)
+assert host_array(j).ctypes.data == ref.ctypes.data  # no copy
+targets = ("float16", "float8_e4m3fn")
+for t in (j, j.T):
+    assert_matches_oracle(fastfinite.scan(t, cast=targets), np.asarray(t), cast=targets)
+g = fastfinite.guard([j], on_bad="skip", cast=targets)
+assert list(g) == [] and g.bad == 1
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float8_e4m3fn", "float8_e5m2"])
+def test_jax_arrays_on_the_cpu(dtype):
+    """In a child process: JAX's threads must not meet the forks other tests make."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("jax")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=root)
+    out = subprocess.run(
+        [sys.executable, "-c", JAX_CHECK, dtype], capture_output=True, text=True, env=env,
+        cwd=root, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

@@ -23,9 +23,10 @@ def open_source(data: Any, options: ScanOptions | None = None) -> Target:
 
     Accepts numpy arrays and memmaps, dask arrays, ``.npy`` paths, Zarr arrays and groups and
     paths or URLs to them, h5py datasets and groups and ``"file.h5:/dataset"`` paths, xarray
-    DataArrays and Datasets, pandas DataFrames and Series, and Parquet files and datasets.
+    DataArrays and Datasets, pandas DataFrames and Series, Parquet files and datasets, and
+    tensors of any framework (``__dlpack__``, ``__array__``).
     """
-    from . import dask, hdf5, tables, xarray, zarr
+    from . import dask, dlpack, hdf5, tables, xarray, zarr
     from .ndarray import ArraySource
 
     if isinstance(data, Source):
@@ -60,6 +61,12 @@ def open_source(data: Any, options: ScanOptions | None = None) -> Target:
         return tables.dataframe_columns(data)
     if of_type(data, "pandas", "Series"):
         return tables.series_source(data)
+    if dlpack.is_tensor(data):  # JAX, PyTorch, CuPy...: in place on the CPU
+        if dlpack.device_of(data)[0] not in dlpack.HOST_DEVICES and (
+            options is not None and options.device_copy
+        ):
+            return dlpack.DeviceSource(data)
+        return ArraySource(dlpack.host_array(data))
     if isinstance(data, (list, tuple, int, float, complex, bool, np.generic)) or hasattr(
         data, "__array__"
     ):
