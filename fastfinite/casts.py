@@ -12,11 +12,13 @@ next value on the format's grid above it, and the midpoint itself overflows when
 to even goes up (the largest value's mantissa is odd: every flavour but ``fn``). A non-zero
 value underflows when it rounds to zero: at most half the smallest subnormal.
 
-The cast modelled for each source is the ecosystem's: NumPy's ``astype`` (one rounding) to
-float32 and float16; ml_dtypes' path through float32 (two roundings) from float64 to
-bfloat16 and float8, which is what PyTorch does. The thresholds below are the smallest (or
-largest) values *of the source format* whose cast overflows (or underflows), derived
-exactly by pulling each rounding's condition back through the path.
+The casts modelled are the ecosystem's: NumPy's ``astype`` (one rounding) to float32 and
+float16. From float64 to bfloat16 and float8 the ecosystem rounds in two ways: once
+(ml_dtypes >= 0.7, JAX to float8) or through float32 (ml_dtypes < 0.7, PyTorch, JAX to
+bfloat16). They differ only within half a float32 ulp of a threshold; a value is a risk when
+either cast makes it one, so no framework's cast escapes the report. The thresholds below
+are the smallest (or largest) values *of the source format* whose cast overflows (or
+underflows), derived exactly by pulling each rounding's condition back through the path.
 """
 
 from __future__ import annotations
@@ -180,10 +182,13 @@ TARGETS = {name: f for name, f in FORMATS.items() if name != "float64"}
 NARROW = tuple(n for n in FORMATS if n == "bfloat16" or n.startswith("float8"))
 
 
-def cast_path(source: str, target: str) -> tuple[str, ...]:
-    """The formats a cast from ``source`` to ``target`` rounds to on its way: ml_dtypes
-    (like PyTorch) takes float64 through float32 to bfloat16 and float8."""
-    return ("float32",) if source == "float64" and target in NARROW else ()
+def cast_paths(source: str, target: str) -> tuple[tuple[str, ...], ...]:
+    """The ways a cast from ``source`` to ``target`` is rounded in the ecosystem, each the
+    formats it rounds to on its way: from float64 to bfloat16 and float8 both directly
+    (ml_dtypes >= 0.7) and through float32 (ml_dtypes < 0.7, PyTorch)."""
+    if source == "float64" and target in NARROW:
+        return (), ("float32",)
+    return ((),)
 
 
 def cast_dtype(target: str) -> Any:
@@ -202,12 +207,16 @@ def cast_dtype(target: str) -> Any:
 def source_thresholds(source: str, target: str) -> tuple[float, float]:
     """``(overflow, underflow)``: the smallest finite value of format ``source`` whose cast
     to ``target`` overflows, and the largest whose cast underflows to zero (``inf`` and
-    ``-1`` when there is none), through ``cast_path``."""
+    ``-1`` when there is none), by any of ``cast_paths``."""
+    found = [_path_thresholds(source, target, path) for path in cast_paths(source, target)]
+    return min(o for o, _ in found), max(u for _, u in found)
+
+
+def _path_thresholds(source: str, target: str, path: tuple[str, ...]) -> tuple[float, float]:
     src, dst = FORMATS[source], FORMATS[target]
-    path = [FORMATS[f] for f in cast_path(source, target)]
     over = dst.overflow_bound()
     under = dst.rounds_to_at_most(Fraction(0))
-    for fmt in reversed(path):  # each rounding's condition pulled back to its input
+    for fmt in reversed([FORMATS[f] for f in path]):  # each rounding pulled back to its input
         over = fmt.rounds_to_at_least(fmt.ceil(over))
         under = fmt.rounds_to_at_most(fmt.floor(under))
     o = src.ceil(over)

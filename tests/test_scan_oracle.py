@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import fastfinite
+from fastfinite import slow
 from fastfinite.casts import TARGETS
 
 from .helpers import assert_matches_oracle, twin_max
@@ -146,18 +147,21 @@ def test_region_size_invariance(dtype, order):
     assert_matches_oracle(ref, x, cast=("float16",), max_locations=7)
 
 
-def test_bfloat16_from_float64_rounds_through_float32_as_ml_dtypes_does():
-    """float64 -> bfloat16 is modelled as ml_dtypes casts: to float32, then to bfloat16.
-    Just below the one-rounding threshold, the first rounding reaches it: inf."""
+def test_bfloat16_from_float64_is_judged_by_both_roundings():
+    """float64 -> bfloat16 rounds once (ml_dtypes >= 0.7) or through float32 (PyTorch,
+    older ml_dtypes): just below the one-rounding threshold the first rounding reaches it.
+    A risk of either cast is reported, so neither framework's cast escapes."""
     ml = pytest.importorskip("ml_dtypes")
     t = TARGETS["bfloat16"]
     over, under = t.overflow_threshold, t.underflow_threshold
     x = np.array([over, np.nextafter(over, 0), -over, under, np.nextafter(under, 1), 2 * under])
     r = fastfinite.scan(x, cast="bfloat16")
     with np.errstate(all="ignore"):
-        c = x.astype(ml.bfloat16).astype(np.float64)
-    assert r.cast["bfloat16"].overflow == int(np.isinf(c).sum()) == 3
-    assert r.cast["bfloat16"].underflow == int((c == 0).sum()) == 2
+        once = x.astype(ml.bfloat16).astype(np.float64)
+        twice = x.astype(np.float32).astype(ml.bfloat16).astype(np.float64)
+    assert np.isinf(twice).sum() == 3 and (twice == 0).sum() == 2
+    assert r.cast["bfloat16"].overflow == int((np.isinf(once) | np.isinf(twice)).sum()) == 3
+    assert r.cast["bfloat16"].underflow == int(((once == 0) | (twice == 0)).sum()) == 2
     kinds = [(loc.kind, loc.index) for loc in r.locations]
     assert kinds == [
         ("overflow:bfloat16", (0,)),
@@ -247,3 +251,19 @@ def test_kernel_finds_a_value_at_every_lane_and_sub_block_edge(dtype):
             x[(pos * 7 + 11) % n] = -value  # a second one, elsewhere in the vector step
             report = fastfinite.scan(x, cast=cast, max_locations=3)
             assert_matches_oracle(report, x, cast=cast, max_locations=3)
+
+
+@pytest.mark.parametrize("chunks", [None, 1])
+def test_tiny_values_keep_their_spread(chunks):
+    """Squares of values below 1e-162 underflow to 0: the spread of such values is still
+    theirs (rescaled), in one block, merged across chunks, and per slice."""
+    x = np.array([[0.0, 7.8e-262], [3e-300, -5e-290]])
+    import dask.array as da
+
+    data = x if chunks is None else da.from_array(x, chunks=chunks)
+    r = fastfinite.scan(data, by=0)
+    ref = slow.scan(x)["stats"]
+    assert r.std > 0 and r.std == pytest.approx(ref["std"], rel=1e-12)
+    for i in range(2):
+        assert r.slices.std[i] == pytest.approx(np.std(x[i] / 2.0**-860) * 2.0**-860, rel=1e-12)
+    assert not any(f.kind == "zero_variance" for f in r.findings)

@@ -3,7 +3,9 @@ baseline. It shares nothing with the scan but the names of the cast targets.
 
 Whole-array temporaries everywhere: fine for tests and for measuring what fastfinite saves.
 Cast risks are judged by NumPy's own ``astype`` (bfloat16 and float8 through ``ml_dtypes``):
-an overflow is a finite value cast to inf, or to NaN in formats without inf.
+an overflow is a finite value cast to inf, or to NaN in formats without inf. float64 values
+cast to bfloat16 and float8 are judged both directly and through float32 (the two ways the
+ecosystem rounds them): a risk of either cast is a risk.
 """
 
 from __future__ import annotations
@@ -41,9 +43,16 @@ def scan(x: Any, cast=("float32",), max_locations: int = 100) -> dict[str, Any]:
         over, under = [], []
         for p, pf in zip(parts, fl):
             with np.errstate(all="ignore"):
-                c = p.astype(cast_dtype(t)).astype(np.float64)
-            over.append(np.isfinite(pf) & ~np.isfinite(c))  # inf, or NaN where no inf
-            under.append((pf != 0) & (c == 0))
+                ways = [p]
+                if p.dtype == np.float64 and cast_dtype(t).itemsize <= 2 and t != "float16":
+                    ways.append(p.astype(np.float32))  # overflows to inf, as it rounds
+                o = u = np.zeros(p.shape, bool)
+                for w in ways:
+                    c = w.astype(cast_dtype(t)).astype(np.float64)
+                    o = o | (np.isfinite(pf) & ~np.isfinite(c))  # inf, or NaN where no inf
+                    u = u | ((pf != 0) & (c == 0))
+            over.append(o)
+            under.append(u)
         masks[f"overflow:{t}"] = over
         masks[f"underflow:{t}"] = under
         casts[t] = (int(sum(m.sum() for m in over)), int(sum(m.sum() for m in under)))
