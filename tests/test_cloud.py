@@ -178,7 +178,7 @@ def test_an_endpoint_that_does_not_answer(tmp_path):
     port = s3.free_port()
     start = time.time()
     r = _cli("s3://bkt/x.zarr", *_options_args(f"http://127.0.0.1:{port}"), "--timeout", "3")
-    _one_line(r, "s3://bkt/x.zarr")
+    _one_line(r, "cannot reach the store of s3://bkt/x.zarr")
     assert time.time() - start < 40
 
 
@@ -194,17 +194,35 @@ def test_refused_credentials():
         assert time.time() - start < 40
 
 
+def _kill_after(proxy, stats, requests: int) -> None:
+    """Stop the proxy once it has passed ``requests`` requests: mid-scan, whatever the
+    machine's start-up time."""
+
+    def watch():
+        deadline = time.time() + 60
+        while proxy.poll() is None and time.time() < deadline:
+            if stats()["requests"] >= requests:
+                proxy.kill()
+                return
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def test_an_outage_mid_scan_names_the_store_not_a_chunk(server):
-    """The server goes away while the scan runs (a proxy with 100 ms a request, stopped):
-    an error of the store in bounded time, with or without on_error="report"."""
+    """The server goes away while the scan reads chunks (a proxy with 100 ms a request,
+    stopped after the metadata and a few chunks of 64): an error of the store in bounded
+    time, with or without on_error="report"."""
+    x = np.random.default_rng(5).standard_normal((64 * CHUNKS[0], CHUNKS[1]))
+    _write("s3://bkt/long.zarr", x, s3.storage_options(server), unwritten=())
     for extra in ([], ["--on-error", "report"]):
         with s3.latency_proxy(server, 100) as (slow, stats, proxy):
-            threading.Timer(1.0, proxy.kill).start()
+            _kill_after(proxy, stats, 12)
             start = time.time()
-            r = _cli("s3://bkt/x.zarr", *_options_args(slow), "--timeout", "3", "--concurrency",
-                     "1", *extra)  # fmt: skip
-            _one_line(r, "cannot reach the store of s3://bkt/x.zarr")
+            r = _cli("s3://bkt/long.zarr", *_options_args(slow), "--timeout", "3",
+                     "--concurrency", "1", *extra)  # fmt: skip
+            _one_line(r, "cannot reach the store of s3://bkt/long.zarr")
             assert time.time() - start < 60
+            assert stats()["requests"] < 40  # it stopped mid-scan: not a scan that finished
 
 
 def test_a_cluster_reads_each_object_once(server):

@@ -226,7 +226,27 @@ def open_zarr(path: str, storage_options: dict | None = None) -> Any:
     except Exception as e:
         if type(e).__name__ in ("GroupNotFoundError", "ArrayNotFoundError", "NodeNotFoundError"):
             raise SourceError(f"no Zarr array or group at {path}") from None
+        if "://" in path and _unreachable(e):
+            raise SourceError(f"cannot reach the store of {path}: {e}") from None
         raise SourceError(f"cannot open {path} as Zarr: {e}") from None
+
+
+_CONNECTION_ERRORS = {
+    "EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError",
+    "ConnectionClosedError", "ClientConnectorError", "ServerDisconnectedError",
+}  # fmt: skip
+
+
+def _unreachable(e: BaseException) -> bool:
+    """Whether ``e`` (or what caused it) says the store did not answer, not that it lacks
+    something: the store is down or unreachable, its data is not in question."""
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, (ConnectionError, TimeoutError)) or type(e).__name__ in _CONNECTION_ERRORS:
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def open_store_node(store: Any) -> Any:
