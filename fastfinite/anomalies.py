@@ -40,7 +40,7 @@ def slice_kinds(dtypes: tuple[str, ...]) -> list[str]:
     - ``nonfinite``: a NaN or inf;
     - ``zero_variance``: ``n > 1`` and ``v == 0`` (one value has no variance to speak of);
     - ``near_zero_variance``: ``n > 1``, ``0 < v <= n * eps * v + (n * m * eps) ** 2``,
-      ``v`` finite:
+      ``v`` finite (tested on the std, so that stds whose squares underflow count):
       scikit-learn's test for a constant feature (``_is_constant_feature``), the variance
       rounding alone produces for that mean and count;
     - ``sum_overflow:T`` / ``variance_overflow:T``: ``|n * m|`` / ``n * v`` reaches T's
@@ -113,7 +113,7 @@ def _message(kind, w, s, i, total, m2, z_threshold) -> str:
         )
     if kind == "near_zero_variance":
         return (
-            f"slice {w} has variance {std * std:.3g}, below the rounding noise of its mean "
+            f"slice {w} has std {std:.3g}, below the rounding noise of its mean "
             f"{mean:.6g} over {cnt} values (scikit-learn's constant-feature bound): its std "
             "is numerical noise, and standardizing blows the noise up"
         )

@@ -33,7 +33,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
-from .kinds import N_KINDS, NAN, NEGINF, POSINF
+from .kinds import N_KINDS, N_TARGET_SLOTS, NAN, NEGINF, POSINF
+from .stats import TINY
 
 SUB_BLOCK_BYTES = 65536
 PIECE_BYTES = 2048  # a dirty sub-block is taken again in pieces of this size
@@ -125,43 +126,122 @@ _fmin = _extremum("minnum")
 _fmax = _extremum("maxnum")
 
 
+@intrinsic
+def _f32_of_bits(typingctx, u):
+    """The float32 whose bits are the uint32 ``u``."""
+    if u != types.uint32:
+        return None
+    return types.float32(u), lambda context, builder, sig, args: builder.bitcast(
+        args[0], ir.FloatType()
+    )
+
+
+@intrinsic
+def _bits_of_f32(typingctx, f):
+    """The bits of the float32 ``f`` as a uint32."""
+    if f != types.float32:
+        return None
+    return types.uint32(f), lambda context, builder, sig, args: builder.bitcast(
+        args[0], ir.IntType(32)
+    )
+
+
+def _load(x, xu, i):
+    """Value ``i`` of a block and its bits: ``x[i], xu[i]`` for float data; for narrow data
+    (``x`` its uint16 bfloat16 or uint8 float8 bits, ``xu`` float8's table), the value
+    widened to float32 and that float's bits."""
+
+
+@overload(_load, jit_options={"cache": True})
+def _load_impl(x, xu, i):
+    if isinstance(x.dtype, types.Float):
+        return lambda x, xu, i: (x[i], xu[i])
+    if x.dtype.bitwidth == 16:  # bfloat16: the top half of a float32
+
+        def bf16(x, xu, i):
+            b = np.uint32(np.uint32(x[i]) << np.uint32(16))
+            return _f32_of_bits(b), b
+
+        return bf16
+
+    def f8(x, xu, i):  # float8: its table
+        v = xu[x[i]]
+        return v, _bits_of_f32(v)
+
+    return f8
+
+
 @njit(nogil=True, cache=True, fastmath=_FLAGS)
 def _pass(x, xu, off, n, k, lim):
-    """One read of ``x[off:off + n]`` (``xu``: its bits, unsigned): ``(min, max, low,
+    """One read of values ``off:off + n`` of a block (``_load``): ``(min, max, under,
     sum(x - k), sum((x - k)**2))``, the sums in float64. A non-finite value makes the first
-    sum non-finite; only when it is finite do the extrema hold (``_extremum``). ``low`` has
-    its top bit set when a non-zero value is at most the underflow threshold (``_bounds``).
-    An offset rather than a slice: a view per short row costs reference counting that shows
-    at 1000 values per row."""
-    T = x.dtype.type
-    U = xu.dtype.type
-    _, big, bound, tiny = lim
-    mn = T(np.inf)
-    mx = T(-np.inf)
-    low = U(0)
+    sum non-finite; only when it is finite do the extrema hold (``_extremum``). ``under``:
+    per cast-target slot, the non-zero values at most its underflow threshold, counted on
+    the magnitude bits (``_bounds``). An offset rather than a slice: a view per short row
+    costs reference counting that shows at 1000 values per row."""
+    _, big, ub, ntiny, slot, inf = lim
+    U = type(big)
+    one = U(1)
+    mn = inf
+    mx = -inf
     k64 = np.float64(k)
     s1 = 0.0
     s2 = 0.0
+    c0 = U(0)
+    c1 = U(0)
+    c2 = U(0)
+    c3 = U(0)
+    c4 = U(0)
     off = np.uint64(off)  # unsigned indices: no negative-index wraparound to block vectorizing
     n = np.uint64(n)
-    if tiny:
+    if ntiny == 0:
         for i in range(n):
-            v = x[off + i]
-            low |= U(U(U(xu[off + i] - U(1)) & big) - bound)  # unsigned: wraps, no UB
+            v, _ = _load(x, xu, off + i)
             mn = _fmin(mn, v)
             mx = _fmax(mx, v)
             d = np.float64(v) - k64
             s1 += d
             s2 += d * d
+    elif ntiny == 1:  # one underflow target: one count
+        b0 = ub[slot]
+        for i in range(n):
+            v, b = _load(x, xu, off + i)
+            c0 += U(U(U(b - one) & big) < b0)  # m - 1 < bound: 0 < m <= bound; unsigned
+            mn = _fmin(mn, v)
+            mx = _fmax(mx, v)
+            d = np.float64(v) - k64
+            s1 += d
+            s2 += d * d
+        c0, c1, c2, c3, c4 = _in_slot(c0, slot)
     else:
+        b0, b1, b2, b3, b4 = ub
         for i in range(n):
-            v = x[off + i]
+            v, b = _load(x, xu, off + i)
+            m1 = U(U(b - one) & big)
+            c0 += U(m1 < b0)
+            c1 += U(m1 < b1)
+            c2 += U(m1 < b2)
+            c3 += U(m1 < b3)
+            c4 += U(m1 < b4)
             mn = _fmin(mn, v)
             mx = _fmax(mx, v)
             d = np.float64(v) - k64
             s1 += d
             s2 += d * d
-    return mn, mx, low, s1, s2
+    under = (np.int64(c0), np.int64(c1), np.int64(c2), np.int64(c3), np.int64(c4))
+    return mn, mx, under, s1, s2
+
+
+@njit(nogil=True, cache=True)
+def _in_slot(c, slot):
+    z = type(c)(0)
+    return (
+        c if slot == 0 else z,
+        c if slot == 1 else z,
+        c if slot == 2 else z,
+        c if slot == 3 else z,
+        c if slot == 4 else z,
+    )
 
 
 @njit(nogil=True, cache=True)
@@ -278,18 +358,26 @@ def _unsigned_impl(a):
 
 @njit(nogil=True, cache=True)
 def _bounds(x, xu, thr):
-    """What ``_pass`` and ``_plain`` compare with: ``(over, big, under_bits, tiny)``, the
-    integers unsigned like ``xu``, ``x``'s bits. A finite ``|v| >= over`` risks a cast
-    overflow. With ``big`` the largest signed integer of the bits' width and ``tiny`` (any
-    underflow target), a non-zero ``|v| <= under`` is one whose magnitude bits ``m = b &
-    big`` have ``m - 1 < under_bits``; ``(b - 1) & big`` is ``m - 1``, or ``big`` for a zero
-    of either sign, and ``((b - 1) & big) - under_bits`` wraps to set the top bit exactly
-    when it is below ``under_bits``: ``_pass`` ORs these, ``_plain`` tests the top bit."""
-    over, under = _limits(thr)
+    """What ``_pass`` and ``_plain`` compare with: ``(over, big, under_bits, ntiny, slot,
+    inf)``, the integers unsigned like ``xu``, ``x``'s bits. A finite ``|v| >= over`` risks
+    a cast overflow. With ``big`` the largest signed integer of the bits' width, a non-zero
+    ``|v| <= under`` of a target is one whose magnitude bits ``m = b & big`` have ``m - 1 <
+    under_bits`` (5 slots; 0 for a slot without underflow: never); ``(b - 1) & big`` is
+    ``m - 1``, or ``big`` for a zero of either sign. ``ntiny``: the slots with an
+    underflow threshold (0, 1 -- then ``slot`` is it -- or more)."""
+    over, _ = _limits(thr)
     U = xu.dtype.type
-    bits = np.empty(1, dtype=xu.dtype)
-    bits.view(x.dtype)[0] = max(under, x.dtype.type(0))
-    return over, U(~U(0) >> U(1)), bits[0], under >= 0
+    bits = np.zeros(N_TARGET_SLOTS, dtype=xu.dtype)
+    fl = bits.view(x.dtype)
+    ntiny = 0
+    slot = 0
+    for t in range(N_TARGET_SLOTS):
+        if thr[2 * t + 1] >= 0:
+            fl[t] = thr[2 * t + 1]
+            ntiny += 1
+            slot = t
+    ub = (bits[0], bits[1], bits[2], bits[3], bits[4])
+    return over, U(~U(0) >> U(1)), ub, ntiny, slot, x.dtype.type(np.inf)
 
 
 @njit(nogil=True, cache=True)
@@ -369,11 +457,24 @@ def _work(x, xi, thr):
 
 
 @njit(nogil=True, cache=True)
-def _plain(mn, mx, low, s1, lim):
-    """Whether ``_pass``'s results show nothing to report: a finite sum (no NaN or inf; or,
-    rarely, finite values whose sum overflowed) and no value across a cast threshold."""
-    over, big = lim[0], lim[1]
-    return (s1 - s1) == 0 and mn > -over and mx < over and (low & ~big) == 0
+def _plain(mn, mx, s1, lim):
+    """Whether ``_pass``'s results show no non-finite value and no overflow risk: a finite
+    sum (no NaN or inf; or, rarely, finite values whose sum overflowed) and extrema inside
+    the overflow thresholds."""
+    over = lim[0]
+    return (s1 - s1) == 0 and mn > -over and mx < over
+
+
+@njit(nogil=True, cache=True)
+def _counted(under, counts, nlocs, cap):
+    """Underflows ``_pass`` counted that need no positions (their kinds have all theirs):
+    added to ``counts``. False when a position is still wanted: the slow path records it."""
+    for t in range(N_TARGET_SLOTS):
+        if under[t] > 0 and nlocs[4 + 2 * t] < cap:
+            return False
+    for t in range(N_TARGET_SLOTS):
+        counts[4 + 2 * t] += under[t]
+    return True
 
 
 @njit(nogil=True, cache=True)
@@ -390,7 +491,7 @@ def _pieces(x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals, nl
     s2 = 0.0
     for p in range(s, e, piece):
         q = min(p + piece, e)
-        pmn, pmx, low, a1, a2 = _pass(x, xu, p, q - p, k, lim)
+        pmn, pmx, under, a1, a2 = _pass(x, xu, p, q - p, k, lim)
         dirty = (a1 - a1) != 0
         if dirty:
             pmn, pmx = _extrema_finite(x[p:q], k)
@@ -399,7 +500,7 @@ def _pieces(x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals, nl
         s2 += a2
         mn = min(mn, pmn)
         mx = max(mx, pmx)
-        if dirty or not _plain(pmn, pmx, low, a1, lim):
+        if dirty or not _plain(pmn, pmx, a1, lim) or max(under) > 0:
             _classify_and_record(x, p, q, base, thr, counts, cnt, want, locs, vals, nlocs)
             rcounts[0, r] += cnt[0]
             rcounts[1, r] += cnt[1]
@@ -467,12 +568,10 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
 def _sub_block(x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts):
     """``x[s:e]``, a sub-block of row ``r``: the fast pass, and the slow one when it shows
     something to report (positions ``base + i``). Returns ``(min, max, s1, s2)``."""
-    smn, smx, low, a1, a2 = _pass(x, xu, s, e - s, k, lim)
-    if not _plain(smn, smx, low, a1, lim):
-        smn, smx, a1, a2 = _pieces(
-            x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts
-        )
-    return smn, smx, a1, a2
+    smn, smx, under, a1, a2 = _pass(x, xu, s, e - s, k, lim)
+    if _plain(smn, smx, a1, lim) and _counted(under, counts, nlocs, locs.shape[1]):
+        return smn, smx, a1, a2
+    return _pieces(x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts)
 
 
 @njit(nogil=True, cache=True)
@@ -488,25 +587,29 @@ def _row_stats(rstats, r, k, s1, s2, mn, mx, any_finite):
 def _widen(src, lut, s, e, out, outu):
     """``src[s:e]``, bfloat16 or float8 bits, as float32 values in ``out[:e - s]``
     (``outu``: the same memory as uint32): bfloat16 is float32's top half; a float8
-    value is looked up in ``lut``, its 256 values."""
+    value is looked up in ``lut``, its 256 values. Unsigned indices, as in ``_pass``."""
+    n = np.uint64(e - s)
+    s = np.uint64(s)
     if lut.shape[0] == 0:
-        for i in range(e - s):
+        for i in range(n):
             outu[i] = np.uint32(src[s + i]) << np.uint32(16)
     else:
-        for i in range(e - s):
+        for i in range(n):
             out[i] = lut[src[s + i]]
 
 
 @njit(nogil=True, cache=True)
 def scan_rows_narrow(src, lut, thr, counts, rstats, rcounts, locs, vals, nlocs):
     """``scan_rows`` over bfloat16 or float8 data: ``src``, a C-contiguous 2-D array of
-    its bits (uint16 or uint8), widened to float32 a sub-block at a time into a buffer
-    that stays in cache (``_widen``; ``lut`` as there), so the data is read once, at its
-    own width. Outputs as ``scan_rows``'s, positions flat indices into ``src``."""
+    its bits (uint16 or uint8), read once at its own width. The fast pass widens each value
+    as it reads it (``_load``; ``lut``: float8's table); a sub-block with something to
+    report is widened into a buffer that stays in cache for the slow path (``_widen``).
+    Outputs as ``scan_rows``'s, positions flat indices into ``src``."""
     rows, n = src.shape
     cnt = np.zeros(N_KINDS, dtype=np.int64)
     want = np.zeros(N_KINDS, dtype=np.bool_)
     srcf = src.reshape(src.size)
+    cap = locs.shape[1]
     sub = SUB_BLOCK_BYTES // 4
     buf = np.empty(sub, np.float32)
     bufu = buf.view(np.uint32)
@@ -527,11 +630,13 @@ def scan_rows_narrow(src, lut, thr, counts, rstats, rcounts, locs, vals, nlocs):
         mx = np.float32(-np.inf)
         for s in range(off, off + n, sub):
             e = min(s + sub, off + n)
-            _widen(srcf, lut, s, e, buf, bufu)
-            smn, smx, a1, a2 = _sub_block(
-                buf, bufu, 0, e - s, s, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs,
-                rcounts,
-            )  # fmt: skip
+            smn, smx, under, a1, a2 = _pass(srcf, lut, s, e - s, k, lim)
+            if not (_plain(smn, smx, a1, lim) and _counted(under, counts, nlocs, cap)):
+                _widen(srcf, lut, s, e, buf, bufu)  # the slow path, on float32 values
+                smn, smx, a1, a2 = _pieces(
+                    buf, bufu, 0, e - s, s, k, r, lim, thr, counts, cnt, want, locs, vals,
+                    nlocs, rcounts,
+                )  # fmt: skip
             s1 += a1
             s2 += a2
             mn = min(mn, smn)
@@ -681,11 +786,11 @@ def _totals(n, mean, std, mn, mx):
     for r in range(rows):
         d = mean[r] - tmean
         var += (n[r] / tn) * (std[r] * std[r] + d * d)
-    if not var < np.inf:
-        top = abs(tmean)
-        for r in range(rows):
-            if n[r] > 0:
-                top = max(top, max(abs(mean[r]), std[r]))
+    top = abs(tmean)
+    for r in range(rows):
+        if n[r] > 0:
+            top = max(top, max(abs(mean[r]), std[r]))
+    if not var < np.inf or (np.sqrt(var) < TINY and top > 0):  # a square out of range
         k = _pow2(top)
         var = 0.0
         for r in range(rows):
@@ -730,8 +835,9 @@ def fold_slices(
                 else:  # means of opposite signs near the maximum
                     dmean[i] = ma * wa + mean[r] * wb
                 s = np.sqrt(wa * sa * sa + wb * sb * sb + wa * wb * delta * delta)
-                if not s < np.inf:  # a square overflowed: again, scaled
-                    k = _pow2(max(max(abs(ma), abs(mean[r])), max(sa, sb)))
+                top = max(max(abs(ma), abs(mean[r])), max(sa, sb))
+                if not s < np.inf or (s < TINY and top > 0):  # a square out of range
+                    k = _pow2(top)
                     sa, sb, d = sa / k, sb / k, mean[r] / k - ma / k
                     s = np.sqrt(wa * sa * sa + wb * sb * sb + wa * wb * d * d) * k
                 dstd[i] = s
@@ -797,14 +903,15 @@ def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresh
         if nan[i] + pos[i] + neg[i] > 0:
             f |= 1
         if n > 0:
-            var = std[i] * std[i]
+            sd = std[i]
+            var = sd * sd
             if n == 1:  # one value: no spread to speak of
                 pass
-            elif var == 0:
+            elif sd == 0:
                 f |= 2
-            elif var < np.inf:
-                bound = n * eps * var + (n * mean[i] * eps) ** 2
-                if var <= bound:
+            elif sd < np.inf:  # var <= n*eps*var + (n*m*eps)**2, without squares: for any
+                # magnitude (the square of a std below 1e-154 is 0 in float64)
+                if n * eps >= 1 or sd * np.sqrt(1 - n * eps) <= n * abs(mean[i]) * eps:
                     f |= 4
             total = mean[i] * n
             m2 = var * n

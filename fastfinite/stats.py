@@ -4,12 +4,16 @@ hold its Numba twin (``kernels.fold_slices``), and the twin test compares the tw
 The standard deviation, not the sum of squared deviations, is what summaries keep: for
 finite float64 data it always fits a float64 (it is at most half the range), where the sum
 of squares of values near 1e308 does not. The spread is combined unscaled, and again scaled
-by a power of two when a square overflows: a scaled computation's answer, at no cost to
-data whose squares fit."""
+by a power of two when a square overflows (or is too small to keep its digits, ``TINY``): a
+scaled computation's answer, at no cost to data whose squares fit."""
 
 from __future__ import annotations
 
 import numpy as np
+
+# The squares of smaller magnitudes come near float64's subnormals (2**-1022) and lose their
+# digits, down to 0: spreads that small are combined scaled as well.
+TINY = 2.0**-480
 
 
 def combine(na, mean_a, std_a, nb, mean_b, std_b):
@@ -24,9 +28,10 @@ def combine(na, mean_a, std_a, nb, mean_b, std_b):
         # the means' difference overflows only for means of opposite signs near the maximum
         mean = np.where(np.isfinite(delta), mean_a + delta * wb, mean_a * wa + mean_b * wb)
         std = np.sqrt(wa * std_a * std_a + wb * std_b * std_b + wa * wb * delta * delta)
-        big = ~np.isfinite(std) & (na > 0) & (nb > 0)
-        if big.any():  # a square overflowed: again, scaled by a power of two
+        big = (~np.isfinite(std) | (std < TINY)) & (na > 0) & (nb > 0)
+        if big.any():  # a square overflowed or underflowed: again, scaled by a power of two
             top = np.fmax.reduce([np.abs(mean_a), np.abs(mean_b), std_a, std_b])
+            top = np.where(top > 0, top, 1.0)
             k = np.ldexp(1.0, np.frexp(top)[1] - 1)
             sa, sb, d = std_a / k, std_b / k, mean_b / k - mean_a / k
             scaled = np.sqrt(wa * sa * sa + wb * sb * sb + wa * wb * d * d) * k

@@ -18,7 +18,7 @@ from . import kinds
 from .blocks import component_dtype
 from .casts import risk_thresholds
 from .kinds import BASE_KINDS
-from .stats import combine, scaled_moments
+from .stats import TINY, combine, scaled_moments
 
 TWIN_MAX = 1 << 16
 
@@ -115,9 +115,13 @@ class SliceStats:
 
 def rescued(part: SliceStats, values, rows_are_slices: bool = True) -> tuple | None:
     """Slices whose sums overflowed (finite values near the float64 maximum: the kernels
-    give them a NaN mean and std) get both again, scaled (``stats.scaled_moments``), from
-    ``values()``, the 2-D values; then the totals over all slices are returned, else None."""
-    bad = np.flatnonzero((part.n > 0) & np.isnan(part.mean))
+    give them a NaN mean and std), or whose squares fall below float64's normal range
+    (magnitudes under ``TINY``, not all equal: the std would lose its digits, down to 0),
+    get both again, scaled (``stats.scaled_moments``), from ``values()``, the 2-D values;
+    then the totals over all slices are returned, else None."""
+    with np.errstate(invalid="ignore"):
+        tiny = (np.fmax(np.abs(part.min), np.abs(part.max)) < TINY) & (part.min != part.max)
+    bad = np.flatnonzero((part.n > 0) & (np.isnan(part.mean) | tiny))
     if not len(bad):
         return None
     from .slow.twins import totals

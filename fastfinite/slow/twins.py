@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from ..kinds import N_KINDS
-from ..stats import combine
+from ..stats import TINY, combine
 
 BIG = float(np.finfo(np.float64).max)
 
@@ -111,9 +111,10 @@ def totals(n, mean, std, mn, mx) -> tuple:
         if not math.isfinite(tmean):  # n * mean overflowed: average the means instead
             tmean = float((w * mean).sum())
         var = float((w * (std * std + (mean - tmean) ** 2)).sum())
-        if not var < math.inf:  # a square overflowed: again, scaled
-            used = n > 0
-            k = math.ldexp(1.0, math.frexp(max(abs(tmean), *np.abs(mean[used]), *std[used]))[1] - 1)
+        used = n > 0
+        top = max(abs(tmean), *np.abs(mean[used]), *std[used])
+        if not var < math.inf or (math.sqrt(var) < TINY and top > 0):  # squares out of range
+            k = math.ldexp(1.0, math.frexp(top)[1] - 1)
             scaled = float((w * ((std / k) ** 2 + (mean / k - tmean / k) ** 2)).sum())
             return tn, tmean, math.sqrt(scaled) * k, float(mn.min()), float(mx.max()), tsum
     return tn, tmean, math.sqrt(var), float(mn.min()), float(mx.max()), tsum
@@ -154,12 +155,13 @@ def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresh
     has = count > 0
     with np.errstate(all="ignore"):
         var = std * std
-        bound = count * eps * var + (count * mean * eps) ** 2
         spread = count > 1  # one value has no variance to speak of
+        # var <= n*eps*var + (n*m*eps)**2 in terms of the std: squares of tiny stds are 0
+        noise = (count * eps >= 1) | (std * np.sqrt(1 - count * eps) <= count * np.abs(mean) * eps)
         bits = [
             nan + pos + neg > 0,
-            spread & (var == 0),
-            spread & (var > 0) & (var < np.inf) & (var <= bound),
+            spread & (std == 0),
+            spread & (std > 0) & (std < np.inf) & noise,
         ]
         for t in thresholds:
             bits += [has & (np.abs(mean * count) >= t), has & (var * count >= t)]
