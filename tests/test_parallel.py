@@ -154,3 +154,21 @@ def test_per_slice_statistics_stay_on_the_threaded_engine():
     with calls_of("summarize_parts") as parted:
         par = fastfinite.scan(x, **PARTED, by=0)
     assert parted[0] == 0 and par.slices.count.sum() == x.size
+
+
+@pytest.mark.parametrize("dtype", ["<f4", "bfloat16"])
+def test_arrays_larger_than_a_run_are_scanned_in_several_runs(monkeypatch, dtype):
+    """An array in RAM larger than a run (a gigabyte; here, made small) is scanned run
+    after run: every region of every run, the same report as the serial scan's."""
+    from fastfinite.casts import cast_dtype
+    from fastfinite.engines import local
+
+    monkeypatch.setattr(local, "RUN_BYTES", 4 * REGION)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(90_001).astype(np.float32)
+    x[[5, 50_000, 90_000]] = [np.nan, np.inf, 1e-30]
+    x = x.astype(cast_dtype(dtype) if dtype == "bfloat16" else dtype)
+    r = fastfinite.scan(x, **PARTED)
+    assert r.elements == x.size
+    assert r.to_dict() == fastfinite.scan(x, workers=1, region_bytes=REGION).to_dict()
+    assert_matches_oracle(r, x)

@@ -134,10 +134,10 @@ def scan_member(member: Member, plan: ScanPlan) -> ScanReport:
     merger = PairwiseMerger(spec.max_locations)
     done = 0
     try:
-        for regions, summary, errors in results:
+        for scanned, summary, errors in results:
             failed.extend(errors)
             merger.add(summary)
-            nbytes = sum(_size(r) for r in regions) * source.dtype.itemsize
+            nbytes = sum(_size(r) for r in scanned) * source.dtype.itemsize
             done += nbytes
             if bar is not None:
                 bar.update(nbytes)
