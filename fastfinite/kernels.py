@@ -38,6 +38,7 @@ from .stats import TINY
 
 SUB_BLOCK_BYTES = 65536
 PIECE_BYTES = 2048  # a dirty sub-block is taken again in pieces of this size
+RUN = 256  # values ``_under_positions`` checks at once for an underflow
 COL_TILE = 2048  # columns per tile of scan_cols: its accumulators stay in cache
 
 _FLAGS = {"reassoc", "contract"}
@@ -179,7 +180,8 @@ def _pass(x, xu, off, n, k, lim):
     per cast-target slot, the non-zero values at most its underflow threshold, counted on
     the magnitude bits (``_bounds``). An offset rather than a slice: a view per short row
     costs reference counting that shows at 1000 values per row."""
-    _, big, ub, ntiny, slot, inf = lim
+    _, big, ub, ntiny, slots, inf = lim
+    first, _ = slots
     U = type(big)
     one = U(1)
     mn = inf
@@ -203,7 +205,7 @@ def _pass(x, xu, off, n, k, lim):
             s1 += d
             s2 += d * d
     elif ntiny == 1:  # one underflow target: one count
-        b0 = ub[slot]
+        b0 = ub[first]
         for i in range(n):
             v, b = _load(x, xu, off + i)
             c0 += U(U(U(b - one) & big) < b0)  # m - 1 < bound: 0 < m <= bound; unsigned
@@ -212,24 +214,56 @@ def _pass(x, xu, off, n, k, lim):
             d = np.float64(v) - k64
             s1 += d
             s2 += d * d
-        c0, c1, c2, c3, c4 = _in_slot(c0, slot)
-    else:
-        b0, b1, b2, b3, b4 = ub
+        c0, c1, c2, c3, c4 = _in_slot(c0, first)
+    else:  # several: count under the largest bound, and keep the smallest ``m - 1``
+        top = U(0)
+        for t in range(N_TARGET_SLOTS):
+            top = max(top, ub[t])
+        low = big
         for i in range(n):
             v, b = _load(x, xu, off + i)
             m1 = U(U(b - one) & big)
-            c0 += U(m1 < b0)
-            c1 += U(m1 < b1)
-            c2 += U(m1 < b2)
-            c3 += U(m1 < b3)
-            c4 += U(m1 < b4)
+            c0 += U(m1 < top)
+            low = min(low, m1)
             mn = _fmin(mn, v)
             mx = _fmax(mx, v)
             d = np.float64(v) - k64
             s1 += d
             s2 += d * d
+        c = np.int64(c0)
+        under = (c, c, c, c, c)
+        for t in range(N_TARGET_SLOTS):  # a slot under which no value lies counts none;
+            u = ub[t]  # rarely (a float8 target), one is counted on its own
+            if u < top:
+                under = _set(under, t, _count_under(x, xu, off, n, big, u) if low < u else 0)
+        return mn, mx, under, s1, s2
     under = (np.int64(c0), np.int64(c1), np.int64(c2), np.int64(c3), np.int64(c4))
     return mn, mx, under, s1, s2
+
+
+@njit(nogil=True, cache=True)
+def _count_under(x, xu, off, n, big, bound):
+    """The values of ``off:off + n`` whose ``m - 1`` is under ``bound`` (``_pass``)."""
+    U = type(big)
+    one = U(1)
+    c = U(0)
+    for i in range(n):
+        _, b = _load(x, xu, off + i)
+        c += U(U(U(b - one) & big) < bound)
+    return np.int64(c)
+
+
+@njit(nogil=True, cache=True)
+def _set(counts, t, c):
+    """The 5-tuple ``counts`` with slot ``t`` set to ``c``."""
+    c = np.int64(c)
+    return (
+        c if t == 0 else counts[0],
+        c if t == 1 else counts[1],
+        c if t == 2 else counts[2],
+        c if t == 3 else counts[3],
+        c if t == 4 else counts[4],
+    )
 
 
 @njit(nogil=True, cache=True)
@@ -358,26 +392,28 @@ def _unsigned_impl(a):
 
 @njit(nogil=True, cache=True)
 def _bounds(x, xu, thr):
-    """What ``_pass`` and ``_plain`` compare with: ``(over, big, under_bits, ntiny, slot,
+    """What ``_pass`` and ``_plain`` compare with: ``(over, big, under_bits, ntiny, slots,
     inf)``, the integers unsigned like ``xu``, ``x``'s bits. A finite ``|v| >= over`` risks
     a cast overflow. With ``big`` the largest signed integer of the bits' width, a non-zero
     ``|v| <= under`` of a target is one whose magnitude bits ``m = b & big`` have ``m - 1 <
     under_bits`` (5 slots; 0 for a slot without underflow: never); ``(b - 1) & big`` is
     ``m - 1``, or ``big`` for a zero of either sign. ``ntiny``: the slots with an
-    underflow threshold (0, 1 -- then ``slot`` is it -- or more)."""
+    underflow threshold (0, 1 or 2 -- then ``slots`` are the first and last -- or more)."""
     over, _ = _limits(thr)
     U = xu.dtype.type
     bits = np.zeros(N_TARGET_SLOTS, dtype=xu.dtype)
     fl = bits.view(x.dtype)
     ntiny = 0
-    slot = 0
+    first = -1
+    last = 0
     for t in range(N_TARGET_SLOTS):
         if thr[2 * t + 1] >= 0:
             fl[t] = thr[2 * t + 1]
             ntiny += 1
-            slot = t
+            first = t if first < 0 else first
+            last = t
     ub = (bits[0], bits[1], bits[2], bits[3], bits[4])
-    return over, U(~U(0) >> U(1)), ub, ntiny, slot, x.dtype.type(np.inf)
+    return over, U(~U(0) >> U(1)), ub, ntiny, (max(first, 0), last), x.dtype.type(np.inf)
 
 
 @njit(nogil=True, cache=True)
@@ -478,6 +514,47 @@ def _counted(under, counts, nlocs, cap):
 
 
 @njit(nogil=True, cache=True)
+def _under_positions(x, xu, s, e, base, lim, under, counts, locs, vals, nlocs):
+    """A sub-block ``x[s:e]`` whose only findings are underflows, counted by ``_pass``:
+    the counts added, and the positions (``base + i``) of the kinds that still want them
+    recorded. Runs of ``RUN`` values without one are skipped at vector speed, and the read
+    stops at the last one (the counts say how many there are). Sparse underflows (a
+    float8 target on float32 data) would otherwise send every sub-block to ``_pieces``."""
+    _, big, ub, _, _, _ = lim
+    U = type(big)
+    one = U(1)
+    cap = locs.shape[1]
+    top = U(0)  # the largest bound of the slots still wanting positions
+    left = 0  # values under it in the sub-block: ``under`` of its slot
+    for t in range(N_TARGET_SLOTS):
+        counts[4 + 2 * t] += under[t]
+        if under[t] > 0 and nlocs[4 + 2 * t] < cap and ub[t] > top:
+            top = ub[t]
+            left = under[t]
+    e = np.uint64(e)
+    c = np.uint64(s)
+    while left > 0 and c < e:
+        ce = min(c + np.uint64(RUN), e)
+        hits = U(0)
+        for i in range(c, ce):
+            _, b = _load(x, xu, i)
+            hits += U(U(U(b - one) & big) < top)
+        if hits > 0:
+            for i in range(c, ce):
+                v, b = _load(x, xu, i)
+                m1 = U(U(b - one) & big)
+                if m1 < top:
+                    left -= 1
+                    for t in range(N_TARGET_SLOTS):
+                        kk = 4 + 2 * t
+                        if m1 < ub[t] and nlocs[kk] < cap:
+                            locs[kk, nlocs[kk]] = base + np.int64(i)
+                            vals[kk, nlocs[kk]] = np.float64(v)
+                            nlocs[kk] += 1
+        c = ce
+
+
+@njit(nogil=True, cache=True)
 def _pieces(x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts):
     """The slow path of a sub-block ``x[s:e]`` of row ``r`` that has something to report:
     taken again in pieces of ``PIECE_BYTES``, of which only those that have go through
@@ -569,7 +646,9 @@ def _sub_block(x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals,
     """``x[s:e]``, a sub-block of row ``r``: the fast pass, and the slow one when it shows
     something to report (positions ``base + i``). Returns ``(min, max, s1, s2)``."""
     smn, smx, under, a1, a2 = _pass(x, xu, s, e - s, k, lim)
-    if _plain(smn, smx, a1, lim) and _counted(under, counts, nlocs, locs.shape[1]):
+    if _plain(smn, smx, a1, lim):
+        if not _counted(under, counts, nlocs, locs.shape[1]):
+            _under_positions(x, xu, s, e, base, lim, under, counts, locs, vals, nlocs)
         return smn, smx, a1, a2
     return _pieces(x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts)
 
@@ -631,7 +710,10 @@ def scan_rows_narrow(src, lut, thr, counts, rstats, rcounts, locs, vals, nlocs):
         for s in range(off, off + n, sub):
             e = min(s + sub, off + n)
             smn, smx, under, a1, a2 = _pass(srcf, lut, s, e - s, k, lim)
-            if not (_plain(smn, smx, a1, lim) and _counted(under, counts, nlocs, cap)):
+            if _plain(smn, smx, a1, lim):
+                if not _counted(under, counts, nlocs, cap):
+                    _under_positions(srcf, lut, s, e, 0, lim, under, counts, locs, vals, nlocs)
+            else:
                 _widen(srcf, lut, s, e, buf, bufu)  # the slow path, on float32 values
                 smn, smx, a1, a2 = _pieces(
                     buf, bufu, 0, e - s, s, k, r, lim, thr, counts, cnt, want, locs, vals,
