@@ -35,6 +35,7 @@ def scan(
     send_credentials: bool = True,
     scale: float | str | None = None,
     device_copy: bool = False,
+    raw_dtype: str | None = None,
 ) -> ScanReport:
     """Scan ``data`` for NaN, inf and cast risks in one streaming pass.
 
@@ -115,6 +116,11 @@ def scan(
     device_copy : bool
         A tensor on an accelerator (``__dlpack_device__`` not the CPU) is copied to the host
         one region at a time; by default it is an error naming its device.
+    raw_dtype : str, optional
+        The format of data held as raw bytes: ``np.save`` of an ml_dtypes array writes
+        ``|V2`` (bfloat16) or ``|V1`` (float8) and no more, so a ``.npy`` of bfloat16 data
+        is read as bfloat16 with ``raw_dtype="bfloat16"``. Data whose dtype is not raw
+        bytes of the format's size is an error.
 
     Returns
     -------
@@ -146,6 +152,7 @@ def scan(
         send_credentials=send_credentials,
         scale=scale,
         device_copy=device_copy,
+        raw_dtype=raw_dtype,
     )
     from .plan import make_plan
 

@@ -57,10 +57,16 @@ def check_dtype(dtype: np.dtype, name: str = "") -> np.dtype:
         return dtype
     if dtype.kind in "fc" and dtype.itemsize // (2 if dtype.kind == "c" else 1) in (2, 4, 8):
         return dtype
+    hint = ""
+    if dtype.kind == "V" and dtype.names is None and dtype.itemsize in (1, 2):
+        hint = (
+            " (np.save keeps only the raw bytes of bfloat16 and float8 data: name the format "
+            "with raw_dtype=, --raw-dtype on the command line)"
+        )
     raise UnsupportedDtypeError(
         f"cannot scan {name + ': ' if name else ''}data of dtype {dtype!s} "
         f"({_dtype_label(dtype)}); fastfinite scans float16/32/64, bfloat16, float8 "
-        "(ml_dtypes), complex64/128, integer and bool arrays"
+        f"(ml_dtypes), complex64/128, integer and bool arrays{hint}"
     )
 
 

@@ -179,6 +179,14 @@ def build_parser() -> argparse.ArgumentParser:
         "/ amax, per tensor, or per slice with --by); a second pass over the data",
     )
     s.add_argument(
+        "--raw-dtype",
+        type=_arg(options.parse_raw_dtype),
+        default=None,
+        metavar="FORMAT",
+        help="the format of a .npy that holds raw bytes (np.save of ml_dtypes' bfloat16 or "
+        "float8 writes |V2 or |V1): bfloat16, float8_e4m3fn, ...",
+    )
+    s.add_argument(
         "--by",
         type=_axes("--by"),
         default=None,
@@ -400,6 +408,7 @@ def _scan(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         send_credentials=args.send_credentials,
         scale=args.scale,
+        raw_dtype=args.raw_dtype,
     )
     if args.scheduler or args.workers:
         # distributed logs every reconnection attempt, with tracebacks: the one line that

@@ -23,7 +23,13 @@ from ._format import fmt_index
 from .blocks import first_where
 from .casts import cast_dtype
 from .errors import InvalidArgumentError
-from .options import ScanOptions, parse_float, parse_int, parse_storage_options
+from .options import (
+    ScanOptions,
+    parse_float,
+    parse_int,
+    parse_raw_dtype,
+    parse_storage_options,
+)
 from .plan import make_plan
 from .report import Localization, ScanReport
 from .sources.open import Target
@@ -193,6 +199,7 @@ def localize(
     eps: float = 1e-8,
     max_locations: int | None = None,
     storage_options: dict | None = None,
+    raw_dtype: str | None = None,
 ) -> list[Localization]:
     """Replay the standardization on what ``report`` flagged and return (and store in
     ``report.localized``) where it fails.
@@ -209,6 +216,8 @@ def localize(
         At most this many localizations of each kind (default: the scan's).
     storage_options : dict, optional
         How to reach a store given by URL, as for :func:`fastfinite.scan`.
+    raw_dtype : str, optional
+        The format of a ``.npy`` of raw bytes, as for :func:`fastfinite.scan`.
 
     Returns
     -------
@@ -216,7 +225,11 @@ def localize(
     """
     eps = parse_float("eps", eps, strict=False)
     limit = parse_int("max_locations", max_locations, 0, optional=True)
-    opts = ScanOptions(by=report.by, storage_options=parse_storage_options(storage_options))
+    opts = ScanOptions(
+        by=report.by,
+        storage_options=parse_storage_options(storage_options),
+        raw_dtype=parse_raw_dtype(raw_dtype),
+    )
     target = make_plan(data, opts).target  # opened as the scan opened it
     return localize_target(target, report, eps, limit)
 

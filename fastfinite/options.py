@@ -144,6 +144,18 @@ def parse_kinds(kinds: Any) -> frozenset[str] | None:
     return names
 
 
+def parse_raw_dtype(v: Any) -> str | None:
+    """``raw_dtype``: None, or a format NumPy has no dtype for (bfloat16, float8)."""
+    from .casts import NARROW
+
+    if v is None:
+        return None
+    name = str(v).strip().lower()
+    if name not in NARROW:
+        raise InvalidArgumentError(f"raw_dtype must be one of {', '.join(NARROW)}, not {v!r}")
+    return name
+
+
 def parse_scale(v: Any) -> float | str | None:
     """``scale``: None, a positive finite number, or ``"amax"``."""
     if v is None or (isinstance(v, str) and v.strip().lower() == "amax"):
@@ -207,6 +219,7 @@ class ScanOptions:
     send_credentials: bool = True
     scale: float | str | None = None
     device_copy: bool = False
+    raw_dtype: str | None = None
 
 
 def scan_options(**raw: Any) -> ScanOptions:
@@ -231,5 +244,6 @@ def scan_options(**raw: Any) -> ScanOptions:
         "send_credentials": bool,
         "scale": parse_scale,
         "device_copy": bool,
+        "raw_dtype": parse_raw_dtype,
     }
     return ScanOptions(**{k: parse[k](v) for k, v in raw.items()})

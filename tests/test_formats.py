@@ -157,6 +157,25 @@ def test_large_narrow_arrays_on_every_core(name):
         assert_matches_oracle(r, x, cast=targets, max_locations=2000)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize(
+    "targets",
+    [("float8_e5m2",), ("float32", "float8_e4m3fn", "float8_e5m2"), ("float16", *NARROW[1:4])],
+    ids=["one", "two", "more"],
+)
+def test_clean_data_with_sparse_underflows(dtype, targets):
+    """No non-finite value, underflows a few per sub-block or rarer: the fast pass counts
+    them and takes their first positions without the slow path; positions and counts as
+    the oracle's, for every number of underflow targets a pass is written for."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(600_003) * np.where(rng.random(600_003) < 0.9999, 1.0, 1e-7)
+    x = x.astype(cast_dtype(dtype))
+    for workers, cap in ((1, 1), (2, 100), (2, 5000)):
+        with twin_max(0):
+            r = fastfinite.scan(x, cast=targets, workers=workers, max_locations=cap)
+        assert_matches_oracle(r, x, cast=targets, max_locations=cap)
+
+
 def test_big_endian_bfloat16():
     x = _planted("bfloat16", TARGET_SETS[0])
     swapped = x.astype(x.dtype.newbyteorder(">"))
@@ -373,3 +392,40 @@ def test_jax_arrays_on_the_cpu(dtype):
         cwd=root, timeout=300,
     )  # fmt: skip
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+@pytest.mark.parametrize("fmt", ["bfloat16", "float8_e4m3fn"])
+def test_npy_of_raw_bytes_with_raw_dtype(tmp_path, fmt):
+    """np.save keeps only the raw bytes of ml_dtypes arrays (|V2, |V1): without raw_dtype
+    an error that says so; with it, the scan of the array, in every engine and after the
+    source travels to a worker (pickled)."""
+    import pickle
+    import subprocess
+    import sys
+
+    x = np.array([[1.0, np.nan, 3.0], [-np.inf, 0.5, 1e-9]], np.float32)
+    if fmt == "float8_e4m3fn":
+        x[1, 0] = 470.0  # NaN in a format without inf
+    with np.errstate(all="ignore"):
+        y = x.astype(cast_dtype(fmt))
+    path = tmp_path / "x.npy"
+    np.save(path, y)
+    with pytest.raises(fastfinite.UnsupportedDtypeError, match="raw_dtype"):
+        fastfinite.scan(str(path))
+    want = fastfinite.scan(y).to_dict()
+    for kw in ({}, {"scheduler": "synchronous"}):
+        got = fastfinite.scan(str(path), raw_dtype=fmt, **kw).to_dict()
+        assert {**got, "name": ""} == {**want, "name": ""}
+    from fastfinite.sources.ndarray import open_npy
+
+    again = pickle.loads(pickle.dumps(open_npy(path, raw_dtype=fmt)))
+    assert again.array.dtype == y.dtype and again.array.tobytes() == y.tobytes()
+    with pytest.raises(fastfinite.UnsupportedDtypeError, match="raw bytes of"):
+        fastfinite.scan(x, raw_dtype=fmt)  # float32 data is never reinterpreted
+    with pytest.raises(fastfinite.InvalidArgumentError, match="raw_dtype must be one of"):
+        fastfinite.scan(str(path), raw_dtype="bfloat17")
+    run = [sys.executable, "-m", "fastfinite", "scan", str(path), "--json", "-"]
+    r = subprocess.run([*run, "--raw-dtype", fmt], capture_output=True, text=True)
+    assert r.returncode == 1 and '"nan"' in r.stdout, r.stderr
+    r = subprocess.run(run, capture_output=True, text=True)
+    assert r.returncode == 2 and "--raw-dtype" in r.stderr and "Traceback" not in r.stderr

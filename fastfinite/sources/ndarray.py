@@ -20,10 +20,11 @@ class ArraySource(Source):
 
     in_memory = True
 
-    def __init__(self, array: np.ndarray, name: str = "", path: str | None = None):
+    def __init__(self, array: np.ndarray, name: str = "", path: str | None = None, raw_dtype=None):
         self._array = array
         self.name = name
         self.path = path  # a .npy file: pickles as its path and reopens where unpickled
+        self.raw_dtype = raw_dtype  # the format of a .npy's raw bytes, when it is reopened
         self.reads_in_tasks = path is not None  # else a graph carries the blocks themselves
         self.shape = tuple(array.shape)
         self.dtype = check_dtype(array.dtype, name)
@@ -42,7 +43,7 @@ class ArraySource(Source):
     @property
     def array(self) -> np.ndarray:
         if self._array is None:
-            self._array = open_npy(self.path, self.name).array
+            self._array = open_npy(self.path, self.name, self.raw_dtype).array
         return self._array
 
     def verify(self) -> None:
@@ -118,9 +119,26 @@ def _find_mmap(array: np.ndarray) -> mmap.mmap | None:
     return None
 
 
-def open_npy(path: str | os.PathLike, name: str | None = None) -> ArraySource:
+def as_raw_dtype(arr: np.ndarray, raw_dtype: str, name: str) -> np.ndarray:
+    """``arr``, raw bytes (``|V2``, ``|V1``: what ``np.save`` keeps of ml_dtypes' arrays),
+    seen as the format ``raw_dtype``; anything else is an error, never reinterpreted."""
+    from ..casts import cast_dtype
+
+    dtype = cast_dtype(raw_dtype)
+    if arr.dtype.kind != "V" or arr.dtype.names is not None or arr.dtype.itemsize != dtype.itemsize:
+        raise UnsupportedDtypeError(
+            f"raw_dtype={raw_dtype} reads raw bytes of {dtype.itemsize} byte(s) a value; "
+            f"{name} holds {arr.dtype}"
+        )
+    return arr.view(dtype)
+
+
+def open_npy(
+    path: str | os.PathLike, name: str | None = None, raw_dtype: str | None = None
+) -> ArraySource:
     """Open a ``.npy`` file as a read-only memmap (never loaded whole); ``name``: what the
-    report calls it (default: the path as given). The source keeps the absolute path: a
+    report calls it (default: the path as given); ``raw_dtype``: the format of its values
+    when the file holds raw bytes (``as_raw_dtype``). The source keeps the absolute path: a
     task elsewhere (on a cluster worker) opens the same file."""
     name = os.fspath(path) if name is None else name
     path = regular_file(os.fspath(path), name)
@@ -137,4 +155,6 @@ def open_npy(path: str | os.PathLike, name: str | None = None) -> ArraySource:
         raise SourceError(f"{name} is not a valid .npy file: {e}") from None
     except OSError as e:
         raise SourceError(f"cannot read {name}: {e.strerror or e}") from None
-    return ArraySource(arr, name=name, path=path)
+    if raw_dtype:
+        arr = as_raw_dtype(arr, raw_dtype, name)
+    return ArraySource(arr, name=name, path=path, raw_dtype=raw_dtype)

@@ -27,7 +27,7 @@ def open_source(data: Any, options: ScanOptions | None = None) -> Target:
     tensors of any framework (``__dlpack__``, ``__array__``).
     """
     from . import dask, dlpack, hdf5, tables, xarray, zarr
-    from .ndarray import ArraySource
+    from .ndarray import ArraySource, as_raw_dtype
 
     if isinstance(data, Source):
         return data
@@ -42,7 +42,10 @@ def open_source(data: Any, options: ScanOptions | None = None) -> Target:
             return zarr.group_members(node, name)
         return zarr.ZarrSource(node, name)
     if isinstance(data, np.ndarray):
-        return ArraySource(data, name=getattr(data, "filename", None) or "")
+        name = getattr(data, "filename", None) or ""
+        if options is not None and options.raw_dtype:
+            data = as_raw_dtype(data, options.raw_dtype, name or "the array")
+        return ArraySource(data, name=name)
     if of_type(data, "dask", "Array"):
         return dask.DaskArraySource(data)
     if of_type(data, "zarr", "Array"):
@@ -84,7 +87,7 @@ def _open_path(path: str, options: ScanOptions) -> Target:
 
     if "://" not in path:
         if path.endswith(".npy"):
-            return open_npy(path)
+            return open_npy(path, raw_dtype=options.raw_dtype)
         if path.lower().endswith(tables.PARQUET_SUFFIXES) or (
             os.path.isdir(path) and not _looks_like_zarr(path) and _has_parquet(path)
         ):
