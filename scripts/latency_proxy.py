@@ -5,7 +5,8 @@ a cloud object store's round trip in front of a local S3-compatible server.
 
 Every read from a client (an HTTP request, on a new or kept-alive connection) waits
 ``LATENCY_MS`` before it is forwarded. STATS_JSON is rewritten every 0.1 s with the requests
-forwarded, the most in flight at once and the time-average in flight while busy.
+forwarded, the most in flight at once, the time-average in flight while busy, and how often
+each ``METHOD /path`` was asked for.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ import json
 import sys
 import time
 
+METHODS = {b"GET", b"HEAD", b"PUT", b"POST", b"DELETE"}
+
 
 class Stats:
     def __init__(self) -> None:
         self.requests = 0
+        self.paths: dict[str, int] = {}
         self.inflight = 0
         self.max_inflight = 0
         self.busy_time = 0.0
@@ -32,9 +36,13 @@ class Stats:
             self.area += self.inflight * (now - self._last)
         self._last = now
 
-    def start(self) -> None:
+    def start(self, data: bytes = b"") -> None:
         self._tick()
         self.requests += 1
+        line = data.split(b"\r\n", 1)[0].split(b" ")
+        if len(line) == 3 and line[0] in METHODS:
+            key = f"{line[0].decode()} {line[1].decode(errors='replace').split('?')[0]}"
+            self.paths[key] = self.paths.get(key, 0) + 1
         self.inflight += 1
         self.max_inflight = max(self.max_inflight, self.inflight)
 
@@ -45,14 +53,19 @@ class Stats:
     def as_dict(self) -> dict:
         self._tick()
         mean = self.area / self.busy_time if self.busy_time else 0.0
-        return {"requests": self.requests, "max_inflight": self.max_inflight, "mean_inflight": mean}
+        return {
+            "requests": self.requests,
+            "max_inflight": self.max_inflight,
+            "mean_inflight": mean,
+            "paths": dict(self.paths),
+        }
 
 
 async def _pipe(reader, writer, on_chunk=None, delay=0.0) -> None:
     try:
         while data := await reader.read(1 << 16):
             if on_chunk is not None:
-                on_chunk()
+                on_chunk(data)
             if delay:
                 await asyncio.sleep(delay)
             writer.write(data)
@@ -72,11 +85,11 @@ async def serve(listen: int, target: int, latency: float, stats: Stats) -> None:
             return
         pending = [0]  # requests sent on this connection whose answer has not started
 
-        def request():
+        def request(data):
             pending[0] += 1
-            stats.start()
+            stats.start(data)
 
-        def answer():
+        def answer(data):
             if pending[0]:
                 pending[0] -= 1
                 stats.done()
@@ -86,7 +99,7 @@ async def serve(listen: int, target: int, latency: float, stats: Stats) -> None:
             _pipe(server_reader, client_writer, answer),
         )
         while pending[0]:
-            answer()
+            answer(b"")
 
     server = await asyncio.start_server(handle, "127.0.0.1", listen)
     async with server:

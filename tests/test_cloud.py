@@ -225,25 +225,38 @@ def test_an_outage_mid_scan_names_the_store_not_a_chunk(server):
             assert stats()["requests"] < 40  # it stopped mid-scan: not a scan that finished
 
 
+def _asked(stats, before: dict) -> dict:
+    """``METHOD /path`` -> requests since ``before`` (a stats() snapshot)."""
+    now = stats()["paths"]
+    return {
+        k: n - before["paths"].get(k, 0) for k, n in now.items() if n > before["paths"].get(k, 0)
+    }
+
+
 def test_a_cluster_reads_each_object_once(server):
     distributed = pytest.importorskip("distributed")
+    workers = 2
     with s3.latency_proxy(server, 0) as (endpoint, stats, _):
         options = s3.storage_options(endpoint)
-        before = stats()["requests"]
+        before = stats()
         fastfinite.scan("s3://bkt/x.zarr", storage_options=options)
-        local = stats()["requests"] - before
+        local = _asked(stats, before)
         with (
             distributed.LocalCluster(
-                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
             ) as cluster,
             distributed.Client(cluster) as client,
         ):
-            before = stats()["requests"]
+            before = stats()
             fastfinite.scan(
                 "s3://bkt/x.zarr", storage_options=options, scheduler=client, region_bytes=1
             )
-            clustered = stats()["requests"] - before
-    assert local >= 7 and clustered <= 1.05 * local + 2, (
-        local,
-        clustered,
-    )  # + its metadata, once a worker
+            clustered = _asked(stats, before)
+    chunks = {k for k in local if "/x.zarr/c/" in k}
+    assert len(chunks) >= 7 and all(local[k] == 1 for k in chunks), local
+    # every chunk object is read once, by one worker; only the metadata is read by each
+    # process that opens the array (the client and every worker)
+    assert {k: clustered.get(k) for k in chunks} == dict.fromkeys(chunks, 1), clustered
+    assert set(clustered) <= set(local), (clustered, local)
+    for key in set(local) - chunks:
+        assert clustered.get(key, 0) <= local[key] * (1 + workers), (key, clustered, local)

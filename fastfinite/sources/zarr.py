@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import math
 import os
+import threading
+import uuid
 import warnings
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -46,6 +49,7 @@ class ZarrSource(Source):
         # a store opened from a URL is opened again from it in a Dask task, with ``options``
         # (the caller's storage options, its secrets taken out unless they are to be sent)
         self.url, self.options = url, options
+        self._token = uuid.uuid4().hex  # one scan's source: its copies share one opening
         self._format = array.metadata.zarr_format
         self.shape = tuple(int(s) for s in array.shape)
         self.dtype = check_dtype(np.dtype(array.dtype), self.name)
@@ -59,16 +63,19 @@ class ZarrSource(Source):
 
     @property
     def array(self) -> Any:
-        if self._array is None:  # opened again from its URL where it is read: one request
-            import zarr
-
-            try:
-                self._array = zarr.open_array(
-                    store=self.url, mode="r", storage_options=self.options, zarr_format=self._format
-                )
-            except Exception as e:
-                raise SourceError(f"cannot open {self.url}: {type(e).__name__}: {e}") from None
+        if self._array is None:  # opened again from its URL where it is read
+            self._array = _opened(self._token, self._open)
         return self._array
+
+    def _open(self) -> Any:
+        import zarr
+
+        try:
+            return zarr.open_array(
+                store=self.url, mode="r", storage_options=self.options, zarr_format=self._format
+            )
+        except Exception as e:
+            raise SourceError(f"cannot open {self.url}: {type(e).__name__}: {e}") from None
 
     @property
     def location(self) -> str:
@@ -175,6 +182,32 @@ def _file_keys(folder: str) -> list[str]:
 
 def _plain(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else v
+
+
+_OPENED: OrderedDict[str, Any] = OrderedDict()  # token -> array, the latest few scans' arrays
+_OPENING: dict[str, threading.Lock] = {}
+_LOCK = threading.Lock()
+
+
+def _opened(token: str, open_array) -> Any:
+    """The array of one planned source, opened once per process: a worker unpickles a source
+    with each batch of tasks it receives, and each copy would otherwise read the metadata."""
+    with _LOCK:
+        if token in _OPENED:
+            _OPENED.move_to_end(token)
+            return _OPENED[token]
+        lock = _OPENING.setdefault(token, threading.Lock())
+    with lock:
+        with _LOCK:
+            if token in _OPENED:
+                return _OPENED[token]
+        array = open_array()
+        with _LOCK:
+            _OPENED[token] = array
+            _OPENING.pop(token, None)
+            while len(_OPENED) > 64:
+                _OPENED.popitem(last=False)
+        return array
 
 
 def _reopened(state: dict) -> ZarrSource:
