@@ -112,7 +112,7 @@ def scan(
         ``target max / amax`` per tensor, or per slice with ``by``. The risks found are
         ``report.cast``; ``report.dynamic_range`` gives amax, the scale, the smallest normal
         magnitude in the data's units and how many values underflow. A second pass over
-        the data (NumPy), on the local engine.
+        the data on the local engine (a kernel for a scale per tensor; NumPy per slice).
     device_copy : bool
         A tensor on an accelerator (``__dlpack_device__`` not the CPU) is copied to the host
         one region at a time; by default it is an error naming its device.
@@ -192,10 +192,13 @@ def scan(
 
         report = local.run(plan)
     if opts.scale is not None:
+        from .engines.local import bounded_map, default_workers
         from .scaled import scaled_target
 
         budget = lambda source: opts.region_bytes or source.region_bytes  # noqa: E731
-        scaled_target(plan.target, report, targets, opts.scale, opts.by, budget)
+        workers = opts.workers or default_workers()
+        mapper = lambda fn, regions: bounded_map(fn, regions, workers)  # noqa: E731
+        scaled_target(plan.target, report, targets, opts.scale, opts.by, budget, mapper)
     if localize and not report.ok:
         from .localize import localize_target
 

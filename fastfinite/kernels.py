@@ -727,6 +727,49 @@ def scan_rows_narrow(src, lut, thr, counts, rstats, rcounts, locs, vals, nlocs):
 
 
 @njit(nogil=True, cache=True)
+def scaled_counts(x, lim, counts, locs, nlocs):
+    """A scaled cast's risks over ``x`` (float32 or float64, flat), on ``f = |float32(v)|``
+    against ``lim``, float32 ``(over, under, normal)`` such that the scaled value ``f *
+    scale`` (in float32) overflows when ``f >= over``, flushes to zero when ``f <= under``
+    and is subnormal below ``normal`` (``scaled.limits_of``: the product is monotone in
+    ``f``). Adds ``(overflow, underflow, subnormal, nonzero)`` to ``counts`` over finite
+    non-zero values, and records the first positions of overflows (row 0 of ``locs``) and
+    underflows (row 1). Runs of ``RUN`` values are counted branch-free and taken again for
+    positions only when they hold some that are still wanted."""
+    over, under, normal = lim[0], lim[1], lim[2]
+    cap = locs.shape[1]
+    n = x.shape[0]
+    for c in range(0, n, RUN):
+        e = min(c + RUN, n)
+        co = 0
+        cu = 0
+        cs = 0
+        cn = 0
+        for i in range(c, e):
+            v = x[i]
+            f = abs(np.float32(v))
+            nz = ((v - v) == 0) & (v != 0)
+            o = f >= over
+            co += nz & o
+            cu += nz & ~o & (f <= under)
+            cs += nz & ~o & (f > under) & (f < normal)
+            cn += nz
+        counts[0] += co
+        counts[1] += cu
+        counts[2] += cs
+        counts[3] += cn
+        if (co > 0 and nlocs[0] < cap) or (cu > 0 and nlocs[1] < cap):
+            for i in range(c, e):
+                v = x[i]
+                f = abs(np.float32(v))
+                if (v - v) == 0 and v != 0:
+                    row = 0 if f >= over else (1 if f <= under else -1)
+                    if row >= 0 and nlocs[row] < cap:
+                        locs[row, nlocs[row]] = i
+                        nlocs[row] += 1
+
+
+@njit(nogil=True, cache=True)
 def fold_part(offset, pc, pl, pv, pn, counts, locs, vals, nlocs):
     """Fold the counts ``pc`` and positions ``pl``/``pv``/``pn`` that ``scan_rows`` gave for
     a part of a block starting at flat position ``offset`` into the block's (parts in

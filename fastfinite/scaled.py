@@ -6,7 +6,9 @@ The cast modelled is ``(x.astype(float32) * scale).astype(target)``: the product
 float32, as the recipes compute it, then the cast to the target, whose exact thresholds for
 float32 values ``casts.source_thresholds`` gives. ``scale="amax"`` needs each tensor's (or
 slice's) largest magnitude first: the scan's own statistics give it, so the scaled check is
-a second pass over the data, in NumPy, region by region (memory stays bounded).
+a second pass over the data, region by region (memory stays bounded): a kernel on each
+value's float32 magnitude against bounds found once (``limits_of``) for a scale per tensor,
+NumPy's masks for scales per slice and complex data.
 """
 
 from __future__ import annotations
@@ -15,21 +17,27 @@ import math
 
 import numpy as np
 
+from .blocks import narrow_format, widen, widen_table
 from .casts import FORMATS, source_thresholds
 from .errors import InvalidArgumentError
+from .kernels import scaled_counts
 from .report import CastRisk, DynamicRange, Location, ScanReport
 
 COUNTS = ("overflow", "underflow", "subnormal", "nonzero")
+KERNEL_LOCATIONS = 1024  # positions of each kind a region's kernel call keeps
 
 
-def scaled_target(target, report: ScanReport, targets, scale, by, budget_of) -> None:
+def scaled_target(target, report: ScanReport, targets, scale, by, budget_of, map_regions=map):
     """Fill ``report.cast``, the locations and ``report.dynamic_range`` of each of
     ``targets`` for a scaled scan. ``target``: the opened input (a source, or a group's
-    ``[(path, factory)]``); ``budget_of(source)``: the region size to read it in."""
+    ``[(path, factory)]``); ``budget_of(source)``: the region size to read it in;
+    ``map_regions(fn, regions)``: ``map``, or one that runs ``fn`` on several threads."""
     if report.arrays:
         members = dict(target)
         for path, sub in report.arrays.items():
-            scaled_source(members[path](), sub, targets, scale, by and sub.by, budget_of)
+            scaled_source(
+                members[path](), sub, targets, scale, by and sub.by, budget_of, map_regions
+            )
         for t in targets:
             risks = [sub.cast[t] for sub in report.arrays.values() if t in sub.cast]
             report.cast[t] = CastRisk(
@@ -38,10 +46,10 @@ def scaled_target(target, report: ScanReport, targets, scale, by, budget_of) -> 
         return
     if isinstance(target, list):
         raise InvalidArgumentError("scale= found a group where the report holds one array")
-    scaled_source(target, report, targets, scale, by and report.by, budget_of)
+    scaled_source(target, report, targets, scale, by and report.by, budget_of, map_regions)
 
 
-def scaled_source(source, report: ScanReport, targets, scale, by, budget_of) -> None:
+def scaled_source(source, report: ScanReport, targets, scale, by, budget_of, map_regions=map):
     """The scaled check of one array against its report (which gives ``amax``)."""
     per_slice = scale == "amax" and by is not None and report.slices is not None
     if per_slice:
@@ -51,36 +59,124 @@ def scaled_source(source, report: ScanReport, targets, scale, by, budget_of) -> 
         amax = np.float64(np.fmax(abs(report.min), abs(report.max)))
     amax = np.where(np.isfinite(amax), amax, 0.0)
     shape, cap = tuple(source.shape), report.max_locations
-    found = {t: {c: np.zeros(amax.shape, np.int64) for c in COUNTS} for t in targets}
-    first: dict[str, list[np.ndarray]] = {f"{k}:{t}": [] for t in targets for k in COUNTS[:2]}
-    values: dict[str, list[np.ndarray]] = {k: [] for k in first}
     scales = {t: _scale(t, scale, amax) for t in targets}
     limits = {t: source_thresholds("float32", t) for t in targets}
-    for region in source.regions(budget_of(source)):
+    fast = not per_slice and np.dtype(source.dtype).kind != "c"
+    bounds = {
+        t: limits_of(scales[t], limits[t], FORMATS[t].smallest_normal) for t in targets if fast
+    }
+
+    def region_risks(region) -> tuple:
+        """Per target: the region's counts, and the first positions (flat in the array)
+        and values of its overflows and underflows."""
         data = np.asarray(source.read(region))
         source.release(region)
         start = tuple(r.start for r in region)
+        flat = _flat(data) if fast else None
+        out = {}
         for t in targets:
-            s = scales[t]
-            if per_slice:  # the region's slices' scales, along the by axes
-                s = s[tuple(region[a] for a in by)]
-                s = s.reshape([data.shape[a] if a in by else 1 for a in range(data.ndim)])
-            masks = _masks(data, s, limits[t], FORMATS[t].smallest_normal)
-            for c, m in masks.items():
-                if per_slice:
-                    other = tuple(a for a in range(data.ndim) if a not in by)
-                    found[t][c][tuple(region[a] for a in by)] += m.sum(axis=other)
-                else:
-                    found[t][c] += int(m.sum())
-                if c in ("overflow", "underflow") and len(first[f"{c}:{t}"]) < cap:
-                    local = np.flatnonzero(m)[:cap]
-                    if len(local):
-                        idx = np.unravel_index(local, m.shape)
-                        glob = [i + a for i, a in zip(idx, start)]
-                        flat = np.ravel_multi_index(glob, shape) if shape else np.zeros(1, int)
-                        first[f"{c}:{t}"].append(flat)
-                        values[f"{c}:{t}"].append(_values(data, local))
-    _fill(report, targets, found, first, values, scales, amax, per_slice, shape, cap)
+            if fast:
+                counts, local = _kernel_counts(flat, bounds[t], cap)
+            else:
+                s = scales[t]
+                if per_slice:  # the region's slices' scales, along the by axes
+                    s = s[tuple(region[a] for a in by)]
+                    s = s.reshape([data.shape[a] if a in by else 1 for a in range(data.ndim)])
+                masks = _masks(data, s, limits[t], FORMATS[t].smallest_normal)
+                other = tuple(a for a in range(data.ndim) if a not in (by or ()))
+                counts = {c: m.sum(axis=other) if per_slice else int(m.sum()) for c, m in masks.items()}  # fmt: skip
+                local = [np.flatnonzero(masks[c])[:cap] for c in COUNTS[:2]]
+            found = [(_global(p, data.shape, start, shape), _values(data, p)) for p in local]
+            out[t] = counts, found
+        return region, out
+
+    found = {t: {c: np.zeros(amax.shape, np.int64) for c in COUNTS} for t in targets}
+    first: dict[str, tuple] = {}
+    for region, out in map_regions(region_risks, source.regions(budget_of(source))):
+        at = tuple(region[a] for a in by) if per_slice else ()
+        for t, (counts, positions) in out.items():
+            for c, n in counts.items():
+                found[t][c][at] += n
+            for c, (flat, vals) in zip(COUNTS[:2], positions):
+                first[f"{c}:{t}"] = _first(first.get(f"{c}:{t}"), flat, vals, cap)
+    _fill(report, targets, found, first, scales, amax, per_slice, shape, cap)
+
+
+def _first(kept: tuple | None, flat: np.ndarray, vals: np.ndarray, cap: int) -> tuple:
+    """The first ``cap`` positions (and their values) of those kept and a region's new ones:
+    regions do not come in the order of the positions (memory order, or threads)."""
+    if kept is not None:
+        flat, vals = np.concatenate([kept[0], flat]), np.concatenate([kept[1], vals])
+    order = np.argsort(flat, kind="stable")[:cap]
+    return flat[order], vals[order]
+
+
+def limits_of(s: np.ndarray, limits: tuple[float, float], normal: float) -> np.ndarray:
+    """``kernels.scaled_counts``'s bounds on ``f = |float32(v)|`` for the float32 scale
+    ``s``: the smallest ``f`` whose product ``f * s`` (rounded in float32) overflows (at
+    least ``over``, or inf), the largest whose product is at most ``under``, and the
+    smallest whose product is normal. The product is monotone in ``f``: each is found by
+    bisection over float32's non-negative bit patterns, in NumPy's own float32 arithmetic."""
+    over, under = limits
+    s = np.float32(s)
+
+    def product(bits: int) -> np.float32:
+        with np.errstate(over="ignore"):
+            return np.uint32(bits).view(np.float32) * s
+
+    def first(holds) -> np.float32:  # the smallest f in [0, inf] where holds(f * s)
+        lo, hi = 0, 0x7F800000
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if holds(product(mid)) else (mid + 1, hi)
+        return np.uint32(lo).view(np.float32)
+
+    o = first(lambda y: not y < over)  # y >= over, or inf
+    u = first(lambda y: y > max(under, 0.0))  # the first past ``under``: one below is the last
+    n = first(lambda y: y >= normal)
+    below = np.uint32(max(int(np.float32(u).view(np.uint32)) - 1, 0)).view(np.float32)
+    return np.array([o, below if u > 0 else np.float32(-1), n], np.float32)
+
+
+def _flat(data: np.ndarray) -> np.ndarray:
+    """A region's values in C order as float32 or float64 for ``kernels.scaled_counts``: the
+    same float32 values as ``astype(float32)`` gives, float64 kept (its tiny values are
+    non-zero though they round to a float32 0)."""
+    if data.dtype in (np.float32, np.float64):
+        return np.ascontiguousarray(data).reshape(-1)
+    if narrow_format(data.dtype):
+        bits = np.ascontiguousarray(data).reshape(-1).view(f"u{data.dtype.itemsize}")
+        return widen(bits, widen_table(data.dtype))
+    return data.astype(np.float32).reshape(-1)
+
+
+def _kernel_counts(flat: np.ndarray, lim: np.ndarray, cap: int) -> tuple[dict, list]:
+    """A region's counts (``COUNTS``) and the first positions of its overflows and
+    underflows (flat, in the region). The kernel keeps up to ``KERNEL_LOCATIONS`` of each;
+    more are looked for in NumPy only when the cap asks for them."""
+    counts = np.zeros(4, np.int64)
+    kcap = min(cap, KERNEL_LOCATIONS)
+    locs = np.empty((2, kcap), np.int64)
+    nlocs = np.zeros(2, np.int64)
+    scaled_counts(flat, lim, counts, locs, nlocs)
+    local = [locs[k, : nlocs[k]] for k in range(2)]
+    for k in range(2):
+        if nlocs[k] == kcap < min(cap, counts[k]):
+            with np.errstate(invalid="ignore"):
+                f = np.abs(flat.astype(np.float32))
+                nz = np.isfinite(flat) & (flat != 0)
+            mask = nz & (f >= lim[0]) if k == 0 else nz & (f < lim[0]) & (f <= lim[1])
+            local[k] = np.flatnonzero(mask)[:cap]
+    return dict(zip(COUNTS, (int(c) for c in counts))), local
+
+
+def _global(local: np.ndarray, region_shape, start, shape) -> np.ndarray:
+    """Flat positions in a region of ``region_shape`` at ``start`` as flat positions in the
+    array of ``shape``."""
+    if not shape:
+        return np.zeros(len(local), np.int64)
+    idx = np.unravel_index(local, region_shape)
+    return np.ravel_multi_index([i + a for i, a in zip(idx, start)], shape)
 
 
 def _values(data: np.ndarray, local: np.ndarray) -> np.ndarray:
@@ -121,7 +217,7 @@ def _masks(data: np.ndarray, s, limits: tuple[float, float], normal: float) -> d
     return out
 
 
-def _fill(report, targets, found, first, values, scales, amax, per_slice, shape, cap) -> None:
+def _fill(report, targets, found, first, scales, amax, per_slice, shape, cap) -> None:
     kept = [loc for loc in report.locations if loc.kind.split(":")[-1] not in targets]
     for t in targets:
         total = {c: int(found[t][c].sum()) for c in COUNTS}
@@ -141,11 +237,8 @@ def _fill(report, targets, found, first, values, scales, amax, per_slice, shape,
         )
         for c in ("overflow", "underflow"):
             k = f"{c}:{t}"
-            if not first[k]:
-                continue
-            flat, vals = np.concatenate(first[k]), np.concatenate(values[k])
-            for j in np.argsort(flat, kind="stable")[:cap]:
-                index = tuple(int(i) for i in np.unravel_index(flat[j], shape)) if shape else ()
-                kept.append(Location(k, index, float(vals[j])))
+            for p, v in zip(*first.get(k, ((), ()))):
+                index = tuple(int(i) for i in np.unravel_index(p, shape)) if shape else ()
+                kept.append(Location(k, index, float(v)))
     order = {k: i for i, k in enumerate(report.counts())}
     report.locations = sorted(kept, key=lambda loc: (loc.index, order.get(loc.kind, len(order))))

@@ -244,7 +244,7 @@ def _scaled_oracle(x, target, s):
 @st.composite
 def scaled_cases(draw):
     target = draw(st.sampled_from(("float8_e4m3fn", "float8_e5m2", "bfloat16", "float16")))
-    dtype = draw(st.sampled_from(("float64", "float32", "bfloat16", "float16")))
+    dtype = draw(st.sampled_from(("float64", "float32", "bfloat16", "float16", "int32")))
     s = draw(st.sampled_from((1.0, 0.5, 3.0, 1000.0, 2.0**-7, 1 / 3)))
     over, under = source_thresholds("float32", target)
     around = []
@@ -253,7 +253,8 @@ def scaled_cases(draw):
     vals = draw(st.lists(st.sampled_from(around + [0.0, 1.0, np.nan, np.inf]), min_size=1))
     signs = draw(st.lists(st.sampled_from((1.0, -1.0)), min_size=len(vals), max_size=len(vals)))
     with np.errstate(all="ignore"):
-        x = (np.array(vals) * np.array(signs)).astype(cast_dtype(dtype))
+        x = np.array(vals) * np.array(signs)
+        x = x.astype(np.int32) if dtype == "int32" else x.astype(cast_dtype(dtype))
     return x, target, s
 
 

@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastfinite import kernels
-from fastfinite.casts import TARGETS
+from fastfinite.casts import TARGETS, source_thresholds
 from fastfinite.kinds import N_KINDS
+from fastfinite.scaled import limits_of
 from fastfinite.slow.twins import TWINS
 from fastfinite.summary import ScanSpec
 
@@ -122,6 +123,29 @@ def slice_flags_args(draw):
     return [n, out[0], out[1], out[4], bad, bad, bad, eps, z, thr, np.empty(len(rows), np.int64)]
 
 
+@st.composite
+def scaled_counts_args(draw):
+    """Values at and beside the scaled thresholds of a target, with the kernel's bounds."""
+    target = draw(st.sampled_from(("float8_e4m3fn", "float8_e5m2", "bfloat16", "float16")))
+    s = np.float32(draw(st.sampled_from((1.0, 1 / 3, 1000.0, 2.0**-7, 3e38))))
+    lim = limits_of(s, source_thresholds("float32", target), TARGETS[target].smallest_normal)
+    edges = [float(v) * m for v in lim if v > 0 for m in (1, 1 - 1e-7, 1 + 1e-7, -1)]
+    vals = draw(st.lists(st.sampled_from(SPECIAL + edges), max_size=80))
+    dtype = draw(st.sampled_from(["f4", "f8"]))
+    with np.errstate(over="ignore"):
+        x = np.array(vals, np.float64).astype(dtype)
+    cap = draw(st.sampled_from([0, 1, 3, 100]))
+    return [x, lim, np.zeros(4, np.int64), np.zeros((2, cap), np.int64), np.zeros(2, np.int64)]
+
+
+def _compare_scaled(k_args, t_args):
+    _close(k_args[2], t_args[2], "counts")
+    _close(k_args[4], t_args[4], "nlocs")
+    for row in range(2):
+        n = k_args[4][row]
+        _close(k_args[3][row, :n], t_args[3][row, :n], "positions")
+
+
 INPUTS = {
     "scan_rows": scan_rows_args(),
     "scan_cols": scan_cols_args(),
@@ -130,6 +154,7 @@ INPUTS = {
     "fold_slices": fold_slices_args(),
     "slice_columns": slice_columns_args(),
     "slice_flags": slice_flags_args(),
+    "scaled_counts": scaled_counts_args(),
 }
 
 
@@ -181,6 +206,7 @@ COMPARE = {
     "fold_slices": lambda k, t, ko, to: [_close(a, b, f"dense {i}") for i, (a, b) in enumerate(zip(k[9:], t[9:]))],
     "slice_columns": lambda k, t, ko, to: [_close(a, b, "columns") for a, b in zip(k[5:], t[5:])],
     "slice_flags": lambda k, t, ko, to: _close(k[-1], t[-1], "flags"),
+    "scaled_counts": lambda k, t, ko, to: _compare_scaled(k, t),
 }  # fmt: skip
 
 

@@ -169,6 +169,22 @@ def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresh
     flags[:] = sum(b.astype(np.int64) << j for j, b in enumerate(bits))
 
 
+def scaled_counts(x, lim, counts, locs, nlocs) -> None:
+    """``kernels.scaled_counts``: on ``f = |float32(v)|`` of the finite non-zero values,
+    overflow ``f >= over``, underflow ``f <= under``, subnormal between it and ``normal``."""
+    over, under, normal = lim
+    with np.errstate(all="ignore"):
+        nonzero = np.isfinite(x) & (x != 0)
+        f = np.abs(x.astype(np.float32))
+    o = nonzero & (f >= over)
+    u = nonzero & ~o & (f <= under)
+    counts += [o.sum(), u.sum(), (nonzero & ~o & ~u & (f < normal)).sum(), nonzero.sum()]
+    for row, m in enumerate((o, u)):
+        found = np.flatnonzero(m)[: locs.shape[1] - nlocs[row]]
+        locs[row, nlocs[row] : nlocs[row] + len(found)] = found
+        nlocs[row] += len(found)
+
+
 TWINS = {
     "scan_rows": scan_rows,
     "scan_cols": scan_cols,
@@ -177,4 +193,5 @@ TWINS = {
     "fold_slices": fold_slices,
     "slice_columns": slice_columns,
     "slice_flags": slice_flags,
+    "scaled_counts": scaled_counts,
 }
