@@ -14,6 +14,16 @@ import numpy as np
 from fastfinite import slow
 
 
+def assert_one_line_error(r, *words: str) -> None:
+    """A CLI run (``subprocess.run`` result) failed as a user should see it: exit 2 and one
+    line on stderr, no traceback, holding each of ``words``."""
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
 def assert_matches_oracle(report, x, cast=("float32",), max_locations=100, rtol=1e-9):
     ref = slow.scan(x, cast=cast, max_locations=max_locations)
     got = report.counts()

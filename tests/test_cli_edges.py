@@ -15,6 +15,8 @@ import pandas as pd
 import pytest
 import zarr
 
+from .helpers import assert_one_line_error
+
 
 def _cli(*args, timeout=120):
     return subprocess.run(
@@ -23,13 +25,6 @@ def _cli(*args, timeout=120):
         text=True,
         timeout=timeout,
     )
-
-
-def _one_line_error(r, words):
-    assert r.returncode == 2, (r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    assert words in lines[0], lines[0]
 
 
 @pytest.fixture
@@ -42,7 +37,7 @@ def nan_npy(tmp_path):
 
 
 def test_fail_on_typo_is_refused_not_passed(nan_npy):
-    _one_line_error(_cli("scan", nan_npy, "--fail-on", "nonfinit"), "unknown kind 'nonfinit'")
+    assert_one_line_error(_cli("scan", nan_npy, "--fail-on", "nonfinit"), "unknown kind 'nonfinit'")
     assert _cli("scan", nan_npy, "--fail-on", "nonfinite", "-q").returncode == 1
     assert _cli("scan", nan_npy, "--fail-on", "cast", "-q").returncode == 0
 
@@ -60,9 +55,9 @@ def test_failures_are_one_line_and_exit_2(tmp_path):
         (("merge", tmp_path / "t.npy"), "not a fastfinite JSON report"),
     ]
     for args, words in cases:
-        _one_line_error(_cli(*args), words)
+        assert_one_line_error(_cli(*args), words)
     start = time.time()
-    _one_line_error(_cli("scan", tmp_path / "f.npy", timeout=20), "not a regular file")
+    assert_one_line_error(_cli("scan", tmp_path / "f.npy", timeout=20), "not a regular file")
     assert time.time() - start < 20
 
 
@@ -81,7 +76,7 @@ def test_json_to_stdout_is_the_json_alone(nan_npy, tmp_path):
 
 def test_plot_axes_out_of_range_is_an_error(nan_npy, tmp_path):
     r = _cli("scan", nan_npy, "--plot", tmp_path / "p.png", "--plot-axes", "0,7", "-q")
-    _one_line_error(r, "plot axes must be two different axes of the 2-d array")
+    assert_one_line_error(r, "plot axes must be two different axes of the 2-d array")
 
 
 def test_a_group_summary_says_by_and_z_and_which_array(tmp_path):

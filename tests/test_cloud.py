@@ -19,6 +19,8 @@ import zarr
 
 import fastfinite
 
+from .helpers import assert_one_line_error
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts"))
 s3 = pytest.importorskip("s3_server")
 pytest.importorskip("s3fs")
@@ -160,14 +162,6 @@ def _options_args(endpoint, credentials=True):
     return args
 
 
-def _one_line(r, *words):
-    assert r.returncode == 2, (r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    for w in words:
-        assert w in lines[0], lines[0]
-
-
 def test_cli_storage_options(server, local_copy):
     r = _cli("s3://bkt/x.zarr", *_options_args(server), "--json", "-")
     assert r.returncode == 1, r.stderr
@@ -178,19 +172,21 @@ def test_an_endpoint_that_does_not_answer(tmp_path):
     port = s3.free_port()
     start = time.time()
     r = _cli("s3://bkt/x.zarr", *_options_args(f"http://127.0.0.1:{port}"), "--timeout", "3")
-    _one_line(r, "cannot reach the store of s3://bkt/x.zarr")
+    assert_one_line_error(r, "cannot reach the store of s3://bkt/x.zarr")
     assert time.time() - start < 40
 
 
 def test_a_missing_bucket(server):
-    _one_line(_cli("s3://nobucket/x.zarr", *_options_args(server), "--timeout", "3"), "nobucket")
+    assert_one_line_error(
+        _cli("s3://nobucket/x.zarr", *_options_args(server), "--timeout", "3"), "nobucket"
+    )
 
 
 def test_refused_credentials():
     with s3.moto_server(check_credentials=True) as strict:
         start = time.time()
         r = _cli("s3://bkt/x.zarr", *_options_args(strict), "--timeout", "3")
-        _one_line(r, "s3://bkt/x.zarr", "Access Key")
+        assert_one_line_error(r, "s3://bkt/x.zarr", "Access Key")
         assert time.time() - start < 40
 
 
@@ -220,7 +216,7 @@ def test_an_outage_mid_scan_names_the_store_not_a_chunk(server):
             start = time.time()
             r = _cli("s3://bkt/long.zarr", *_options_args(slow), "--timeout", "3",
                      "--concurrency", "1", *extra)  # fmt: skip
-            _one_line(r, "cannot reach the store of s3://bkt/long.zarr")
+            assert_one_line_error(r, "cannot reach the store of s3://bkt/long.zarr")
             assert time.time() - start < 60
             assert stats()["requests"] < 40  # it stopped mid-scan: not a scan that finished
 

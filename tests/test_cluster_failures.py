@@ -18,6 +18,8 @@ import zarr
 
 import fastfinite
 
+from .helpers import assert_one_line_error
+
 distributed = pytest.importorskip("distributed")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts"))
 from s3_server import free_port  # noqa: E402
@@ -82,19 +84,13 @@ def _cli(*args, timeout=180):
     )  # fmt: skip
 
 
-def _one_line(r, *words):
-    assert r.returncode == 2, (r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    for w in words:
-        assert w in lines[0], lines[0]
-
-
 def test_a_scheduler_without_workers(many_chunks):
     sched, address = _scheduler()
     try:
         start = time.time()
-        _one_line(_cli(many_chunks[0], "--scheduler", address, "--timeout", "3"), "no workers")
+        assert_one_line_error(
+            _cli(many_chunks[0], "--scheduler", address, "--timeout", "3"), "no workers"
+        )
         assert time.time() - start < 30
     finally:
         _stop(sched)
@@ -108,7 +104,7 @@ def test_a_scheduler_lost_mid_scan(many_chunks):
         threading.Timer(2.0, sched.kill).start()
         start = time.time()
         r = _cli(many_chunks[0], "--scheduler", address, "--timeout", "5", "--region-bytes", "1")
-        _one_line(r, address)
+        assert_one_line_error(r, address)
         assert time.time() - start < 60
     finally:
         _stop(worker, sched)
@@ -122,7 +118,7 @@ def test_every_worker_lost_is_an_error_new_ones_finish_exactly(many_chunks):
         _wait_workers(address, 1)
         threading.Timer(1.5, workers[0].kill).start()
         r = _cli(path, "--scheduler", address, "--timeout", "4", "--region-bytes", "1")
-        _one_line(r, "no workers", address)
+        assert_one_line_error(r, "no workers", address)
         # again, and this time new workers come after the old one is gone
         workers.append(_worker(address))
         _wait_workers(address, 1)
