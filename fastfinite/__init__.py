@@ -1,6 +1,7 @@
 """fastfinite: find the NaN, inf and cast overflows that break training, at scale."""
 
 from .api import assert_finite, scan
+from .changes import Change, CountChange, ReportChanges, diff_reports
 from .errors import (
     ChunkReadError,
     FastFiniteError,
@@ -21,6 +22,8 @@ __all__ = [
     "Guard",
     "guard",
     "CastRisk",
+    "Change",
+    "CountChange",
     "ChunkReadError",
     "FastFiniteError",
     "Finding",
@@ -28,11 +31,13 @@ __all__ = [
     "Localization",
     "Location",
     "NonFiniteError",
+    "ReportChanges",
     "ScanReport",
     "SliceReport",
     "SourceError",
     "UnsupportedDtypeError",
     "assert_finite",
+    "diff_reports",
     "localize",
     "merge_reports",
     "scan",

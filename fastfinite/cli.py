@@ -251,6 +251,22 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("reports", nargs="+", metavar="REPORT.json")
     _output_options(m)
 
+    c = sub.add_parser(
+        "diff",
+        help="what changed between two JSON reports of the same data; exit 1 when the "
+        "newer holds something new",
+        description="Compare two reports written with 'fastfinite scan --json' of the same "
+        "array or group (yesterday's and today's): locations and findings that are new or "
+        "gone, and counts that changed. Exit code 0: nothing new; 1: something new (a new "
+        "location or finding, or a count that grew); 2: an error.",
+    )
+    c.add_argument("old", metavar="OLD.json")
+    c.add_argument("new", metavar="NEW.json")
+    c.add_argument(
+        "--json", metavar="FILE", help="also write the changes as JSON to FILE ('-' for stdout)"
+    )
+    c.add_argument("-q", "--quiet", action="store_true", help="print nothing: the exit code only")
+
     d = sub.add_parser(
         "demo",
         help="write a demo dataset with planted problems and scan it",
@@ -322,22 +338,40 @@ def _finish(report, args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_FOUND
 
 
-def _merge(args: argparse.Namespace) -> int:
-    from .merging import merge_reports
+def _read_report(path: str):
     from .report import ScanReport
 
-    reports = []
-    for path in args.reports:
-        try:
-            with open(path) as f:
-                text = f.read()
-        except OSError as e:
-            raise SourceError(f"cannot read {path}: {e.strerror or e}") from None
-        try:
-            reports.append(ScanReport.from_json(text))
-        except (ValueError, KeyError, TypeError) as e:
-            raise SourceError(f"{path} is not a fastfinite JSON report: {e}") from None
-    return _finish(merge_reports(reports), args)
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        raise SourceError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        return ScanReport.from_json(text)
+    except (ValueError, KeyError, TypeError) as e:
+        raise SourceError(f"{path} is not a fastfinite JSON report: {e}") from None
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from .merging import merge_reports
+
+    return _finish(merge_reports([_read_report(p) for p in args.reports]), args)
+
+
+def _diff(args: argparse.Namespace) -> int:
+    import json
+
+    from .changes import diff_reports
+
+    changes = diff_reports(_read_report(args.old), _read_report(args.new))
+    if args.json == "-":
+        print(json.dumps(changes.to_dict(), indent=2))
+    elif not args.quiet:
+        print(changes)
+    if args.json and args.json != "-":
+        with open(os.fspath(args.json), "w") as f:
+            f.write(json.dumps(changes.to_dict(), indent=2) + "\n")
+    return EXIT_FOUND if changes.has_new else EXIT_OK
 
 
 def _error(msg: str) -> int:
@@ -357,6 +391,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _scan(args)
         if args.command == "merge":
             return _merge(args)
+        if args.command == "diff":
+            return _diff(args)
         if args.command == "demo":
             from .demo import run_demo
 

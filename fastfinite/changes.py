@@ -1,0 +1,270 @@
+"""What changed between two scans of the same data (``fastfinite diff OLD.json NEW.json``).
+
+Findings (missing and unreadable chunks, slice anomalies) are listed whole in a report, so
+a finding is new or gone by its kind, where and array. Value locations are the first
+``max_locations`` of each kind in C order: where the older list was cut, a location after
+its last entry may have been there all along, so it is counted as maybe new, never called
+new (and the same for gone); ``has_new`` counts it, so a check fails when unsure. Counts are compared exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._format import fmt_index
+from .errors import InvalidArgumentError
+from .report import ScanReport
+
+
+@dataclass(frozen=True)
+class Change:
+    """One difference between two reports.
+
+    Attributes
+    ----------
+    kind : str
+        A location kind (``"nan"``, ``"overflow:float32"``...) or a finding kind
+        (``"missing_chunk"``, ``"zero_variance"``...).
+    where : tuple of int
+        The element's index (locations) or the finding's coordinates.
+    array : str or None
+        The array's path in a group's report.
+    what : str
+        ``"location"`` or ``"finding"``.
+    """
+
+    kind: str
+    where: tuple[int, ...]
+    array: str | None = None
+    what: str = "location"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"what": self.what, "kind": self.kind, "where": list(self.where)}
+        return d if self.array is None else {**d, "array": self.array}
+
+    def __str__(self) -> str:
+        at = f"{self.array}: " if self.array else ""
+        noun = "at" if self.what == "location" else "of"
+        return f"{at}{self.kind} {noun} {fmt_index(self.where)}"
+
+
+@dataclass(frozen=True)
+class CountChange:
+    """A count that differs: ``kind`` in ``array`` went from ``old`` to ``new``."""
+
+    kind: str
+    old: int
+    new: int
+    array: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"kind": self.kind, "old": self.old, "new": self.new}
+        return d if self.array is None else {**d, "array": self.array}
+
+    def __str__(self) -> str:
+        at = f"{self.array}: " if self.array else ""
+        return f"{at}{self.kind} {self.old} -> {self.new}"
+
+
+@dataclass
+class ReportChanges:
+    """The differences between an older and a newer report of the same data.
+
+    Attributes
+    ----------
+    new, gone : list of Change
+        Locations and findings in one report and not the other.
+    counts : list of CountChange
+        Counts of each location kind and of missing chunks that differ.
+    maybe_new, maybe_gone : dict of str to int
+        Per kind, locations listed in one report that the other's list, cut at its
+        ``max_locations``, stops before: they may be new (or gone), or only unlisted.
+    arrays_added, arrays_removed : list of str
+        A group's arrays present in one report only.
+    notes : list of str
+        What was not compared (a cast target scanned in one report only).
+    """
+
+    old_name: str
+    new_name: str
+    new: list[Change] = field(default_factory=list)
+    gone: list[Change] = field(default_factory=list)
+    counts: list[CountChange] = field(default_factory=list)
+    maybe_new: dict[str, int] = field(default_factory=dict)
+    maybe_gone: dict[str, int] = field(default_factory=dict)
+    arrays_added: list[str] = field(default_factory=list)
+    arrays_removed: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def has_new(self) -> bool:
+        """Anything the newer scan found that the older did not, or may have: a new location
+        or finding, a count that grew, or a listed location the older list cannot rule out."""
+        return bool(self.new or self.maybe_new or any(c.new > c.old for c in self.counts))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "old": self.old_name,
+            "new_name": self.new_name,
+            "has_new": self.has_new,
+            "new": [c.to_dict() for c in self.new],
+            "gone": [c.to_dict() for c in self.gone],
+            "counts": [c.to_dict() for c in self.counts],
+            "maybe_new": dict(self.maybe_new),
+            "maybe_gone": dict(self.maybe_gone),
+            "arrays_added": list(self.arrays_added),
+            "arrays_removed": list(self.arrays_removed),
+            "notes": list(self.notes),
+        }
+
+    def __str__(self) -> str:
+        lines = [f"changes from {self.old_name or 'the older report'} to the newer"]
+        if not (self.new or self.gone or self.counts or self.arrays_added or self.arrays_removed):
+            lines.append("  nothing changed")
+        for title, items in (
+            ("arrays added", self.arrays_added),
+            ("arrays removed", self.arrays_removed),
+            ("counts", self.counts),
+            ("new", self.new),
+            ("gone", self.gone),
+        ):
+            if items:
+                lines.append(f"  {title} ({len(items)}):")
+                lines.extend(f"    {c}" for c in items[:50])
+                if len(items) > 50:
+                    lines.append(f"    ... and {len(items) - 50} more")
+        for title, maybe in (("new", self.maybe_new), ("gone", self.maybe_gone)):
+            for kind, n in maybe.items():
+                lines.append(
+                    f"  {kind}: {n} location(s) maybe {title}: past the end of the other "
+                    "report's list, cut at max_locations"
+                )
+        lines.extend(f"  note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+
+def diff_reports(old: ScanReport, new: ScanReport) -> ReportChanges:
+    """What changed from an older scan of some data to a newer one.
+
+    Parameters
+    ----------
+    old, new : ScanReport
+        Reports of the same array or group (for instance read back with
+        ``ScanReport.from_json``), scanned with the same ``by`` and ``z_threshold``; the
+        newer may have more rows (appended data).
+
+    Returns
+    -------
+    ReportChanges
+        New and gone locations and findings, changed counts, and what cannot be told.
+
+    Raises
+    ------
+    InvalidArgumentError
+        The reports are of different data, or were scanned with other ``by`` or
+        ``z_threshold`` (their slice findings would not mean the same).
+    """
+    if not (isinstance(old, ScanReport) and isinstance(new, ScanReport)):
+        raise InvalidArgumentError("diff_reports takes two ScanReport objects")
+    if old.name != new.name:
+        raise InvalidArgumentError(
+            f"the reports are of different data: {old.name!r} and {new.name!r}"
+        )
+    out = ReportChanges(old.name, new.name)
+    if bool(old.arrays) != bool(new.arrays):
+        raise InvalidArgumentError(f"one report of {old.name!r} is of a group, the other not")
+    if old.arrays:
+        _diff_one(old, new, None, out, per_array=False)  # the group's own findings
+        for path in sorted(set(old.arrays) | set(new.arrays)):
+            if path not in new.arrays:
+                out.arrays_removed.append(path)
+            elif path not in old.arrays:
+                out.arrays_added.append(path)
+                _diff_one(ScanReport(name=new.arrays[path].name), new.arrays[path], path, out)
+            else:
+                _diff_one(old.arrays[path], new.arrays[path], path, out)
+    else:
+        _diff_one(old, new, None, out)
+    return out
+
+
+def _diff_one(old: ScanReport, new: ScanReport, path, out: ReportChanges, per_array=True):
+    """Add what changed in one array's report (with ``per_array`` False, only a group's
+    own findings: its counts are its arrays' totals, compared array by array)."""
+    fresh = not old.shape and not old.dtype  # an array only the newer report has
+    if not fresh:
+        for attr in ("by", "z_threshold"):
+            if getattr(old, attr) != getattr(new, attr):
+                raise InvalidArgumentError(
+                    f"the reports of {path or old.name!r} were scanned with other {attr}: "
+                    f"{getattr(old, attr)!r} and {getattr(new, attr)!r}"
+                )
+    comparable = None  # every kind, for an array the older report does not have
+    if not fresh:
+        for t in sorted(set(old.cast) ^ set(new.cast)):
+            out.notes.append(f"{path + ': ' if path else ''}cast target {t} in one report only")
+        comparable = _location_kinds(set(old.cast) & set(new.cast))
+    old_counts, new_counts = old.counts(), new.counts()
+    for kind in sorted(set(old_counts) | set(new_counts)) if per_array else ():
+        if comparable is not None and kind not in comparable:
+            continue
+        a, b = old_counts.get(kind, 0), new_counts.get(kind, 0)
+        if a != b:
+            out.counts.append(CountChange(kind, int(a), int(b), path))
+    if per_array and old.missing_chunks != new.missing_chunks:
+        out.counts.append(
+            CountChange("missing_chunk", old.missing_chunks, new.missing_chunks, path)
+        )
+    if per_array:
+        _diff_locations(old, new, path, out, comparable, old_counts, new_counts)
+    was = {(f.kind, tuple(f.where)) for f in old.findings if f.array is None}
+    now = {(f.kind, tuple(f.where)) for f in new.findings if f.array is None}
+    for kind, where in sorted(now - was):
+        out.new.append(Change(kind, where, path, "finding"))
+    for kind, where in sorted(was - now):
+        out.gone.append(Change(kind, where, path, "finding"))
+
+
+def _location_kinds(targets) -> set[str]:
+    """The location kinds two reports both count, given the cast targets both scanned."""
+    return {"nan", "posinf", "neginf"} | {
+        f"{d}:{t}" for t in targets for d in ("overflow", "underflow")
+    }
+
+
+def _diff_locations(old, new, path, out, comparable, old_counts, new_counts) -> None:
+    kinds = {loc.kind for loc in old.locations} | {loc.kind for loc in new.locations}
+    for kind in sorted(kinds):
+        if comparable is not None and kind not in comparable:
+            continue
+        a = sorted(tuple(loc.index) for loc in old.locations if loc.kind == kind)
+        b = sorted(tuple(loc.index) for loc in new.locations if loc.kind == kind)
+        a_cut = old_counts.get(kind, 0) > len(a)  # the list stops before the last one
+        b_cut = new_counts.get(kind, 0) > len(b)
+        sa, sb = set(a), set(b)
+        maybe_new = maybe_gone = 0
+        for idx in b:
+            if idx in sa:
+                continue
+            if a_cut and (not a or idx > a[-1]):
+                maybe_new += 1
+            else:
+                out.new.append(Change(kind, idx, path))
+        for idx in a:
+            if idx in sb:
+                continue
+            if b_cut and (not b or idx > b[-1]):
+                maybe_gone += 1
+            else:
+                out.gone.append(Change(kind, idx, path))
+        key = f"{path}:{kind}" if path else kind
+        if maybe_new:
+            out.maybe_new[key] = maybe_new
+        if maybe_gone:
+            out.maybe_gone[key] = maybe_gone
+        if a_cut or b_cut:
+            out.notes.append(
+                f"{key}: positions past the first {min(len(a), len(b))} listed are compared "
+                "by count only (a larger max_locations lists more)"
+            )
