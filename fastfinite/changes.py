@@ -242,22 +242,10 @@ def _diff_locations(old, new, path, out, comparable, old_counts, new_counts) -> 
         b = sorted(tuple(loc.index) for loc in new.locations if loc.kind == kind)
         a_cut = old_counts.get(kind, 0) > len(a)  # the list stops before the last one
         b_cut = new_counts.get(kind, 0) > len(b)
-        sa, sb = set(a), set(b)
-        maybe_new = maybe_gone = 0
-        for idx in b:
-            if idx in sa:
-                continue
-            if a_cut and (not a or idx > a[-1]):
-                maybe_new += 1
-            else:
-                out.new.append(Change(kind, idx, path))
-        for idx in a:
-            if idx in sb:
-                continue
-            if b_cut and (not b or idx > b[-1]):
-                maybe_gone += 1
-            else:
-                out.gone.append(Change(kind, idx, path))
+        new_for_sure, maybe_new = _absent_from(b, a, a_cut)
+        gone_for_sure, maybe_gone = _absent_from(a, b, b_cut)
+        out.new.extend(Change(kind, idx, path) for idx in new_for_sure)
+        out.gone.extend(Change(kind, idx, path) for idx in gone_for_sure)
         key = f"{path}:{kind}" if path else kind
         if maybe_new:
             out.maybe_new[key] = maybe_new
@@ -268,3 +256,19 @@ def _diff_locations(old, new, path, out, comparable, old_counts, new_counts) -> 
                 f"{key}: positions past the first {min(len(a), len(b))} listed are compared "
                 "by count only (a larger max_locations lists more)"
             )
+
+
+def _absent_from(listed: list, other: list, other_cut: bool) -> tuple[list, int]:
+    """The positions of ``listed`` not in ``other`` (both sorted, C order): those ``other``
+    would hold if they were there, and the count of those past the end of ``other``'s
+    list when it was cut (they may be there, unlisted)."""
+    known, maybe = [], 0
+    seen = set(other)
+    for idx in listed:
+        if idx in seen:
+            continue
+        if other_cut and (not other or idx > other[-1]):
+            maybe += 1
+        else:
+            known.append(idx)
+    return known, maybe
