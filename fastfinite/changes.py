@@ -172,6 +172,11 @@ def diff_reports(old: ScanReport, new: ScanReport) -> ReportChanges:
             f"the reports are of different data: {old.name!r} and {new.name!r}"
         )
     out = ReportChanges(old.name, new.name)
+    for label, r in (("older", old), ("newer", new)):
+        if not r.complete:
+            out.notes.append(
+                f"the {label} scan stopped early (fail_fast): what it did not scan is not compared"
+            )
     if bool(old.arrays) != bool(new.arrays):
         raise InvalidArgumentError(f"one report of {old.name!r} is of a group, the other not")
     if old.arrays:

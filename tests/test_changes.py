@@ -155,6 +155,11 @@ def test_reports_of_other_data_are_refused(tmp_path):
     a, b = fastfinite.scan(str(tmp_path / "a.npy")), fastfinite.scan(str(tmp_path / "b.npy"))
     with pytest.raises(InvalidArgumentError, match="different data"):
         diff_reports(a, b)
+    y = np.ones(1000)
+    y[0] = np.nan
+    stopped = fastfinite.scan(y, fail_fast=True, region_bytes=8, workers=1)
+    assert not stopped.complete
+    assert "older scan stopped early" in diff_reports(stopped, stopped).notes[0]
     with pytest.raises(InvalidArgumentError, match="two ScanReport"):
         diff_reports(a, a.to_dict())
 
