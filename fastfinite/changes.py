@@ -186,7 +186,7 @@ def diff_reports(old: ScanReport, new: ScanReport) -> ReportChanges:
                 out.arrays_removed.append(path)
             elif path not in old.arrays:
                 out.arrays_added.append(path)
-                _diff_one(ScanReport(name=new.arrays[path].name), new.arrays[path], path, out)
+                _diff_one(None, new.arrays[path], path, out)
             else:
                 _diff_one(old.arrays[path], new.arrays[path], path, out)
     else:
@@ -194,19 +194,20 @@ def diff_reports(old: ScanReport, new: ScanReport) -> ReportChanges:
     return out
 
 
-def _diff_one(old: ScanReport, new: ScanReport, path, out: ReportChanges, per_array=True):
-    """Add what changed in one array's report (with ``per_array`` False, only a group's
-    own findings: its counts are its arrays' totals, compared array by array)."""
-    fresh = not old.shape and not old.dtype  # an array only the newer report has
-    if not fresh:
+def _diff_one(old: ScanReport | None, new: ScanReport, path, out: ReportChanges, per_array=True):
+    """Add what changed in one array's report (``old`` None: an array only the newer report
+    has; with ``per_array`` False, only a group's own findings: its counts are its arrays'
+    totals, compared array by array)."""
+    comparable = None  # every kind, for an array the older report does not have
+    if old is None:
+        old = ScanReport(name=new.name)
+    else:
         for attr in ("by", "z_threshold"):
             if getattr(old, attr) != getattr(new, attr):
                 raise InvalidArgumentError(
                     f"the reports of {path or old.name!r} were scanned with other {attr}: "
                     f"{getattr(old, attr)!r} and {getattr(new, attr)!r}"
                 )
-    comparable = None  # every kind, for an array the older report does not have
-    if not fresh:
         for t in sorted(set(old.cast) ^ set(new.cast)):
             out.notes.append(f"{path + ': ' if path else ''}cast target {t} in one report only")
         comparable = _location_kinds(set(old.cast) & set(new.cast))

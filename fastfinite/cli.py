@@ -364,13 +364,14 @@ def _diff(args: argparse.Namespace) -> int:
     from .changes import diff_reports
 
     changes = diff_reports(_read_report(args.old), _read_report(args.new))
+    text = json.dumps(changes.to_dict(), indent=2) if args.json else ""
     if args.json == "-":
-        print(json.dumps(changes.to_dict(), indent=2))
+        print(text)
     elif not args.quiet:
         print(changes)
     if args.json and args.json != "-":
         with open(os.fspath(args.json), "w") as f:
-            f.write(json.dumps(changes.to_dict(), indent=2) + "\n")
+            f.write(text + "\n")
     return EXIT_FOUND if changes.has_new else EXIT_OK
 
 

@@ -22,6 +22,7 @@ from .casts import FORMATS, source_thresholds
 from .errors import InvalidArgumentError
 from .kernels import scaled_counts
 from .report import CastRisk, DynamicRange, Location, ScanReport
+from .summary import _first
 
 COUNTS = ("overflow", "underflow", "subnormal", "nonzero")
 KERNEL_LOCATIONS = 1024  # positions of each kind a region's kernel call keeps
@@ -98,17 +99,11 @@ def scaled_source(source, report: ScanReport, targets, scale, by, budget_of, map
             for c, n in counts.items():
                 found[t][c][at] += n
             for c, (flat, vals) in zip(COUNTS[:2], positions):
-                first[f"{c}:{t}"] = _first(first.get(f"{c}:{t}"), flat, vals, cap)
+                if f"{c}:{t}" in first:  # regions come in any order (memory order, threads)
+                    kept = first[f"{c}:{t}"]
+                    flat, vals = np.concatenate([kept[0], flat]), np.concatenate([kept[1], vals])
+                first[f"{c}:{t}"] = _first(flat, vals, cap)
     _fill(report, targets, found, first, scales, amax, per_slice, shape, cap)
-
-
-def _first(kept: tuple | None, flat: np.ndarray, vals: np.ndarray, cap: int) -> tuple:
-    """The first ``cap`` positions (and their values) of those kept and a region's new ones:
-    regions do not come in the order of the positions (memory order, or threads)."""
-    if kept is not None:
-        flat, vals = np.concatenate([kept[0], flat]), np.concatenate([kept[1], vals])
-    order = np.argsort(flat, kind="stable")[:cap]
-    return flat[order], vals[order]
 
 
 def limits_of(s: np.ndarray, limits: tuple[float, float], normal: float) -> np.ndarray:
