@@ -36,6 +36,7 @@ def scan(
     scale: float | str | None = None,
     device_copy: bool = False,
     raw_dtype: str | None = None,
+    cache: str | None = None,
 ) -> ScanReport:
     """Scan ``data`` for NaN, inf and cast risks in one streaming pass.
 
@@ -153,6 +154,7 @@ def scan(
         scale=scale,
         device_copy=device_copy,
         raw_dtype=raw_dtype,
+        cache=cache,
     )
     from .plan import make_plan
 
@@ -173,6 +175,11 @@ def scan(
     targets = opts.cast
     if opts.scale is not None:  # the first pass checks no unscaled cast
         opts = replace(opts, cast=())
+    if opts.cache is not None and (fail_fast or not compute):
+        raise InvalidArgumentError(
+            "cache= keeps whole scans, written as they run: it cannot be combined with "
+            + ("fail_fast" if fail_fast else "compute=False")
+        )
     plan = make_plan(data, opts)
     graph = scheduler is not None or not compute or plan.lazy
     if graph and fail_fast:
@@ -180,13 +187,31 @@ def scan(
             "fail_fast stops a sequential scan; it cannot be combined with a Dask graph "
             "(a dask array, scheduler= or compute=False)"
         )
+    if opts.cache is not None:
+        from .cache import ScanCache
+
+        plan.cache = ScanCache(opts.cache)
+    try:
+        return _run(plan, data, scheduler, compute, graph, progress, localize, targets)
+    finally:
+        if plan.cache is not None:
+            plan.cache.close()
+
+
+def _run(plan, data, scheduler, compute, graph, progress, localize, targets):
+    """The planned scan on its engine, then the scaled casts, the replay and the cache's
+    record of it."""
+    opts = plan.options
     if graph:
         from .engines import dask
 
-        lazy = dask.delayed_scan(plan)
         if not compute:
-            return lazy
-        report = dask.compute(lazy, scheduler, progress, opts.timeout)
+            return dask.delayed_scan(plan)
+        report = (
+            dask.compute(dask.delayed_scan(plan), scheduler, progress, opts.timeout)
+            if plan.cache is None
+            else dask.cached_scan(plan, scheduler, progress, opts.timeout)
+        )
     else:
         from .engines import local
 
@@ -203,7 +228,20 @@ def scan(
         from .localize import localize_target
 
         localize_target(plan.target, report, opts.eps)
+    if plan.cache is not None:
+        from .recall import record
+
+        record(plan, report, cache_target(data, plan))
     return report
+
+
+def cache_target(data: Any, plan) -> str:
+    """What the cache keeps the last report of: the input's absolute path or URL."""
+    import os
+
+    if isinstance(data, (str, os.PathLike)) and "://" not in os.fspath(data):
+        return os.path.abspath(os.fspath(data))
+    return plan.layout.name
 
 
 def assert_finite(data: Any, *, fail_on: Any = None, **kwargs: Any) -> ScanReport:

@@ -84,6 +84,13 @@ class ReportChanges:
         A group's arrays present in one report only.
     notes : list of str
         What was not compared (a cast target scanned in one report only).
+    rescanned : dict of str to list of tuple of int
+        With a cache: per array (its name), the grid coordinates of the storage units read
+        again (every unit on a first scan); the others were recalled.
+    regions_scanned, regions_recalled : int
+        With a cache: the regions read and scanned, and those recalled.
+    cache_bytes : int or None
+        With a cache: its size on disk after the scan.
     """
 
     old_name: str
@@ -96,12 +103,30 @@ class ReportChanges:
     arrays_added: list[str] = field(default_factory=list)
     arrays_removed: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    rescanned: dict[str, list[tuple[int, ...]]] = field(default_factory=dict)
+    regions_scanned: int = 0
+    regions_recalled: int = 0
+    cache_bytes: int | None = None
 
     @property
     def has_new(self) -> bool:
         """Anything the newer scan found that the older did not, or may have: a new location
         or finding, a count that grew, or a listed location the older list cannot rule out."""
         return bool(self.new or self.maybe_new or any(c.new > c.old for c in self.counts))
+
+    def new_kinds(self) -> set[str]:
+        """The kinds of what is new (or may be), with their groups (``nonfinite``, ``cast``,
+        ``overflow``, ``underflow``), as ``--fail-on`` names them."""
+        kinds = {c.kind for c in self.new}
+        kinds |= {c.kind for c in self.counts if c.new > c.old}
+        kinds |= {_kind_of(key) for key in self.maybe_new}
+        if kinds & {"nan", "posinf", "neginf"}:
+            kinds.add("nonfinite")
+        for k in list(kinds):
+            head = k.split(":", 1)[0]
+            if head in ("overflow", "underflow") and ":" in k:
+                kinds |= {"cast", head}
+        return kinds
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -116,10 +141,18 @@ class ReportChanges:
             "arrays_added": list(self.arrays_added),
             "arrays_removed": list(self.arrays_removed),
             "notes": list(self.notes),
+            "rescanned": {k: [list(c) for c in v] for k, v in self.rescanned.items()},
+            "regions_scanned": self.regions_scanned,
+            "regions_recalled": self.regions_recalled,
+            "cache_bytes": self.cache_bytes,
         }
 
     def __str__(self) -> str:
-        lines = [f"changes from {self.old_name or 'the older report'} to the newer"]
+        lines = [
+            f"changes from {self.old_name} to the newer"
+            if self.old_name
+            else "changes: all is new (no earlier scan)"
+        ]
         if not (self.new or self.gone or self.counts or self.arrays_added or self.arrays_removed):
             lines.append("  nothing changed")
         for title, items in (
@@ -141,10 +174,36 @@ class ReportChanges:
                     "report's list, cut at max_locations"
                 )
         lines.extend(f"  note: {n}" for n in self.notes)
+        if self.cache_bytes is not None:
+            units = sum(len(v) for v in self.rescanned.values())
+            lines.append(
+                f"  cache: {self.regions_recalled} region(s) recalled, {self.regions_scanned} "
+                f"scanned ({units} unit(s) read); {_size(self.cache_bytes)} on disk"
+            )
         return "\n".join(lines)
 
 
-def diff_reports(old: ScanReport, new: ScanReport) -> ReportChanges:
+def _kind_of(key: str) -> str:
+    """The kind in a ``maybe_new`` key (``kind``, or ``path:kind`` in a group)."""
+    from .options import known_kinds
+
+    known = set(known_kinds())
+    if key in known:
+        return key
+    return next(
+        (key[i + 1 :] for i, c in enumerate(key) if c == ":" and key[i + 1 :] in known), key
+    )
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def diff_reports(old: ScanReport | None, new: ScanReport) -> ReportChanges:
     """What changed from an older scan of some data to a newer one.
 
     Parameters
@@ -152,7 +211,8 @@ def diff_reports(old: ScanReport, new: ScanReport) -> ReportChanges:
     old, new : ScanReport
         Reports of the same array or group (for instance read back with
         ``ScanReport.from_json``), scanned with the same ``by`` and ``z_threshold``; the
-        newer may have more rows (appended data).
+        newer may have more rows (appended data). ``old`` None: there is no earlier scan,
+        and everything the newer found is new.
 
     Returns
     -------
@@ -165,8 +225,14 @@ def diff_reports(old: ScanReport, new: ScanReport) -> ReportChanges:
         The reports are of different data, or were scanned with other ``by`` or
         ``z_threshold`` (their slice findings would not mean the same).
     """
-    if not (isinstance(old, ScanReport) and isinstance(new, ScanReport)):
+    if not (isinstance(old, (ScanReport, type(None))) and isinstance(new, ScanReport)):
         raise InvalidArgumentError("diff_reports takes two ScanReport objects")
+    if old is None:
+        out = ReportChanges("", new.name, notes=["no earlier scan to compare: all is new"])
+        _diff_one(None, new, None, out, per_array=not new.arrays)
+        for path, sub in sorted(new.arrays.items()):
+            _diff_one(None, sub, path, out)
+        return out
     if old.name != new.name:
         raise InvalidArgumentError(
             f"the reports are of different data: {old.name!r} and {new.name!r}"

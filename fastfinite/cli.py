@@ -225,6 +225,19 @@ def build_parser() -> argparse.ArgumentParser:
         "scan the rest (report)",
     )
     s.add_argument(
+        "--cache",
+        metavar="DIR",
+        default=None,
+        help="keep the summaries of what was scanned in DIR: the next scan reads only the "
+        "chunks that changed, resumes an interrupted scan, and says what is new",
+    )
+    s.add_argument(
+        "--fail-on-new",
+        action="store_true",
+        help="with --cache: exit code 1 only for what is new since the last scan in the "
+        "cache (of the --fail-on kinds, when given); everything is new on a first scan",
+    )
+    s.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         help="show a progress bar, or never (default: when stderr is a terminal)",
@@ -314,16 +327,24 @@ def _output_options(p: argparse.ArgumentParser) -> None:
 
 
 def _finish(report, args: argparse.Namespace) -> int:
-    """Print and write the report as asked; return the exit code. With ``--json -`` the
-    standard output holds the JSON alone."""
+    """Print and write the report as asked (with what changed, after a scan with a cache);
+    return the exit code. With ``--json -`` the standard output holds the JSON alone."""
+    import json
+
     from .render import render
 
     to_stdout = args.json == "-"
+    changes = report.changes
     if not args.quiet and not to_stdout:
         color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
         print(render(report, color=color))
+        if changes is not None:
+            print(changes)
     if args.json:
-        text = report.to_json()
+        d = report.to_dict()
+        if changes is not None:
+            d["changes"] = changes.to_dict()
+        text = json.dumps(d, indent=2)
         if to_stdout:
             print(text)
         else:
@@ -333,6 +354,9 @@ def _finish(report, args: argparse.Namespace) -> int:
         report.plot(args.plot, axes=tuple(args.plot_axes) if args.plot_axes else None)
         if not args.quiet:
             print(f"plot written to {args.plot}", file=sys.stderr if to_stdout else sys.stdout)
+    if getattr(args, "fail_on_new", False):
+        new = changes.new_kinds()
+        return EXIT_FOUND if (new & args.fail_on if args.fail_on is not None else new) else EXIT_OK
     if args.fail_on is not None:
         return EXIT_FOUND if report.kinds_found() & args.fail_on else EXIT_OK
     return EXIT_OK if report.ok else EXIT_FOUND
@@ -446,7 +470,10 @@ def _scan(args: argparse.Namespace) -> int:
         send_credentials=args.send_credentials,
         scale=args.scale,
         raw_dtype=args.raw_dtype,
+        cache=args.cache,
     )
+    if args.fail_on_new and not args.cache:
+        return _error("--fail-on-new compares with the last scan kept by --cache DIR: give both")
     if args.scheduler or args.workers:
         # distributed logs every reconnection attempt, with tracebacks: the one line that
         # says what broke is ours

@@ -4,6 +4,7 @@ uses, or raises ``InvalidArgumentError`` showing the bad value; ``scan``, ``loca
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -198,6 +199,18 @@ def parse_storage_option_text(text: str) -> tuple[list[str], Any]:
     return key.strip().split("."), parsed
 
 
+def parse_cache(v: Any) -> str | None:
+    """``cache``: None, or the path of a directory (made when it does not exist)."""
+    if v is None:
+        return None
+    if not isinstance(v, (str, os.PathLike)) or not os.fspath(v):
+        raise InvalidArgumentError(f"cache must be the path of a directory, got {v!r}")
+    path = os.path.abspath(os.fspath(v))
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise InvalidArgumentError(f"cache={os.fspath(v)!r} is a file, not a directory")
+    return path
+
+
 @dataclass(frozen=True)
 class ScanOptions:
     """The validated options of one scan (see :func:`fastfinite.scan` for each)."""
@@ -220,6 +233,7 @@ class ScanOptions:
     scale: float | str | None = None
     device_copy: bool = False
     raw_dtype: str | None = None
+    cache: str | None = None
 
 
 def scan_options(**raw: Any) -> ScanOptions:
@@ -245,5 +259,6 @@ def scan_options(**raw: Any) -> ScanOptions:
         "scale": parse_scale,
         "device_copy": bool,
         "raw_dtype": parse_raw_dtype,
+        "cache": parse_cache,
     }
     return ScanOptions(**{k: parse[k](v) for k, v in raw.items()})

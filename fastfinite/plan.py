@@ -48,11 +48,23 @@ class ScanPlan:
     entries: list[tuple[str | None, Any]]  # (path, factory of its source)
     twin_max: int = TWIN_MAX
     skipped: dict[str, str] = field(default_factory=dict)
+    cache: Any = None  # the open ``cache.ScanCache`` of ``scan(cache=)``
+    recalled: dict = field(default_factory=dict)  # path -> its ``recall.MemberMemory``
 
     @property
     def lazy(self) -> bool:
         """The input is a dask array: it is scanned as a graph."""
         return isinstance(self.target, DaskArraySource)
+
+    def memory(self, member: Member):
+        """The member's ``recall.MemberMemory`` when the scan has a cache, else None (its
+        units' fingerprints are taken here, before any is read)."""
+        if self.cache is None:
+            return None
+        from .recall import MemberMemory
+
+        memory = self.recalled[member.path] = MemberMemory(self.cache, member, self.options)
+        return memory
 
     def members(self) -> Iterator[Member]:
         opts = self.options

@@ -287,6 +287,9 @@ class ScanReport:
         Where the replayed standardization fails (``localize=True``).
     chunks : tuple of int or None
         The storage chunk shape (shard shape for sharded Zarr), when the data has one.
+    changes : ReportChanges or None
+        With ``cache=``: what is new or gone since the last complete scan kept in the
+        cache, and which storage units were read again (not in ``to_dict``: its own).
     regions : list of (start, stop, count)
         The scanned regions (for a float array in RAM scanned on several cores, the parts
         of at most 64 MiB each region was cut into) that hold value findings, with their
@@ -321,6 +324,9 @@ class ScanReport:
     regions: list[tuple[tuple[int, ...], tuple[int, ...], int]] = field(default_factory=list)
     z_threshold: float = 10.0
     dynamic_range: dict[str, DynamicRange] = field(default_factory=dict)
+    # what changed since the last scan kept in the cache (``changes.ReportChanges``): a
+    # history of the scans, not part of the data's report (``to_dict`` leaves it out)
+    changes: Any = field(default=None, compare=False, repr=False)
 
     @property
     def nonfinite(self) -> int:

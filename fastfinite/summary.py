@@ -17,6 +17,7 @@ import numpy as np
 from . import kinds
 from .blocks import component_dtype
 from .casts import risk_thresholds
+from .digests import digest
 from .kinds import BASE_KINDS
 from .stats import TINY, combine, scaled_moments
 
@@ -244,6 +245,43 @@ def merge_all(parts, cap: int) -> Summary:
             nxt.append(parts[-1])
         parts = nxt
     return parts[0]
+
+
+class PairwiseMerger:
+    """Fold summaries as they come, merging equal-sized partial results like a binary counter:
+    the tree of ``merge_all`` (and of the Dask engine's reduction), so both engines merge in
+    the same order and give the same bits.
+
+    A summary of a whole subtree (``2**level`` regions, recalled from a cache) is added at
+    its level, where it takes the place of its regions. With keys (``add(..., key=)``) each
+    subtree formed gets the key ``digest(left, right)`` and is passed to ``on_node(level,
+    key, summary)`` before anything spends it."""
+
+    def __init__(self, cap: int, on_node=None):
+        self.cap = cap
+        self.on_node = on_node
+        self._stack: list[tuple[int, Summary, bytes | None]] = []
+
+    def add(self, s: Summary, level: int = 0, key: bytes | None = None) -> None:
+        while self._stack and self._stack[-1][0] == level:
+            _, top, left = self._stack.pop()
+            s = merge(top, s, self.cap, spend=True)
+            level += 1
+            key = None if left is None or key is None else node_key(left, key)
+            if self.on_node is not None and key is not None:
+                self.on_node(level, key, s)
+        self._stack.append((level, s, key))
+
+    def result(self) -> Summary:
+        out = Summary()
+        for _, s, _ in reversed(self._stack):
+            out = merge(s, out, self.cap, spend=True)
+        return out
+
+
+def node_key(left: bytes, right: bytes) -> bytes:
+    """The key of a subtree from its halves' keys."""
+    return digest("node", left, right)
 
 
 def _first(index: np.ndarray, value: np.ndarray, cap: int) -> tuple[np.ndarray, np.ndarray]:

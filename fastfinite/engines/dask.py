@@ -159,34 +159,38 @@ def compute(lazy, scheduler, progress: bool, timeout: float = 30.0):
                 return lazy.compute(scheduler=scheduler)
         return lazy.compute(scheduler=scheduler)
     if isinstance(scheduler, str):
-        import dask
-        from distributed import Client
-
         address = parse_address(scheduler)
-        made: dict = {}
-
-        def connect() -> None:  # in a thread: a silent peer holds distributed's handshake
-            try:
-                with dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s"}):
-                    made["client"] = Client(address, timeout=timeout, set_as_default=False)
-            except Exception as e:
-                made["error"] = e
-
-        thread = threading.Thread(target=connect, name="fastfinite-connect", daemon=True)
-        thread.start()
-        thread.join(timeout + 5)
-        if "client" not in made:
-            e = made.get("error")
-            why = f"{type(e).__name__}: {e}".strip() if e else f"no answer in {timeout:g} s"
-            raise SourceError(f"cannot reach a Dask scheduler at {address} ({why})")
-        client = made["client"]
-        with client:
+        with _connect(address, timeout) as client:
             return _on_client(client, lazy, progress, timeout, address)
     if type(scheduler).__name__ == "Client":
         return _on_client(scheduler, lazy, progress, timeout, scheduler.scheduler.address)
     raise InvalidArgumentError(
         f"scheduler {scheduler!r} is not a scheduler name, Client or address"
     )
+
+
+def _connect(address: str, timeout: float):
+    """A ``distributed.Client`` of the scheduler at ``address``, in bounded time."""
+    import dask
+    from distributed import Client
+
+    made: dict = {}
+
+    def connect() -> None:  # in a thread: a silent peer holds distributed's handshake
+        try:
+            with dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s"}):
+                made["client"] = Client(address, timeout=timeout, set_as_default=False)
+        except Exception as e:
+            made["error"] = e
+
+    thread = threading.Thread(target=connect, name="fastfinite-connect", daemon=True)
+    thread.start()
+    thread.join(timeout + 5)
+    if "client" not in made:
+        e = made.get("error")
+        why = f"{type(e).__name__}: {e}".strip() if e else f"no answer in {timeout:g} s"
+        raise SourceError(f"cannot reach a Dask scheduler at {address} ({why})")
+    return made["client"]
 
 
 _ADDRESS = re.compile(r"^(tcp|tls|ws|wss|ucx|inproc)://(\[[^\]]+\]|[^/:\[\]]+):(\d+)$")
@@ -239,3 +243,101 @@ def _on_client(client, lazy, progress: bool, timeout: float, address: str):
             future.cancel()
             what = "lost" if client.status != "running" else "no workers at"
             raise SourceError(f"{what} the Dask scheduler at {address} for {timeout:g} s")
+
+
+def cached_scan(plan: ScanPlan, scheduler, progress: bool, timeout: float = 30.0):
+    """A scan with a cache on ``scheduler``: the regions the cache does not recall are Dask
+    tasks, each summary is written to the cache as it arrives, so a lost cluster loses no
+    finished work, and the client folds recalled and new summaries in the local engine's
+    tree (the same report)."""
+    from ..summary import PairwiseMerger
+
+    client, own = None, False
+    if isinstance(scheduler, str) and scheduler not in LOCAL_SCHEDULERS:
+        client, own = _connect(parse_address(scheduler), timeout), True
+    elif type(scheduler).__name__ == "Client":
+        client = scheduler
+    elif scheduler is not None and not isinstance(scheduler, str):
+        raise InvalidArgumentError(
+            f"scheduler {scheduler!r} is not a scheduler name, Client or address"
+        )
+    try:
+        reports = {}
+        for member in plan.members():
+            memory = plan.memory(member)
+            source, spec = member.source, member.spec
+            steps = memory.steps()
+            todo = [st for st in steps if not st.cached]
+            run = uuid.uuid4().hex
+            skey = f"fastfinite-source-{run}"
+            on_error = plan.options.on_error
+            leaves: dict = {
+                (f"fastfinite-cached-{run}", i): (
+                    _in_task, scan_region_or_units, run, skey, st.regions[0], spec, on_error
+                )
+                for i, st in enumerate(todo)
+            }
+            done: dict[int, tuple] = {}
+            try:
+                for (_, i), result in _results(leaves, skey, source, client, scheduler, timeout):
+                    summary, errors = result
+                    done[i] = (summary, errors, memory.leaf(todo[i], summary, errors))
+            finally:
+                memory.flush()
+            merger = PairwiseMerger(spec.max_locations, memory.node)
+            failed: list = []
+            fresh = iter(range(len(todo)))
+            for st in steps:
+                if st.cached:
+                    merger.add(st.summary, st.level, st.key)
+                    continue
+                summary, errors, key = done[next(fresh)]
+                failed.extend(errors)
+                merger.add(summary, 0, key)
+            missing = memory.fingerprints.missing()
+            if missing is None and source.storage is not None:
+                missing = source.missing_units()
+            meta = report_meta(source)
+            reports[member.path] = build_report(
+                spec, meta, merger.result(), failed, missing, True, True
+            )
+            memory.finish(True)
+        return finish(plan.layout, reports, dict(plan.skipped))
+    finally:
+        if own:
+            client.close()
+
+
+def _results(leaves: dict, skey: str, source, client, scheduler, timeout: float):
+    """``(key, result)`` of each task of ``leaves`` (which read ``source``, held at
+    ``skey``) as it finishes: on a distributed client as they come, else in batches on the
+    local scheduler."""
+    if not leaves:
+        return
+    keys = list(leaves)
+    leaves = {skey: source, **leaves}
+    if client is None:
+        from dask.base import get_scheduler
+
+        get = get_scheduler(scheduler=scheduler) or get_scheduler(scheduler="threads")
+        batch = 4 * (os.cpu_count() or 1)
+        for i in range(0, len(keys), batch):
+            part = keys[i : i + batch]
+            yield from zip(part, get({skey: source, **{k: leaves[k] for k in part}}, part))
+        return
+    from distributed import as_completed
+
+    address = client.scheduler.address
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except TimeoutError:
+        raise SourceError(
+            f"the Dask scheduler at {address} has no workers ({timeout:g} s)"
+        ) from None
+    futures = client.get(leaves, keys, sync=False)
+    index = {f.key: k for f, k in zip(futures, keys)}
+    try:
+        for f in as_completed(futures):
+            yield index[f.key], f.result()
+    except (CancelledError, OSError) as e:
+        raise SourceError(f"lost the Dask scheduler at {address} ({type(e).__name__})") from None

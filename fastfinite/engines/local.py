@@ -19,10 +19,11 @@ from typing import TypeVar
 from ..blocks import Block
 from ..build import build_report, finish, report_meta
 from ..plan import Member, ScanPlan
+from ..recall import Step
 from ..report import ScanReport
 from ..sources.base import SMALL_BYTES
 from ..summarize import scan_region_or_units, scanned_in_parts, summarize_parts
-from ..summary import Summary, merge
+from ..summary import PairwiseMerger
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -74,35 +75,14 @@ def bounded_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Itera
                 f.cancel()
 
 
-class PairwiseMerger:
-    """Fold summaries as they come, merging equal-sized partial results like a binary counter:
-    the tree of ``summary.merge_all`` (and of the Dask engine's reduction), so both engines
-    merge in the same order and give the same bits."""
-
-    def __init__(self, cap: int):
-        self.cap = cap
-        self._stack: list[tuple[int, Summary]] = []
-
-    def add(self, s: Summary) -> None:
-        level = 0
-        while self._stack and self._stack[-1][0] == level:
-            _, top = self._stack.pop()
-            s = merge(top, s, self.cap, spend=True)
-            level += 1
-        self._stack.append((level, s))
-
-    def result(self) -> Summary:
-        out = Summary()
-        for _, s in reversed(self._stack):
-            out = merge(s, out, self.cap, spend=True)
-        return out
-
-
 def scan_member(member: Member, plan: ScanPlan) -> ScanReport:
-    """Scan one member's regions, merge the summaries and build its report."""
+    """Scan one member's regions (those a cache does not recall), merge the summaries and
+    build its report."""
     opts, source, spec = plan.options, member.source, member.spec
+    memory = plan.memory(member)  # before any unit is read: their fingerprints
     listing = None
-    if source.storage is not None:  # list the store's units while the scan runs
+    missing = memory.fingerprints.missing() if memory is not None else None
+    if missing is None and source.storage is not None:  # list the store's units while the scan runs
         pool = ThreadPoolExecutor(1, thread_name_prefix="fastfinite-listing")
         listing = pool.submit(source.missing_units)
         pool.shutdown(wait=False)
@@ -116,27 +96,39 @@ def scan_member(member: Member, plan: ScanPlan) -> ScanReport:
         room = INFLIGHT_BYTES // (2 * member.region_bytes)  # bounded_map holds 2 x workers
         workers = max(workers, min(opts.concurrency // per_region, room))
     ram = source.ram_array
-    if workers > 1 and ram is not None and scanned_in_parts(ram, spec.by):
+    if memory is not None:
+
+        def step(st: Step):
+            if st.cached:
+                return st.regions, st.summary, [], st
+            return st.regions, *scan_region_or_units(source, st.regions[0], spec, opts.on_error), st
+
+        results: Iterator = bounded_map(step, memory.steps(), workers)
+    elif workers > 1 and ram is not None and scanned_in_parts(ram, spec.by):
         block = Block(ram, (0,) * ram.ndim)  # in place: contiguous in memory order
         regions = list(member.regions())
         k = RUN_BYTES // (_size(regions[0]) * ram.itemsize) if regions else 1
         k = 1 << max(0, k.bit_length() - 1)  # runs of 2**j regions: subtrees of the merge tree
         batches = (regions[i : i + k] for i in range(0, len(regions), k))
-        results: Iterator = ((b, summarize_parts(block, b, spec, workers), []) for b in batches)
+        results = ((b, summarize_parts(block, b, spec, workers), [], None) for b in batches)
     else:
         results = bounded_map(
-            lambda r: ([r], *scan_region_or_units(source, r, spec, opts.on_error)),
+            lambda r: ([r], *scan_region_or_units(source, r, spec, opts.on_error), None),
             member.regions(),
             workers,
         )
     bar = _progress_bar(source, opts.progress)
     failed: list = []
-    merger = PairwiseMerger(spec.max_locations)
+    merger = PairwiseMerger(spec.max_locations, memory.node if memory is not None else None)
     done = 0
     try:
-        for scanned, summary, errors in results:
+        for scanned, summary, errors, st in results:
             failed.extend(errors)
-            merger.add(summary)
+            if st is None:
+                merger.add(summary)
+            else:
+                key = st.key if st.cached else memory.leaf(st, summary, errors)
+                merger.add(summary, st.level, key)
             nbytes = sum(_size(r) for r in scanned) * source.dtype.itemsize
             done += nbytes
             if bar is not None:
@@ -147,9 +139,15 @@ def scan_member(member: Member, plan: ScanPlan) -> ScanReport:
         results.close()
         if bar is not None:
             bar.close()
-    missing = listing.result() if listing is not None else None
+        if memory is not None:  # what was scanned is kept, even when the scan stops here
+            memory.flush()
+    if listing is not None:
+        missing = listing.result()
     meta, complete = report_meta(source), done >= source.nbytes
-    return build_report(spec, meta, merger.result(), failed, missing, complete, True)
+    report = build_report(spec, meta, merger.result(), failed, missing, complete, True)
+    if memory is not None:
+        memory.finish(complete)
+    return report
 
 
 def _size(region) -> int:

@@ -98,6 +98,18 @@ class Source(ABC):
         opens it again): a store or file that is gone, or that changed since it was planned."""
         return None
 
+    def identity(self) -> dict[str, Any] | None:
+        """What makes a later opening the same array to a cache: where it is, its dtype, its
+        storage layout and codecs, its shape but for the length of axis 0 (which appends
+        grow). None: nothing can tell a later opening of this data apart from other data
+        (an array in RAM), so it cannot be cached."""
+        return None
+
+    def fingerprints(self) -> Any:
+        """The ``fingerprints.Fingerprints`` of the units, taken now (before any is read);
+        None when the source has none."""
+        return None
+
     def missing_units(self) -> list[tuple[int, ...]] | None:
         """Grid coordinates of the units the store does not hold (C order); None when the
         source cannot tell."""

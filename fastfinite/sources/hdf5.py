@@ -67,6 +67,17 @@ class H5Source(Source):
         if (tuple(ds.shape), np.dtype(ds.dtype)) != (self.shape, self.dtype):
             raise SourceError(f"{self.name} now holds {ds.dtype} {ds.shape}, not the planned")
 
+    def identity(self) -> dict:
+        """The file and dataset, dtype, shape and chunks (any write to an HDF5 file changes
+        the file's fingerprint: its regions are all scanned again)."""
+        return {"kind": "hdf5", "path": self.filename, "dataset": self.dataset,
+                "dtype": self.dtype.str, "shape": list(self.shape), "chunks": self.chunks}  # fmt: skip
+
+    def fingerprints(self):
+        from .fingerprints import whole_file
+
+        return whole_file(self.filename)
+
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_ds"] = None

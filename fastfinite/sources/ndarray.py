@@ -54,6 +54,19 @@ class ArraySource(Source):
                 f"{self.dtype} {self.shape} planned"
             )
 
+    def identity(self) -> dict | None:
+        """A ``.npy`` file: its path, dtype and shape (a file in RAM or a memmap of no file
+        has nothing that tells it from other data)."""
+        if self.path is None:
+            return None
+        return {"kind": "npy", "path": os.path.abspath(self.path), "dtype": self.dtype.str,
+                "shape": list(self.shape)}  # fmt: skip
+
+    def fingerprints(self):
+        from .fingerprints import whole_file
+
+        return None if self.path is None else whole_file(self.path)
+
     @property
     def ram_array(self) -> np.ndarray | None:
         """The array when it is in RAM (not a memory map: nothing to read, no reads to

@@ -129,6 +129,46 @@ class ZarrSource(Source):
         if not there:
             raise SourceError(f"the store of {self.name} no longer holds the array ({key})")
 
+    def identity(self) -> dict:
+        """The array's URL and its metadata but for its attributes and the length of axis 0
+        (dtype, chunk grid, shards, codecs, fill value, key encoding: anything that changes
+        what a unit decodes to)."""
+        import json
+
+        meta = dict(self.array.metadata.to_dict())
+        meta.pop("attributes", None)
+        meta["shape"] = list(self.shape[1:])
+        location = self.location
+        if not self.remote and "://" not in location and os.path.exists(location):
+            location = os.path.abspath(location)
+        return {"kind": "zarr", "location": location,
+                "metadata": json.loads(json.dumps(meta, default=str, sort_keys=True))}  # fmt: skip
+
+    def fingerprints(self):
+        """A fingerprint per storage unit, from a listing of the store (its files' times on
+        a local disk, ETags and times in an object store, else the units' bytes)."""
+        from .fingerprints import (
+            Fingerprints,
+            file_hash,
+            folder_fingerprints,
+            store_fingerprints,
+        )
+
+        array = self.array
+        folder = local_folder(array)
+        found, racy = (
+            folder_fingerprints(folder)
+            if folder is not None
+            else store_fingerprints(array.store_path)
+        )
+        encode = array.metadata.encode_chunk_key
+        parse = key_parser(encode, len(self.shape))
+
+        def rehash(coords):
+            return file_hash(os.path.join(folder, *encode(coords).split("/")))
+
+        return Fingerprints.from_keys(found, racy, parse, self.storage, folder and rehash)
+
     def missing_units(self) -> list[tuple[int, ...]] | None:
         """Grid coordinates (shard grid when sharded) of the units the store does not hold,
         in C order; None when the store cannot be listed."""

@@ -1,0 +1,226 @@
+"""What a scan with a cache recalls of one member, and what it leaves for the next scan.
+
+The member's regions are the leaves of the merge tree both engines fold
+(``summary.PairwiseMerger``). A leaf's key is the fingerprint of its box and of its storage
+units, taken before any is read; a subtree's key is made from its halves'. The scan takes
+from the cache the largest subtrees whose keys it holds, scans the other leaves, and folds
+both in the same tree, so its report is the report of a full scan, bit for bit. Every leaf
+scanned and every subtree formed is written as the scan goes (at least once a second), so a
+scan that is killed is resumed by the next one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .blocks import Region
+from .cache import ScanCache
+from .errors import InvalidArgumentError
+from .summary import Summary, node_key
+from .summary_bytes import from_bytes, to_bytes
+
+SLICE_NODE_MAX = 4096  # subtrees holding more slices are not kept (their leaves are)
+FLUSH_SECONDS = 1.0
+FLUSH_ROWS = 512
+
+
+@dataclass
+class Step:
+    """Leaves of the tree taken together: one region to scan, or a subtree of ``2**level``
+    regions recalled from the cache with its summary."""
+
+    regions: list[Region]
+    level: int
+    key: bytes | None
+    summary: Summary | None = None  # recalled
+
+    @property
+    def cached(self) -> bool:
+        return self.summary is not None
+
+
+def options_key(member: Any, options: Any) -> dict:
+    """The options that change a member's summaries (with the versions that make them)."""
+    from . import __version__
+    from .summary_bytes import FORMAT
+
+    spec = member.spec
+    return {
+        "cast": list(spec.cast), "by": None if spec.by is None else list(spec.by),
+        "max_locations": spec.max_locations, "z_threshold": spec.z_threshold,
+        "region_bytes": member.region_bytes, "twin_max": spec.twin_max,
+        "fastfinite": __version__, "summary_format": FORMAT,
+    }  # fmt: skip
+
+
+class MemberMemory:
+    """One member's entries in the cache, for one scan: which steps it takes, and the writes
+    of what it scans (``leaf``, ``node``, ``flush``, ``finish``)."""
+
+    def __init__(self, cache: ScanCache, member: Any, options: Any):
+        source = member.source
+        identity = source.identity()
+        if identity is None:
+            raise InvalidArgumentError(
+                f"cache= remembers data kept in files or stores, so that a later scan can tell "
+                f"what changed; {source.name or 'this ' + type(source).__name__} is not (scan "
+                "a .npy, Zarr or HDF5 path instead)"
+            )
+        self.cache = cache
+        self.source = source
+        self.fingerprints = source.fingerprints()  # before any unit is read
+        self.name = identity.get("location") or identity.get("path") or source.name
+        self.akey, self.rebuilt = cache.array_key(self.name, identity, options_key(member, options))
+        cache.update_racy(self.akey, *self.fingerprints.settle(cache.racy(self.akey)))
+        self.regions = list(member.regions())
+        self.levels = _tree([self.fingerprints.of(r) for r in self.regions])
+        self.known = cache.node_keys(self.akey)
+        self._pending: list[tuple[bytes, bytes, int, bytes]] = []
+        self._flushed = time.monotonic()
+        self.written = 0
+        self.scanned: list[Region] = []
+        self.reused = 0  # regions recalled
+
+    def steps(self) -> list[Step]:
+        """The scan's steps in region order: the largest cached subtrees, the leaves left."""
+        wanted: list[tuple[int, int]] = []
+        self._cover(wanted, lambda j, m: self.levels[j][m] in self.known)
+        try:
+            held = {
+                k: from_bytes(v)
+                for k, v in self.cache.load_many(
+                    self.akey, [self.levels[j][m] for j, m in wanted]
+                ).items()
+            }
+        except ValueError as e:  # written by no scan: nothing of this array is trusted
+            import warnings
+
+            note = f"{self.name}: an entry of the cache cannot be read ({e}): scanned anew"
+            warnings.warn(note, stacklevel=5)
+            self.rebuilt = note
+            self.cache.retain(self.akey, set(), set())
+            self.known, held = set(), {}
+        out: list[Step] = []
+        cover: list[tuple[int, int]] = []
+        self._cover(cover, lambda j, m: self.levels[j][m] in held)  # what is still there
+        for j, m in cover:
+            key = self.levels[j][m]
+            regions = self.regions[m << j : (m + 1) << j]
+            out.append(Step(regions, j, key, held.get(key)))
+            if key in held:
+                self.reused += len(regions)
+        return out
+
+    def _cover(self, out: list, cached) -> None:
+        n, pos = len(self.regions), 0
+        for j in reversed(range(n.bit_length())):
+            if n >> j & 1:
+                self._cover_block(j, pos >> j, cached, out)
+                pos += 1 << j
+
+    def _cover_block(self, j: int, m: int, cached, out: list) -> None:
+        if j == 0 or cached(j, m):
+            out.append((j, m))
+            return
+        self._cover_block(j - 1, 2 * m, cached, out)
+        self._cover_block(j - 1, 2 * m + 1, cached, out)
+
+    def leaf(self, step: Step, summary: Summary, errors: list) -> bytes | None:
+        """A region was scanned: keep its summary (not when a unit could not be read: that
+        region is read again next time). Returns its key for the merge, None if not kept."""
+        self.scanned.extend(step.regions)
+        if errors:
+            return None
+        self.node(0, step.key, summary)
+        return step.key
+
+    def node(self, level: int, key: bytes, summary: Summary) -> None:
+        """A subtree was formed: keep it unless it is already kept, or holds many slices."""
+        if key in self.known:
+            return
+        if level and summary.slices and sum(len(s.idx) for s in summary.slices) > SLICE_NODE_MAX:
+            return
+        self.known.add(key)
+        self._pending.append((self.akey, key, level, to_bytes(summary)))
+        now = time.monotonic()
+        if len(self._pending) >= FLUSH_ROWS or now - self._flushed >= FLUSH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._pending:
+            self.cache.store(self._pending)
+            self.written += len(self._pending)
+            self._pending = []
+        self._flushed = time.monotonic()
+
+    def finish(self, complete: bool) -> None:
+        """Write what is pending; after a complete scan keep only the current tree."""
+        self.flush()
+        if complete and (self.written or self.rebuilt or self.scanned):
+            keep = {k for level in self.levels for k in level}
+            self.cache.retain(self.akey, keep, self.fingerprints.current())
+
+    def rescanned_units(self) -> list[tuple[int, ...]]:
+        """Grid coordinates of the storage units read (the regions' boxes without a grid)."""
+        grid = self.fingerprints.grid
+        seen: dict = {}
+        for r in self.scanned:
+            if grid is None:
+                seen[tuple(s.start for s in r)] = None
+            else:
+                seen.update(dict.fromkeys(grid.units_in(r)))
+        return sorted(seen)
+
+
+def _tree(leaves: list[bytes]) -> list[list[bytes]]:
+    """Keys of every aligned subtree: ``levels[j][m]`` covers leaves ``m*2**j`` to
+    ``(m+1)*2**j``."""
+    levels = [leaves]
+    while len(levels[-1]) > 1:
+        below = levels[-1]
+        levels.append([node_key(below[i], below[i + 1]) for i in range(0, len(below) - 1, 2)])
+    return levels
+
+
+def record(plan: Any, report: Any, target: str) -> None:
+    """Set ``report.changes``: against the last complete report of ``target`` in the cache,
+    with the units each member read; keep ``report`` as the last when it is complete."""
+    import json
+
+    from .changes import diff_reports
+    from .digests import digest
+    from .report import ScanReport
+
+    cache: ScanCache = plan.cache
+    okey = digest("report", json.dumps(sorted(options_key_of(plan).items()), default=str))
+    text, why = cache.last_report(target, okey)
+    old = ScanReport.from_json(text) if text is not None else None
+    try:
+        changes = diff_reports(old, report)
+    except InvalidArgumentError as e:  # the same name, other data (a store written anew)
+        changes = diff_reports(None, report)
+        changes.notes.append(f"the last cached report is not comparable: {e}")
+    if why:
+        changes.notes.append(why)
+    changes.notes += cache.notes
+    for path, memory in plan.recalled.items():
+        name = memory.source.name if path is None else path
+        changes.rescanned[name] = memory.rescanned_units()
+        changes.regions_scanned += len(memory.scanned)
+        changes.regions_recalled += memory.reused
+        if memory.rebuilt:
+            changes.notes.append(memory.rebuilt)
+    if report.complete:
+        cache.save_report(target, okey, report.to_json(indent=None))
+    changes.cache_bytes = cache.nbytes()
+    report.changes = changes
+
+
+def options_key_of(plan: Any) -> dict:
+    """The options that change a report (a group's members each have their own key)."""
+    o = plan.options
+    return {"cast": o.cast, "by": o.by, "max_locations": o.max_locations,
+            "z_threshold": o.z_threshold, "region_bytes": o.region_bytes,
+            "scale": o.scale}  # fmt: skip

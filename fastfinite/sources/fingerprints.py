@@ -1,0 +1,235 @@
+"""What a cache compares to tell that a storage unit did not change since it was scanned: a
+fingerprint per unit (chunk or shard file, or object), taken from the store's listing before
+any unit is read.
+
+- A local file: size, modification and change times (ns) and inode. A file changed less than
+  ``RACY_SECONDS`` before it was listed may be rewritten again within one tick of the file
+  system's clock, unseen by its times: its content hash is taken too (git's "racy clean"),
+  kept by the cache beside the entry and compared at the next scan (``Fingerprints.settle``).
+- An object in an object store: its ETag, version id, last-modified time and size.
+- Anything else (a store in memory, a zip file): the hash of the unit's bytes.
+
+Nothing here decodes a unit: hashing bytes costs a read, not a decompression and a scan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..digests import content_digest, digest
+
+RACY_SECONDS = 2.0  # above any file system's timestamp granularity (FAT's is 2 s)
+ABSENT = b"absent"  # a unit the store does not hold: it reads as the fill value
+
+
+def file_fingerprint(path: str, st: os.stat_result, now_ns: int) -> tuple[bytes, bytes | None]:
+    """The fingerprint of a local file from its ``stat``, and its content hash when it
+    changed within ``RACY_SECONDS`` of ``now_ns`` (else None)."""
+    fp = digest("stat", f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}")
+    racy = now_ns - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_SECONDS * 1e9
+    return fp, file_hash(path) if racy else None
+
+
+def file_hash(path: str) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.digest()
+
+
+def whole_file(path: str) -> Fingerprints:
+    """One fingerprint for a whole file (``.npy``, HDF5: every region shares it)."""
+    fp, racy = file_fingerprint(path, os.stat(path), time.time_ns())
+    return Fingerprints(whole=fp, racy={(): racy} if racy else {}, rehash=lambda _: file_hash(path))
+
+
+def folder_fingerprints(folder: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """``{key: fingerprint}`` of every file below ``folder`` (keys with ``/``), and the
+    content hashes of the racy ones."""
+    if not os.path.isdir(folder):
+        from ..errors import SourceError
+
+        raise SourceError(f"the array's folder {folder} is not there")
+    now = time.time_ns()
+    out: dict[str, bytes] = {}
+    racy: dict[str, bytes] = {}
+    stack = [("", folder)]
+    while stack:
+        rel, here = stack.pop()
+        with os.scandir(here) as it:
+            for e in it:
+                key = f"{rel}{e.name}"
+                if e.is_dir(follow_symlinks=False):
+                    stack.append((key + "/", e.path))
+                else:
+                    out[key], h = file_fingerprint(e.path, e.stat(), now)
+                    if h is not None:
+                        racy[key] = h
+    return out, racy
+
+
+_ETAG_FIELDS = ("ETag", "etag", "e_tag", "VersionId", "version_id", "version", "generation")
+_TIME_FIELDS = ("LastModified", "last_modified", "mtime", "updated", "last-modified")
+
+
+def object_fingerprint(info: dict) -> bytes | None:
+    """An object's fingerprint from its listing entry (fsspec's or obstore's), or None when
+    the entry holds neither an ETag nor a version nor a modification time."""
+    tags = [f"{k}={info[k]}" for k in _ETAG_FIELDS if info.get(k) not in (None, "")]
+    times = [f"{k}={info[k]}" for k in _TIME_FIELDS if info.get(k) not in (None, "")]
+    if not tags and not times:
+        return None
+    return digest("object", str(info.get("size")), *tags, *times)
+
+
+def store_fingerprints(store_path: Any) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """``{key relative to the array: fingerprint}`` of every key below a zarr ``StorePath``:
+    from an fsspec or obstore listing where it gives ETags or times, else from the bytes
+    (and the racy files' hashes, as ``folder_fingerprints`` gives them)."""
+    store = store_path.store
+    prefix = store_path.path.strip("/")
+    fs = getattr(store, "fs", None)
+    if fs is not None and type(fs).__name__ == "LocalFileSystem":  # file://: the files' times
+        return folder_fingerprints(f"{str(store.path).rstrip('/')}/{prefix}".rstrip("/"))
+    if fs is not None:
+        found = _fsspec_listing(fs, f"{str(store.path).rstrip('/')}/{prefix}".rstrip("/"))
+    elif type(store).__name__ == "ObjectStore":
+        found = _obstore_listing(store.store, prefix)
+    else:
+        found = None
+    if found is not None and all(v is not None for v in found.values()):
+        return found, {}  # type: ignore[return-value]
+    return _hashed(store, prefix), {}
+
+
+def _fsspec_listing(fs: Any, root: str) -> dict[str, bytes | None] | None:
+    try:
+        infos = fs.find(root, detail=True)
+    except Exception:
+        return None
+    base = fs._strip_protocol(root).rstrip("/") + "/"
+    out = {}
+    for path, info in infos.items():
+        rel = fs._strip_protocol(path)
+        if rel.startswith(base):
+            out[rel[len(base) :]] = object_fingerprint(info)
+    return out
+
+
+def _obstore_listing(inner: Any, prefix: str) -> dict[str, bytes | None] | None:
+    try:
+        import obstore
+
+        batches = obstore.list(inner, prefix=prefix + "/" if prefix else None)
+        entries = [e for batch in batches for e in batch]
+    except Exception:
+        return None
+    strip = len(prefix) + 1 if prefix else 0
+    return {str(e["path"])[strip:]: object_fingerprint(dict(e)) for e in entries}
+
+
+def _hashed(store: Any, prefix: str) -> dict[str, bytes]:
+    """The hash of every value below ``prefix``, read through zarr's store interface."""
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    async def read_all() -> dict[str, bytes]:
+        out = {}
+        strip = len(prefix) + 1 if prefix else 0
+        async for key in store.list_prefix(prefix + "/" if prefix else ""):
+            buf = await store.get(key, default_buffer_prototype())
+            if buf is not None:
+                out[key[strip:]] = digest("bytes", content_digest(buf.to_bytes()))
+        return out
+
+    return sync(read_all())
+
+
+class Fingerprints:
+    """The fingerprints of a source's units, and of a region from those of its units.
+
+    Parameters
+    ----------
+    units : dict, optional
+        ``{grid coordinates: fingerprint}`` of the units the store holds.
+    grid : ChunkGrid, optional
+        The units' grid (with ``units``).
+    whole : bytes, optional
+        One fingerprint for every region (a single file).
+    racy : dict, optional
+        ``{coordinates (() for a whole file): content hash}`` of the units changed just
+        before they were listed.
+    rehash : callable, optional
+        Coordinates -> the unit's content hash now.
+    """
+
+    def __init__(self, units=None, grid=None, whole=None, racy=None, rehash=None):
+        self.units = units or {}
+        self.grid = grid
+        self.whole = whole
+        self.racy = racy or {}
+        self.rehash = rehash
+
+    @classmethod
+    def from_keys(cls, found, racy, parse: Callable, grid, rehash=None) -> Fingerprints:
+        units, hashes = {}, {}
+        for key, fp in found.items():
+            coords = parse(key)
+            if coords is not None and all(c < g for c, g in zip(coords, grid.grid)):
+                units[coords] = fp
+                if key in racy:
+                    hashes[coords] = racy[key]
+        return cls(units, grid, racy=hashes, rehash=rehash)
+
+    def settle(self, records: dict[bytes, bytes]) -> tuple[list, list]:
+        """Compare with ``records`` (``{fingerprint: content hash}`` of units that were racy
+        when an earlier scan listed them): a unit whose times are the same but whose content
+        is not gets another fingerprint (its regions are scanned again). Returns the records
+        to add (units racy now) and to drop (units no longer racy, their content checked)."""
+        fps = {(): self.whole} if self.whole is not None else self.units
+        add, drop = [], []
+        for coords, fp in fps.items():
+            now = self.racy.get(coords)
+            if fp in records:
+                h = now if now is not None else self.rehash(coords)
+                if h != records[fp]:  # rewritten within one tick: the times cannot tell
+                    self._set(coords, digest("rewritten", fp, h))
+                elif now is None:
+                    drop.append(fp)
+            elif now is not None:
+                add.append((fp, now))
+        return add, drop
+
+    def _set(self, coords, fp: bytes) -> None:
+        if self.whole is not None:
+            self.whole = fp
+        else:
+            self.units[coords] = fp
+
+    def current(self) -> set[bytes]:
+        """Every unit's fingerprint."""
+        return {self.whole} if self.whole is not None else set(self.units.values())
+
+    def of(self, region) -> bytes:
+        """The fingerprint of a region: its box and the fingerprints of its units."""
+        box = ",".join(f"{r.start}:{r.stop}" for r in region)
+        if self.whole is not None:
+            return digest("region", box, self.whole)
+        fps: Iterable[bytes] = (self.units.get(c, ABSENT) for c in self.grid.units_in(region))
+        return digest("region", box, *fps)
+
+    def missing(self) -> list[tuple[int, ...]] | None:
+        """Grid coordinates of the units the store does not hold, in C order."""
+        if self.grid is None:
+            return None
+        import numpy as np
+
+        present = np.zeros(self.grid.grid, dtype=bool)
+        for coords in self.units:
+            present[coords] = True
+        return [tuple(int(i) for i in c) for c in np.argwhere(~present)]
