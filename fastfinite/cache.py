@@ -58,6 +58,8 @@ class ScanCache:
             try:
                 db = sqlite3.connect(self.file, timeout=BUSY_SECONDS, isolation_level=None)
                 db.execute("PRAGMA journal_mode=WAL")
+                # no sync at each commit: a crash may lose the last writes, never corrupt
+                db.execute("PRAGMA synchronous=NORMAL")
                 with db:  # BEGIN ... COMMIT: two first scans at once make it once
                     db.execute("BEGIN IMMEDIATE")
                     for stmt in filter(str.strip, _SCHEMA.split(";")):
@@ -98,6 +100,9 @@ class ScanCache:
         ident = json.dumps(identity, sort_keys=True)
         opts = json.dumps(options, sort_keys=True)
         akey = digest("array", ident, opts)
+        row = self.db.execute("SELECT akey FROM arrays WHERE name=?", (name,)).fetchone()
+        if row is not None and bytes(row[0]) == akey:
+            return akey, None  # as it was: nothing to write
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
             row = self.db.execute(
@@ -199,6 +204,11 @@ class ScanCache:
         return row[1], None
 
     def save_report(self, target: str, okey: bytes, text: str) -> None:
+        row = self.db.execute(
+            "SELECT okey, report FROM reports WHERE target=?", (target,)
+        ).fetchone()
+        if row is not None and bytes(row[0]) == okey and row[1] == text:
+            return
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
             self.db.execute(
@@ -207,12 +217,7 @@ class ScanCache:
             )
 
     def nbytes(self) -> int:
-        """The cache's size on disk (its database, after its write-ahead log is folded in,
-        and what another scan's log holds still)."""
-        try:
-            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except sqlite3.OperationalError:  # another scan is writing: its log is counted
-            pass
+        """The cache's size on disk (its database and its write-ahead log)."""
         return sum(
             os.path.getsize(self.file + s) for s in ("", "-wal") if os.path.exists(self.file + s)
         )

@@ -273,7 +273,13 @@ def cached_scan(plan: ScanPlan, scheduler, progress: bool, timeout: float = 30.0
             on_error = plan.options.on_error
             leaves: dict = {
                 (f"fastfinite-cached-{run}", i): (
-                    _in_task, scan_region_or_units, run, skey, st.regions[0], spec, on_error
+                    _in_task,
+                    scan_region_or_units,
+                    run,
+                    skey,
+                    st.regions[0],
+                    spec,
+                    on_error,
                 )
                 for i, st in enumerate(todo)
             }

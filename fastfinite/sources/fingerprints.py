@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
+import struct
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..digests import content_digest, digest
 
+_STAT = struct.Struct("<qqqQ")  # size, mtime and ctime (ns), inode: no hash to make
 RACY_SECONDS = 2.0  # above any file system's timestamp granularity (FAT's is 2 s)
 ABSENT = b"absent"  # a unit the store does not hold: it reads as the fill value
 
@@ -29,7 +32,7 @@ ABSENT = b"absent"  # a unit the store does not hold: it reads as the fill value
 def file_fingerprint(path: str, st: os.stat_result, now_ns: int) -> tuple[bytes, bytes | None]:
     """The fingerprint of a local file from its ``stat``, and its content hash when it
     changed within ``RACY_SECONDS`` of ``now_ns`` (else None)."""
-    fp = digest("stat", f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}")
+    fp = _STAT.pack(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
     racy = now_ns - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_SECONDS * 1e9
     return fp, file_hash(path) if racy else None
 
@@ -48,29 +51,32 @@ def whole_file(path: str) -> Fingerprints:
     return Fingerprints(whole=fp, racy={(): racy} if racy else {}, rehash=lambda _: file_hash(path))
 
 
-def folder_fingerprints(folder: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
-    """``{key: fingerprint}`` of every file below ``folder`` (keys with ``/``), and the
-    content hashes of the racy ones."""
+def grid_fingerprints(folder: str, encode: Callable, grid) -> Fingerprints:
+    """The fingerprints of the unit files of a grid in ``folder`` (``encode``: coordinates ->
+    key), each file's ``stat`` taken by its path: no directory listed (with one folder per
+    row of chunks, as Zarr 3 lays them out, listing costs several times more)."""
+    import numpy as np
+
     if not os.path.isdir(folder):
         from ..errors import SourceError
 
         raise SourceError(f"the array's folder {folder} is not there")
     now = time.time_ns()
-    out: dict[str, bytes] = {}
-    racy: dict[str, bytes] = {}
-    stack = [("", folder)]
-    while stack:
-        rel, here = stack.pop()
-        with os.scandir(here) as it:
-            for e in it:
-                key = f"{rel}{e.name}"
-                if e.is_dir(follow_symlinks=False):
-                    stack.append((key + "/", e.path))
-                else:
-                    out[key], h = file_fingerprint(e.path, e.stat(), now)
-                    if h is not None:
-                        racy[key] = h
-    return out, racy
+    units, racy = {}, {}
+    base = folder.rstrip(os.sep) + os.sep
+    sep = os.sep
+    for coords in np.ndindex(*grid.grid):
+        path = base + encode(coords).replace("/", sep)
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        units[coords], h = file_fingerprint(path, st, now)
+        if h is not None:
+            racy[coords] = h
+    return Fingerprints(units, grid, racy=racy, rehash=lambda c: file_hash(base + encode(c)))
 
 
 _ETAG_FIELDS = ("ETag", "etag", "e_tag", "VersionId", "version_id", "version", "generation")
@@ -90,12 +96,10 @@ def object_fingerprint(info: dict) -> bytes | None:
 def store_fingerprints(store_path: Any) -> tuple[dict[str, bytes], dict[str, bytes]]:
     """``{key relative to the array: fingerprint}`` of every key below a zarr ``StorePath``:
     from an fsspec or obstore listing where it gives ETags or times, else from the bytes
-    (and the racy files' hashes, as ``folder_fingerprints`` gives them)."""
+    (no racy hashes: an object's ETag or version is of its content)."""
     store = store_path.store
     prefix = store_path.path.strip("/")
     fs = getattr(store, "fs", None)
-    if fs is not None and type(fs).__name__ == "LocalFileSystem":  # file://: the files' times
-        return folder_fingerprints(f"{str(store.path).rstrip('/')}/{prefix}".rstrip("/"))
     if fs is not None:
         found = _fsspec_listing(fs, f"{str(store.path).rstrip('/')}/{prefix}".rstrip("/"))
     elif type(store).__name__ == "ObjectStore":

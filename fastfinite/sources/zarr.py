@@ -145,29 +145,22 @@ class ZarrSource(Source):
                 "metadata": json.loads(json.dumps(meta, default=str, sort_keys=True))}  # fmt: skip
 
     def fingerprints(self):
-        """A fingerprint per storage unit, from a listing of the store (its files' times on
-        a local disk, ETags and times in an object store, else the units' bytes)."""
-        from .fingerprints import (
-            Fingerprints,
-            file_hash,
-            folder_fingerprints,
-            store_fingerprints,
-        )
+        """A fingerprint per storage unit, taken now: its file's times on a local disk, its
+        ETag and time in an object store, else its bytes' hash."""
+        from .fingerprints import Fingerprints, grid_fingerprints, store_fingerprints
 
         array = self.array
         folder = local_folder(array)
-        found, racy = (
-            folder_fingerprints(folder)
-            if folder is not None
-            else store_fingerprints(array.store_path)
-        )
+        store = array.store_path.store
+        if folder is None and type(getattr(store, "fs", None)).__name__ == "LocalFileSystem":
+            folder = f"{str(store.path).rstrip('/')}/{array.store_path.path.strip('/')}"
         encode = array.metadata.encode_chunk_key
-        parse = key_parser(encode, len(self.shape))
-
-        def rehash(coords):
-            return file_hash(os.path.join(folder, *encode(coords).split("/")))
-
-        return Fingerprints.from_keys(found, racy, parse, self.storage, folder and rehash)
+        if folder is not None:
+            return grid_fingerprints(folder, encode, self.storage)
+        found, racy = store_fingerprints(array.store_path)
+        return Fingerprints.from_keys(
+            found, racy, key_parser(encode, len(self.shape)), self.storage
+        )
 
     def missing_units(self) -> list[tuple[int, ...]] | None:
         """Grid coordinates (shard grid when sharded) of the units the store does not hold,
