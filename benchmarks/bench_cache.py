@@ -9,7 +9,9 @@ Measured, each the best of ``--repeat`` rounds (the methods alternated within a 
 full scan without a cache (1.00x); the first scan into an empty cache; a re-scan of the
 unchanged store; a re-scan after 1% of the chunks were rewritten, as one contiguous run and
 scattered at random; a re-scan after 10% more rows were appended. Each report is checked
-equal (``to_dict()``) to a full scan's. The store stays in the page cache: this measures
+equal (``to_dict()``) to a full scan's. Files are scanned at least 0.1 s after they were
+written, as a nightly job finds them (a file changed within a clock tick of its listing is
+hashed too: that cost is the racy case's, not a re-scan's). The store stays in the page cache: this measures
 decompression, scanning and the cache, not the disk.
 """
 
@@ -33,7 +35,7 @@ from _common import machine, write_section  # noqa: E402
 from make_large_zarr import make  # noqa: E402
 
 import fastfinite  # noqa: E402
-from fastfinite.sources.fingerprints import RACY_SECONDS  # noqa: E402
+from fastfinite.sources.fingerprints import RACY_FINE_SECONDS, RACY_SECONDS  # noqa: E402
 
 TARGETS = {"unchanged": 0.03, "rewrite 1%": 0.05, "append 10%": 0.15, "cold": 1.05}
 
@@ -42,6 +44,9 @@ def _rewrite(a, chunks: list[int], rows: int, seed: int) -> None:
     for c in chunks:
         lo, hi = c * rows, min((c + 1) * rows, a.shape[0])
         a[lo:hi] = np.random.default_rng(seed + c).standard_normal((hi - lo, a.shape[1]))
+    # as a nightly job finds them: not changed within the file system's clock tick (a file
+    # that was would be hashed too, see sources/fingerprints.py)
+    time.sleep(RACY_FINE_SECONDS)
 
 
 def _timed(fn):

@@ -12,6 +12,7 @@ scan that is killed is resumed by the next one.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,9 +95,7 @@ class MemberMemory:
                     self.akey, [self.levels[j][m] for j, m in wanted]
                 ).items()
             }
-        except ValueError as e:  # written by no scan: nothing of this array is trusted
-            import warnings
-
+        except ValueError as e:  # not what a scan wrote: nothing of this array is trusted
             note = f"{self.name}: an entry of the cache cannot be read ({e}): scanned anew"
             warnings.warn(note, stacklevel=5)
             self.rebuilt = note

@@ -41,6 +41,8 @@ def test_python_examples_run_and_print_what_the_readme_shows():
         "batch 4, element 0 ('image'), posinf at (3, 2) (posinf 1)",
         "5 guard: 6 batches checked, 1 bad (0 warned, 1 skipped)",
     ]
+    nightly = outputs[-1].splitlines()
+    assert nightly == ["True ['nan at (300000, 7)']", "[(2, 0)] 7", "True"]
 
 
 def test_quick_start_commands_are_verbatim():

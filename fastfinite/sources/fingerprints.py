@@ -3,8 +3,9 @@ fingerprint per unit (chunk or shard file, or object), taken from the store's li
 any unit is read.
 
 - A local file: size, modification and change times (ns) and inode. A file changed less than
-  ``RACY_SECONDS`` before it was listed may be rewritten again within one tick of the file
-  system's clock, unseen by its times: its content hash is taken too (git's "racy clean"),
+  a tick of the file system's clock before it was listed (``RACY_FINE_SECONDS``, or
+  ``RACY_SECONDS`` where times are whole seconds) may be rewritten again within that tick,
+  unseen by its times: its content hash is taken too (git's "racy clean"),
   kept by the cache beside the entry and compared at the next scan (``Fingerprints.settle``).
 - An object in an object store: its ETag, version id, last-modified time and size.
 - Anything else (a store in memory, a zip file): the hash of the unit's bytes.
@@ -25,7 +26,10 @@ from typing import Any
 from ..digests import content_digest, digest
 
 _STAT = struct.Struct("<qqqQ")  # size, mtime and ctime (ns), inode: no hash to make
-RACY_SECONDS = 2.0  # above any file system's timestamp granularity (FAT's is 2 s)
+# above the granularity of a file system's timestamps: one whose times are whole seconds may
+# tick in seconds (FAT's, in two); others (ext4, XFS, btrfs, NTFS, APFS) tick in ms or less
+RACY_SECONDS = 2.0
+RACY_FINE_SECONDS = 0.1
 ABSENT = b"absent"  # a unit the store does not hold: it reads as the fill value
 
 
@@ -33,7 +37,9 @@ def file_fingerprint(path: str, st: os.stat_result, now_ns: int) -> tuple[bytes,
     """The fingerprint of a local file from its ``stat``, and its content hash when it
     changed within ``RACY_SECONDS`` of ``now_ns`` (else None)."""
     fp = _STAT.pack(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-    racy = now_ns - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_SECONDS * 1e9
+    coarse = st.st_mtime_ns % 1_000_000_000 == 0 and st.st_ctime_ns % 1_000_000_000 == 0
+    window = RACY_SECONDS if coarse else RACY_FINE_SECONDS
+    racy = now_ns - max(st.st_mtime_ns, st.st_ctime_ns) < window * 1e9
     return fp, file_hash(path) if racy else None
 
 
