@@ -1,5 +1,6 @@
 """fastfinite: find the NaN, inf and cast overflows that break training, at scale."""
 
+from ._version import __version__ as __version__
 from .api import assert_finite, scan
 from .changes import Change, CountChange, ReportChanges, diff_reports
 from .errors import (
@@ -14,8 +15,6 @@ from .guard import BadBatchWarning, Guard, guard
 from .localize import localize
 from .merging import merge_reports
 from .report import CastRisk, Finding, Localization, Location, ScanReport, SliceReport
-
-__version__ = "0.1.0"
 
 __all__ = [
     "BadBatchWarning",

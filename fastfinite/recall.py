@@ -44,7 +44,7 @@ class Step:
 
 def options_key(member: Any, options: Any) -> dict:
     """The options that change a member's summaries (with the versions that make them)."""
-    from . import __version__
+    from ._version import __version__
     from .summary_bytes import FORMAT
 
     spec = member.spec

@@ -212,14 +212,18 @@ def parse_address(text: str) -> str:
     return text
 
 
-def _on_client(client, lazy, progress: bool, timeout: float, address: str):
-    """The scan's result from ``client``, watching the scheduler and its workers."""
+def _wait_for_workers(client, timeout: float, address: str) -> None:
     try:
         client.wait_for_workers(1, timeout=timeout)
     except TimeoutError:
         raise SourceError(
             f"the Dask scheduler at {address} has no workers ({timeout:g} s)"
         ) from None
+
+
+def _on_client(client, lazy, progress: bool, timeout: float, address: str):
+    """The scan's result from ``client``, watching the scheduler and its workers."""
+    _wait_for_workers(client, timeout, address)
     future = client.compute(lazy)
     if progress:
         from distributed import progress as show
@@ -285,7 +289,9 @@ def cached_scan(plan: ScanPlan, scheduler, progress: bool, timeout: float = 30.0
             }
             done: dict[int, tuple] = {}
             try:
-                for (_, i), result in _results(leaves, skey, source, client, scheduler, timeout):
+                for (_, i), result in _results(
+                    leaves, skey, source, client, scheduler, timeout, progress
+                ):
                     summary, errors = result
                     done[i] = (summary, errors, memory.leaf(todo[i], summary, errors))
             finally:
@@ -314,7 +320,7 @@ def cached_scan(plan: ScanPlan, scheduler, progress: bool, timeout: float = 30.0
             client.close()
 
 
-def _results(leaves: dict, skey: str, source, client, scheduler, timeout: float):
+def _results(leaves: dict, skey: str, source, client, scheduler, timeout: float, progress):
     """``(key, result)`` of each task of ``leaves`` (which read ``source``, held at
     ``skey``) as it finishes: on a distributed client as they come, else in batches on the
     local scheduler."""
@@ -334,13 +340,12 @@ def _results(leaves: dict, skey: str, source, client, scheduler, timeout: float)
     from distributed import as_completed
 
     address = client.scheduler.address
-    try:
-        client.wait_for_workers(1, timeout=timeout)
-    except TimeoutError:
-        raise SourceError(
-            f"the Dask scheduler at {address} has no workers ({timeout:g} s)"
-        ) from None
+    _wait_for_workers(client, timeout, address)
     futures = client.get(leaves, keys, sync=False)
+    if progress:
+        from distributed import progress as show
+
+        show(futures)
     index = {f.key: k for f, k in zip(futures, keys)}
     try:
         for f in as_completed(futures):
