@@ -40,6 +40,7 @@ SUB_BLOCK_BYTES = 65536
 PIECE_BYTES = 2048  # a dirty sub-block is taken again in pieces of this size
 RUN = 256  # values ``_under_positions`` checks at once for an underflow
 COL_TILE = 2048  # columns per tile of scan_cols: its accumulators stay in cache
+GROUP_VALUES = 4096  # scan_cols checks whole short rows in groups of about this many values
 
 _FLAGS = {"reassoc", "contract"}
 
@@ -787,9 +788,10 @@ def fold_part(offset, pc, pl, pv, pn, counts, locs, vals, nlocs):
     return found
 
 
-@njit(nogil=True, cache=True, fastmath=_FLAGS)
+@njit(nogil=True, cache=True, fastmath={"contract"})
 def _col_update(row, k, s1, s2, mn, mx):
-    """Add a row of finite values to per-column shifted sums and extrema."""
+    """Add a row of finite values to per-column shifted sums and extrema (the operations of
+    ``_col_update4`` for one row: no reassociation, so either gives the same bits)."""
     for j in range(row.shape[0]):
         v = np.float64(row[j])
         d = v - k[j]
@@ -797,6 +799,76 @@ def _col_update(row, k, s1, s2, mn, mx):
         s2[j] += d * d
         mn[j] = v if v < mn[j] else mn[j]
         mx[j] = v if v > mx[j] else mx[j]
+
+
+@njit(nogil=True, cache=True, fastmath={"contract"})
+def _col_update4(xf, off, cols, k, s1, s2, mn, mx):
+    """``_col_update`` of four rows of finite values, in row order: the accumulators are
+    read and written once for the four. The rows start at ``off`` in the flat block,
+    ``cols`` apart: offsets into one 1-D array load as vectors (a 2-D array's rows would be
+    gathered, and a view per row costs reference counts)."""
+    o0 = np.uint64(off)
+    o1 = o0 + np.uint64(cols)
+    o2 = o1 + np.uint64(cols)
+    o3 = o2 + np.uint64(cols)
+    for j in range(np.uint64(k.shape[0])):  # unsigned: no negative-index wraparound
+        kj = k[j]
+        v0 = np.float64(xf[o0 + j])
+        v1 = np.float64(xf[o1 + j])
+        v2 = np.float64(xf[o2 + j])
+        v3 = np.float64(xf[o3 + j])
+        a1 = s1[j]
+        a2 = s2[j]
+        d = v0 - kj
+        a1 += d
+        a2 += d * d
+        d = v1 - kj
+        a1 += d
+        a2 += d * d
+        d = v2 - kj
+        a1 += d
+        a2 += d * d
+        d = v3 - kj
+        a1 += d
+        a2 += d * d
+        s1[j] = a1
+        s2[j] = a2
+        lo = mn[j]
+        lo = v0 if v0 < lo else lo
+        lo = v1 if v1 < lo else lo
+        lo = v2 if v2 < lo else lo
+        lo = v3 if v3 < lo else lo
+        mn[j] = lo
+        hi = mx[j]
+        hi = v0 if v0 > hi else hi
+        hi = v1 if v1 > hi else hi
+        hi = v2 if v2 > hi else hi
+        hi = v3 if v3 > hi else hi
+        mx[j] = hi
+
+
+@njit(nogil=True, cache=True)
+def _rows_plain(xi, r, n, c0, c1, big, inf_bits, lo, hi, tiny_bits, tiny):
+    """Whether rows ``r`` to ``r + n - 1`` (columns ``c0:c1``) are clean and risk no cast:
+    their keys in one pass when the columns are whole rows (one contiguous span)."""
+    cols = xi.shape[1]
+    if c0 == 0 and c1 == cols:
+        span = xi.reshape(xi.size)[r * cols : (r + n) * cols]
+        return _span_plain(span, big, inf_bits, lo, hi, tiny_bits, tiny)
+    for i in range(r, r + n):
+        if not _span_plain(xi[i, c0:c1], big, inf_bits, lo, hi, tiny_bits, tiny):
+            return False
+    return True
+
+
+@njit(nogil=True, cache=True)
+def _span_plain(xi, big, inf_bits, lo, hi, tiny_bits, tiny):
+    if tiny:
+        smn, smx, smz = _keys_tiny(xi, big)
+    else:
+        smn, smx = _keys(xi, big)
+        smz = big
+    return _clean(smn, smx, inf_bits) and not _risky(smn, smx, smz, lo, hi, tiny_bits)
 
 
 @njit(nogil=True, cache=True)
@@ -841,11 +913,22 @@ def scan_cols(x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs):
     mn[:] = np.inf
     mx[:] = -np.inf
     cnt, want, big, inf_bits, lo, hi, tiny_bits, tiny = _work(x, xi, thr)
+    xf = x.reshape(x.size)
     for c0 in range(0, cols, COL_TILE):  # accumulators of a tile stay in cache
         c1 = min(c0 + COL_TILE, cols)
         kt, s1t, s2t, mnt, mxt = k[c0:c1], s1[c0:c1], s2[c0:c1], mn[c0:c1], mx[c0:c1]
         cnan, cpos, cneg = ccounts[0, c0:c1], ccounts[1, c0:c1], ccounts[2, c0:c1]
-        for r in range(rows):
+        # groups of rows (4, or more for short rows) checked at once, and added four by four
+        group = 4 * max(1, GROUP_VALUES // (4 * (c1 - c0))) if c1 - c0 == cols else 4
+        r = -1
+        while r + 1 < rows:
+            r += 1
+            n = min(group, (rows - r) // 4 * 4)
+            if n and _rows_plain(xi, r, n, c0, c1, big, inf_bits, lo, hi, tiny_bits, tiny):
+                for q in range(r, r + n, 4):
+                    _col_update4(xf, q * cols + c0, cols, kt, s1t, s2t, mnt, mxt)
+                r += n - 1
+                continue
             row = x[r, c0:c1]
             smz = big
             if tiny:

@@ -56,7 +56,8 @@ def scan_rows_args(draw):
 @st.composite
 def scan_cols_args(draw):
     wide = draw(st.booleans())  # past one column tile, positions come tile by tile
-    x, xi, thr = draw(blocks(max_rows=3 if wide else 20, max_cols=2100 if wide else 40))
+    # rows added four at a time when four are clean: groups, a remainder, dirty rows between
+    x, xi, thr = draw(blocks(max_rows=9 if wide else 30, max_cols=2100 if wide else 40))
     return _scan_args(x, xi, thr, draw(st.sampled_from([0, 1, 3, 100])), x.shape[1])
 
 
