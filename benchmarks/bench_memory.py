@@ -109,30 +109,68 @@ def run_memory(n32: int, n64: int, repeat: int) -> list[str]:
     return rows
 
 
-def run_slices(n: int, repeat: int) -> list[str]:
-    """``by=0`` (and ``by=-1``) against the plain scan on the same float32 data."""
-    x = make_array(n, np.float32)
+def slice_peers(y: np.ndarray, by: int) -> dict[str, Callable[[], object]]:
+    """NumPy's and bottleneck's per-slice statistics along the same axis as ``by``: what a
+    user computes by hand (``nanmean`` + ``nanstd`` + the NaN count per slice)."""
+    axis = 1 if by == 0 else 0  # per row: reduce over the columns; per column: the rows
+    out: dict[str, Callable[[], object]] = {
+        "numpy": lambda: (
+            np.nanmean(y, axis=axis),
+            np.nanstd(y, axis=axis),
+            np.isnan(y).sum(axis=axis),
+        ),
+    }
+    try:
+        import bottleneck as bn
+
+        out["bottleneck"] = lambda: (bn.nanmean(y, axis=axis), bn.nanstd(y, axis=axis))
+    except ImportError:
+        pass
+    return out
+
+
+def slice_shapes(n: int) -> list[tuple[int, int]]:
+    side = int(round(n**0.5))
+    return [(n // 1000, 1000), (n // 100, 100), (side, side)]
+
+
+def run_slices(n: int, repeat: int, peers: bool = True) -> list[str]:
+    """``by=0`` and ``by=-1`` against the plain scan on the same data (float32 and float64, C
+    and Fortran order), and against NumPy's and bottleneck's per-axis statistics."""
     rows = [
         "",
-        "| shape | plain scan (s) | by=0 (s) | by=0 / plain | by=-1 (s) | by=-1 / plain |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| data | plain scan (s) | by=0 / plain | by=-1 / plain | NumPy by=0 / fastfinite "
+        "| NumPy by=-1 / fastfinite | bottleneck by=0 / fastfinite | bottleneck by=-1 / "
+        "fastfinite |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for shape in ((n // 1000, 1000), (1000, n // 1000)):
-        y = x.reshape(shape)
-        t = best_times(
-            {
-                "plain": lambda y=y: fastfinite.scan(y),
-                "by=0": lambda y=y: fastfinite.scan(y, by=0),
-                "by=-1": lambda y=y: fastfinite.scan(y, by=-1),
-            },
-            repeat,
-        )
-        t0, t1, t2 = t["plain"], t["by=0"], t["by=-1"]
-        print(
-            f"  {shape}: plain {t0:.4f} s, by=0 {t1:.4f} s ({t1 / t0:.2f}x), "
-            f"by=-1 {t2:.4f} s ({t2 / t0:.2f}x)"
-        )
-        rows.append(f"| {shape} | {t0:.4f} | {t1:.4f} | {t1 / t0:.2f} | {t2:.4f} | {t2 / t0:.2f} |")
+    for dtype in (np.float32, np.float64):
+        for shape in slice_shapes(n):
+            base = make_array(shape[0] * shape[1], dtype).reshape(shape)
+            for order in "CF":
+                y = np.asarray(base, order=order)
+                fns = {
+                    "plain": lambda y=y: fastfinite.scan(y),
+                    "by=0": lambda y=y: fastfinite.scan(y, by=0),
+                    "by=-1": lambda y=y: fastfinite.scan(y, by=-1),
+                }
+                if peers:
+                    for by in (0, -1):
+                        for name, fn in slice_peers(y, by).items():
+                            fns[f"{name} by={by}"] = fn
+                with np.errstate(invalid="ignore"):  # NumPy's nanstd of a slice with inf
+                    t = best_times(fns, repeat)
+                t0 = t["plain"]
+                label = f"{np.dtype(dtype).name} {shape} {order}"
+                cells = [f"{t['by=0'] / t0:.2f}", f"{t['by=-1'] / t0:.2f}"]
+                for name in ("numpy", "bottleneck"):
+                    for by in (0, -1):
+                        key = f"{name} by={by}"
+                        cells.append(f"{t[key] / t[f'by={by}']:.1f}x" if key in t else "-")
+                print(f"  {label}: plain {t0:.4f} s; " + ", ".join(cells))
+                rows.append(f"| {label} | {t0:.4f} | " + " | ".join(cells) + " |")
+                del y
+            del base
     return rows
 
 
@@ -220,15 +258,33 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="small arrays, for a smoke run")
     p.add_argument("--write", action="store_true", help="write benchmarks/RESULTS.md's section")
     p.add_argument("--npy-gb", type=float, default=None, help="size of the .npy test (GB)")
+    p.add_argument(
+        "--slices", action="store_true", help="only the per-slice section (issue 19), written alone"
+    )
     args = p.parse_args()
     if args.quick:
         n32, n64, repeat, npy_gb = 1_000_000, 500_000, 2, args.npy_gb or 0.05
     else:
         n32, n64, repeat, npy_gb = 100_000_000, 50_000_000, 9, args.npy_gb or 4.0
     print(machine())
+    if args.slices:
+        print("\nper-slice statistics:")
+        rows = run_slices(n32, min(repeat, 3))
+        heading = "## Per-slice statistics (issue 19)"
+        text = [
+            heading, "", f"Machine: {machine()}", "",
+            "`python benchmarks/bench_memory.py --slices --write`: best of 3, alternated in "
+            "one process; by=0 and by=-1 as multiples of the plain scan of the same array "
+            "(target <= 1.3), and NumPy's `nanmean` + `nanstd` + `isnan(...).sum(axis)` and "
+            "bottleneck's `nanmean` + `nanstd` along the same axis as multiples of "
+            "fastfinite's time (target >= 5x).", *rows, "",
+        ]  # fmt: skip
+        if args.write:
+            write_section("\n".join(text), heading)
+        return
     rows = run_memory(n32, n64, repeat)
-    print("\nper-slice statistics (float32):")
-    rows += ["", "Per-slice statistics (issue 5), float32:", *run_slices(n32, repeat)]
+    print("\nper-slice statistics:")
+    rows += ["", "Per-slice statistics (issue 5):", *run_slices(n32, repeat, peers=False)]
     rows += ["", "| start-up | wall |", "| --- | ---: |", *run_cli_times()]
     rows += ["", "| out of core | time | memory |", "| --- | --- | --- |", *run_npy(npy_gb)]
     if args.write:
