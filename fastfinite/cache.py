@@ -57,6 +57,10 @@ class ScanCache:
         for attempt in (0, 1):
             try:
                 db = sqlite3.connect(self.file, timeout=BUSY_SECONDS, isolation_level=None)
+                # a page written by no transaction (a disk error, a stray write): the file is
+                # not trusted at all
+                if db.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                    raise sqlite3.DatabaseError("its pages do not check")
                 db.execute("PRAGMA journal_mode=WAL")
                 # no sync at each commit: a crash may lose the last writes, never corrupt
                 db.execute("PRAGMA synchronous=NORMAL")

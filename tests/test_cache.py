@@ -450,3 +450,23 @@ def test_an_object_store_is_fingerprinted_by_etag(tmp_path):
         assert third.changes.rescanned[url] == [(3, 1)]
         assert third.to_dict() == fastfinite.scan(url, storage_options=options, **KW).to_dict()
         assert third.nan == 2 + 50
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_cache_file_damaged_anywhere_is_never_read(tmp_path, seed):
+    """4 KB of random bytes written over the cache file at a random place: the scan warns,
+    moves the file aside and gives the full scan's report."""
+    x = _data(rows=400)
+    path = str(tmp_path / "x.zarr")
+    _store(path, x)
+    cache = str(tmp_path / "cache")
+    fastfinite.scan(path, cache=cache, **KW)
+    db = os.path.join(cache, FILENAME)
+    rng = np.random.default_rng(seed)
+    with open(db, "r+b") as f:
+        f.seek(int(rng.integers(0, os.path.getsize(db) - 4096)))
+        f.write(rng.bytes(4096))
+    with pytest.warns(UserWarning, match="not usable|cannot be read"):
+        r = fastfinite.scan(path, cache=cache, **KW)
+    _same(r, path)
+    assert r.changes.regions_recalled == 0
