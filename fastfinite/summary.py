@@ -17,7 +17,6 @@ import numpy as np
 from . import kinds
 from .blocks import component_dtype
 from .casts import risk_thresholds
-from .digests import digest
 from .kinds import BASE_KINDS
 from .stats import TINY, combine, scaled_moments
 
@@ -281,6 +280,8 @@ class PairwiseMerger:
 
 def node_key(left: bytes, right: bytes) -> bytes:
     """The key of a subtree from its halves' keys."""
+    from .digests import digest  # hashlib: only when a scan has a cache
+
     return digest("node", left, right)
 
 
