@@ -193,7 +193,7 @@ def record(plan: Any, report: Any, target: str) -> None:
     from .report import ScanReport
 
     cache: ScanCache = plan.cache
-    okey = digest("report", json.dumps(sorted(options_key_of(plan).items()), default=str))
+    okey = digest("report", json.dumps(sorted(report_options(plan).items()), default=str))
     text, why = cache.last_report(target, okey)
     old = ScanReport.from_json(text) if text is not None else None
     try:
@@ -224,7 +224,7 @@ def _without_slices(d: dict) -> dict:
     return d
 
 
-def options_key_of(plan: Any) -> dict:
+def report_options(plan: Any) -> dict:
     """The options that change a report (a group's members each have their own key)."""
     o = plan.options
     return {"cast": o.cast, "by": o.by, "max_locations": o.max_locations,
