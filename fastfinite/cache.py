@@ -44,7 +44,6 @@ class ScanCache:
     """The cache in directory ``path`` (see the module's docstring)."""
 
     def __init__(self, path: str):
-        self.path = path
         self.file = os.path.join(path, FILENAME)
         try:
             os.makedirs(path, exist_ok=True)
@@ -130,12 +129,6 @@ class ScanCache:
     def node_keys(self, akey: bytes) -> set[bytes]:
         rows = self.db.execute("SELECT nkey FROM nodes WHERE akey=?", (akey,))
         return {bytes(r[0]) for r in rows}
-
-    def load(self, akey: bytes, nkey: bytes) -> bytes | None:
-        row = self.db.execute(
-            "SELECT data FROM nodes WHERE akey=? AND nkey=?", (akey, nkey)
-        ).fetchone()
-        return None if row is None else bytes(row[0])
 
     def load_many(self, akey: bytes, keys: list[bytes]) -> dict[bytes, bytes]:
         """The entries of ``keys`` that the cache holds, read in one transaction (another

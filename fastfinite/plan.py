@@ -63,7 +63,7 @@ class ScanPlan:
             return None
         from .recall import MemberMemory
 
-        memory = self.recalled[member.path] = MemberMemory(self.cache, member, self.options)
+        memory = self.recalled[member.path] = MemberMemory(self.cache, member)
         return memory
 
     def members(self) -> Iterator[Member]:

@@ -42,7 +42,7 @@ class Step:
         return self.summary is not None
 
 
-def options_key(member: Any, options: Any) -> dict:
+def options_key(member: Any) -> dict:
     """The options that change a member's summaries (with the versions that make them)."""
     from ._version import __version__
     from .summary_bytes import FORMAT
@@ -60,7 +60,7 @@ class MemberMemory:
     """One member's entries in the cache, for one scan: which steps it takes, and the writes
     of what it scans (``leaf``, ``node``, ``flush``, ``finish``)."""
 
-    def __init__(self, cache: ScanCache, member: Any, options: Any):
+    def __init__(self, cache: ScanCache, member: Any):
         source = member.source
         identity = source.identity()
         if identity is None:
@@ -73,14 +73,13 @@ class MemberMemory:
         self.source = source
         self.fingerprints = source.fingerprints()  # before any unit is read
         self.name = identity.get("location") or identity.get("path") or source.name
-        self.akey, self.rebuilt = cache.array_key(self.name, identity, options_key(member, options))
+        self.akey, self.rebuilt = cache.array_key(self.name, identity, options_key(member))
         cache.update_racy(self.akey, *self.fingerprints.settle(cache.racy(self.akey)))
         self.regions = list(member.regions())
         self.levels = _tree([self.fingerprints.of(r) for r in self.regions])
         self.known = cache.node_keys(self.akey)
         self._pending: list[tuple[bytes, bytes, int, bytes]] = []
         self._flushed = time.monotonic()
-        self.written = 0
         self.scanned: list[Region] = []
         self.reused = 0  # regions recalled
 
@@ -150,14 +149,13 @@ class MemberMemory:
     def flush(self) -> None:
         if self._pending:
             self.cache.store(self._pending)
-            self.written += len(self._pending)
             self._pending = []
         self._flushed = time.monotonic()
 
     def finish(self, complete: bool) -> None:
         """Write what is pending; after a complete scan keep only the current tree."""
         self.flush()
-        if complete and (self.written or self.rebuilt or self.scanned):
+        if complete and (self.scanned or self.rebuilt):  # else nothing was written
             keep = {k for level in self.levels for k in level}
             self.cache.retain(self.akey, keep, self.fingerprints.current())
 

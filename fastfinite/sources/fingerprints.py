@@ -35,7 +35,8 @@ ABSENT = b"absent"  # a unit the store does not hold: it reads as the fill value
 
 def file_fingerprint(path: str, st: os.stat_result, now_ns: int) -> tuple[bytes, bytes | None]:
     """The fingerprint of a local file from its ``stat``, and its content hash when it
-    changed within ``RACY_SECONDS`` of ``now_ns`` (else None)."""
+    changed within a clock tick of ``now_ns`` (else None): ``RACY_FINE_SECONDS``, or
+    ``RACY_SECONDS`` when its times are whole seconds."""
     fp = _STAT.pack(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
     coarse = st.st_mtime_ns % 1_000_000_000 == 0 and st.st_ctime_ns % 1_000_000_000 == 0
     window = RACY_SECONDS if coarse else RACY_FINE_SECONDS
@@ -184,6 +185,7 @@ class Fingerprints:
         self.whole = whole
         self.racy = racy or {}
         self.rehash = rehash
+        self._listed: set[bytes] = set()  # listed fingerprints that ``settle`` replaced
 
     @classmethod
     def from_keys(cls, found, racy, parse: Callable, grid, rehash=None) -> Fingerprints:
@@ -216,14 +218,17 @@ class Fingerprints:
         return add, drop
 
     def _set(self, coords, fp: bytes) -> None:
+        self._listed.add(self.whole if self.whole is not None else self.units[coords])
         if self.whole is not None:
             self.whole = fp
         else:
             self.units[coords] = fp
 
     def current(self) -> set[bytes]:
-        """Every unit's fingerprint."""
-        return {self.whole} if self.whole is not None else set(self.units.values())
+        """Every unit's fingerprint, and the listed ones ``settle`` replaced (their racy
+        records still tell the next scan that the content is not the one cached)."""
+        now = {self.whole} if self.whole is not None else set(self.units.values())
+        return now | self._listed
 
     def of(self, region) -> bytes:
         """The fingerprint of a region: its box and the fingerprints of its units."""
