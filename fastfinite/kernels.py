@@ -173,72 +173,110 @@ def _load_impl(x, xu, i):
     return f8
 
 
-@njit(nogil=True, cache=True, fastmath=_FLAGS)
+@njit(nogil=True, cache=True)
 def _pass(x, xu, off, n, k, lim):
     """One read of values ``off:off + n`` of a block (``_load``): ``(min, max, under,
     sum(x - k), sum((x - k)**2))``, the sums in float64. A non-finite value makes the first
     sum non-finite; only when it is finite do the extrema hold (``_extremum``). ``under``:
     per cast-target slot, the non-zero values at most its underflow threshold, counted on
     the magnitude bits (``_bounds``). An offset rather than a slice: a view per short row
-    costs reference counting that shows at 1000 values per row."""
-    _, big, ub, ntiny, slots, inf = lim
+    costs reference counting that shows at 1000 values per row. One loop per number of
+    underflow targets, each its own small function: a caller that knows the number calls
+    it directly (``_short_rows``), and LLVM inlines it there (this one, with all three, it
+    does not: the call would cost more than a row of 100 values)."""
+    ntiny = lim[3]
+    if ntiny == 0:
+        return _pass_none(x, xu, off, n, k, lim)
+    if ntiny == 1:
+        return _pass_one(x, xu, off, n, k, lim)
+    return _pass_many(x, xu, off, n, k, lim)
+
+
+@njit(nogil=True, cache=True, fastmath=_FLAGS)
+def _pass_none(x, xu, off, n, k, lim):
+    """``_pass`` without an underflow target."""
+    inf = lim[5]
+    mn = inf
+    mx = -inf
+    k64 = np.float64(k)
+    s1 = 0.0
+    s2 = 0.0
+    off = np.uint64(off)  # unsigned indices: no negative-index wraparound to block vectorizing
+    n = np.uint64(n)
+    for i in range(n):
+        v, _ = _load(x, xu, off + i)
+        mn = _fmin(mn, v)
+        mx = _fmax(mx, v)
+        d = np.float64(v) - k64
+        s1 += d
+        s2 += d * d
+    z = np.int64(0)
+    return mn, mx, (z, z, z, z, z), s1, s2
+
+
+@njit(nogil=True, cache=True, fastmath=_FLAGS)
+def _pass_one(x, xu, off, n, k, lim):
+    """``_pass`` with one underflow target: one count."""
+    _, big, ub, _, slots, inf = lim
     first, _ = slots
     U = type(big)
     one = U(1)
+    b0 = ub[first]
     mn = inf
     mx = -inf
     k64 = np.float64(k)
     s1 = 0.0
     s2 = 0.0
     c0 = U(0)
-    c1 = U(0)
-    c2 = U(0)
-    c3 = U(0)
-    c4 = U(0)
-    off = np.uint64(off)  # unsigned indices: no negative-index wraparound to block vectorizing
+    off = np.uint64(off)
     n = np.uint64(n)
-    if ntiny == 0:
-        for i in range(n):
-            v, _ = _load(x, xu, off + i)
-            mn = _fmin(mn, v)
-            mx = _fmax(mx, v)
-            d = np.float64(v) - k64
-            s1 += d
-            s2 += d * d
-    elif ntiny == 1:  # one underflow target: one count
-        b0 = ub[first]
-        for i in range(n):
-            v, b = _load(x, xu, off + i)
-            c0 += U(U(U(b - one) & big) < b0)  # m - 1 < bound: 0 < m <= bound; unsigned
-            mn = _fmin(mn, v)
-            mx = _fmax(mx, v)
-            d = np.float64(v) - k64
-            s1 += d
-            s2 += d * d
-        c0, c1, c2, c3, c4 = _in_slot(c0, first)
-    else:  # several: count under the largest bound, and keep the smallest ``m - 1``
-        top = U(0)
-        for t in range(N_TARGET_SLOTS):
-            top = max(top, ub[t])
-        low = big
-        for i in range(n):
-            v, b = _load(x, xu, off + i)
-            m1 = U(U(b - one) & big)
-            c0 += U(m1 < top)
-            low = min(low, m1)
-            mn = _fmin(mn, v)
-            mx = _fmax(mx, v)
-            d = np.float64(v) - k64
-            s1 += d
-            s2 += d * d
-        c = np.int64(c0)
-        under = (c, c, c, c, c)
-        for t in range(N_TARGET_SLOTS):  # a slot under which no value lies counts none;
-            u = ub[t]  # rarely (a float8 target), one is counted on its own
-            if u < top:
-                under = _set(under, t, _count_under(x, xu, off, n, big, u) if low < u else 0)
-        return mn, mx, under, s1, s2
-    under = (np.int64(c0), np.int64(c1), np.int64(c2), np.int64(c3), np.int64(c4))
+    for i in range(n):
+        v, b = _load(x, xu, off + i)
+        c0 += U(U(U(b - one) & big) < b0)  # m - 1 < bound: 0 < m <= bound; unsigned
+        mn = _fmin(mn, v)
+        mx = _fmax(mx, v)
+        d = np.float64(v) - k64
+        s1 += d
+        s2 += d * d
+    return mn, mx, _in_slot(np.int64(c0), first), s1, s2
+
+
+@njit(nogil=True, cache=True, fastmath=_FLAGS)
+def _pass_many(x, xu, off, n, k, lim):
+    """``_pass`` with several underflow targets: count under the largest bound, and keep
+    the smallest ``m - 1``; a slot under which no value lies counts none, and rarely (a
+    float8 target) one is counted on its own."""
+    _, big, ub, _, _, inf = lim
+    U = type(big)
+    one = U(1)
+    top = U(0)
+    for t in range(N_TARGET_SLOTS):
+        top = max(top, ub[t])
+    mn = inf
+    mx = -inf
+    k64 = np.float64(k)
+    s1 = 0.0
+    s2 = 0.0
+    c0 = U(0)
+    low = big
+    off = np.uint64(off)
+    n = np.uint64(n)
+    for i in range(n):
+        v, b = _load(x, xu, off + i)
+        m1 = U(U(b - one) & big)
+        c0 += U(m1 < top)
+        low = min(low, m1)
+        mn = _fmin(mn, v)
+        mx = _fmax(mx, v)
+        d = np.float64(v) - k64
+        s1 += d
+        s2 += d * d
+    c = np.int64(c0)
+    under = (c, c, c, c, c)
+    for t in range(N_TARGET_SLOTS):
+        u = ub[t]
+        if u < top:
+            under = _set(under, t, _count_under(x, xu, off, n, big, u) if low < u else 0)
     return mn, mx, under, s1, s2
 
 
@@ -618,8 +656,22 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
     xuf = _unsigned(xi.reshape(xi.size))
     lim = _bounds(x, xuf, thr)
     sub = SUB_BLOCK_BYTES // x.itemsize
+    short = n <= sub and rows > 1
+    ntiny = lim[3]
+    cap = locs.shape[1]
     for r in range(rows):
         off = r * n
+        k = xf[off]
+        if short and (k - k) == 0:  # a short row in one call of its own loop (see ``_pass``)
+            if ntiny == 0:
+                smn, smx, under, a1, a2 = _pass_none(xf, xuf, off, n, k, lim)
+            elif ntiny == 1:
+                smn, smx, under, a1, a2 = _pass_one(xf, xuf, off, n, k, lim)
+            else:
+                smn, smx, under, a1, a2 = _pass_many(xf, xuf, off, n, k, lim)
+            if _plain(smn, smx, a1, lim) and _counted(under, counts, nlocs, cap):
+                _row_stats(rstats, r, k, a1, a2, smn, smx, True)
+                continue  # else the row is taken again below, as a long row's sub-block
         # Shift by a finite value of the row: sums of (y - k) stay small for data with a
         # large offset, and the cancellation error is at most eps * n relative to M2.
         first = 0
@@ -908,15 +960,26 @@ def scan_cols(x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs):
             if (v - v) == 0:
                 k[j] = v
                 break
-    s1[:] = 0.0
-    s2[:] = 0.0
-    mn[:] = np.inf
-    mx[:] = -np.inf
     cnt, want, big, inf_bits, lo, hi, tiny_bits, tiny = _work(x, xi, thr)
     xf = x.reshape(x.size)
-    for c0 in range(0, cols, COL_TILE):  # accumulators of a tile stay in cache
+    # a tile's accumulators in contiguous scratch: they stay in cache, and the updates are
+    # vectors whatever the layout of ``cstats`` (a canvas's rows are strided views)
+    scratch = np.empty((5, min(COL_TILE, cols)))
+    for c0 in range(0, cols, COL_TILE):
         c1 = min(c0 + COL_TILE, cols)
-        kt, s1t, s2t, mnt, mxt = k[c0:c1], s1[c0:c1], s2[c0:c1], mn[c0:c1], mx[c0:c1]
+        w = c1 - c0
+        kt, s1t, s2t, mnt, mxt = (
+            scratch[0, :w],
+            scratch[1, :w],
+            scratch[2, :w],
+            scratch[3, :w],
+            scratch[4, :w],
+        )
+        kt[:] = k[c0:c1]
+        s1t[:] = 0.0
+        s2t[:] = 0.0
+        mnt[:] = np.inf
+        mxt[:] = -np.inf
         cnan, cpos, cneg = ccounts[0, c0:c1], ccounts[1, c0:c1], ccounts[2, c0:c1]
         # groups of rows (4, or more for short rows) checked at once, and added four by four
         group = 4 * max(1, GROUP_VALUES // (4 * (c1 - c0))) if c1 - c0 == cols else 4
@@ -945,6 +1008,10 @@ def scan_cols(x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs):
             _classify_and_record(
                 row, 0, c1 - c0, r * cols + c0, thr, counts, cnt, want, locs, vals, nlocs
             )
+        s1[c0:c1] = s1t
+        s2[c0:c1] = s2t
+        mn[c0:c1] = mnt
+        mx[c0:c1] = mxt
 
 
 @njit(nogil=True, cache=True)

@@ -44,7 +44,7 @@ class Step:
 
 def options_key(member: Any) -> dict:
     """The options that change a member's summaries (with the versions that make them)."""
-    from ._version import __version__
+    from ._version import KERNELS, __version__
     from .summary_bytes import FORMAT
 
     spec = member.spec
@@ -52,7 +52,7 @@ def options_key(member: Any) -> dict:
         "cast": list(spec.cast), "by": None if spec.by is None else list(spec.by),
         "max_locations": spec.max_locations, "z_threshold": spec.z_threshold,
         "region_bytes": member.region_bytes, "twin_max": spec.twin_max,
-        "fastfinite": __version__, "summary_format": FORMAT,
+        "fastfinite": __version__, "summary_format": FORMAT, "kernels": KERNELS,
     }  # fmt: skip
 
 

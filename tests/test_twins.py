@@ -49,7 +49,10 @@ def _scan_args(x, xi, thr, cap, slices):
 
 @st.composite
 def scan_rows_args(draw):
-    x, xi, thr = draw(blocks())
+    # many short rows (each in one call of its own loop, taken again when it has findings)
+    # or a few past one sub-block
+    shape = draw(st.sampled_from([(4, 300), (30, 40), (3, 20000)]))
+    x, xi, thr = draw(blocks(*shape))
     return _scan_args(x, xi, thr, draw(st.sampled_from([0, 1, 3, 100])), x.shape[0])
 
 
