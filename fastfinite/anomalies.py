@@ -63,6 +63,7 @@ def slice_findings(
     """Findings per slice, in slice order then kind order (``limit`` findings at most).
     ``eps``: the rounding unit of the near-zero-variance bound (see ``rounding_eps``)."""
     from .kernels import slice_flags
+    from .parts import in_parts
 
     kinds = slice_kinds(dtypes)
     count, mean, std, max_z, nan, pos, neg = (
@@ -79,9 +80,12 @@ def slice_findings(
     )
     flags = np.empty(len(count), np.int64)
     thresholds = np.array([TARGETS[t].overflow_threshold for t in dtypes], np.float64)
-    slice_flags(
-        count, mean, std, max_z, nan, pos, neg, float(eps), float(z_threshold), thresholds, flags
-    )
+    cols, limits = (count, mean, std, max_z, nan, pos, neg), (float(eps), float(z_threshold))
+
+    def flag(a: int, b: int) -> None:
+        slice_flags(*(c[a:b] for c in cols), *limits, thresholds, flags[a:b])
+
+    in_parts(flag, len(count))
     shape = slices.count.shape
     out = []
     for i in np.flatnonzero(flags):

@@ -13,6 +13,7 @@ import numpy as np
 
 from ._format import fmt_index
 from .anomalies import overflow_dtypes, rounding_eps, slice_findings
+from .parts import in_parts
 from .report import CastRisk, Finding, Location, ScanReport, SliceReport
 from .summary import ScanSpec, SliceStats, Summary, _as_index, join_slices
 
@@ -133,7 +134,8 @@ def slice_report(
         mean, std, mn, mx, z = full.mean, full.std, full.min, full.max, np.empty(size)
     else:
         mean, std, mn, mx, z = (np.empty(size) for _ in range(5))
-    slice_columns(full.n, full.mean, full.std, full.min, full.max, mean, std, mn, mx, z)
+    ins, outs = (full.n, full.mean, full.std, full.min, full.max), (mean, std, mn, mx, z)
+    in_parts(lambda a, b: slice_columns(*(c[a:b] for c in ins + outs)), size)
     cols = (full.nan, full.posinf, full.neginf, full.n, mean, std, mn, mx, z)
     names = (axis_names or {}).get(spec.by[0]) if len(spec.by) == 1 else None
     return SliceReport(spec.by, *(np.asarray(c).reshape(shape) for c in cols), names)

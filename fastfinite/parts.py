@@ -14,6 +14,7 @@ import math
 import os
 import threading
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -38,6 +39,30 @@ def part_pool(threads: int) -> ThreadPoolExecutor:
             if old is not None:
                 old.shutdown(wait=False)
         return _pool
+
+
+def default_workers() -> int:
+    """Cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+SLICES_PER_PART = 1 << 16  # per-slice finishing: fewer slices are done on one thread
+
+
+def in_parts(call: Callable[[int, int], object], size: int) -> None:
+    """``call(lo, hi)`` over ``0:size`` in parts on the shared pool, one per core: for
+    per-slice kernels, which release the GIL (1e6 slices' columns and findings cost as
+    much as the scan that found them, on one core)."""
+    threads = min(default_workers(), size // SLICES_PER_PART)
+    if threads <= 1:
+        call(0, size)
+        return
+    bounds = [size * i // threads for i in range(threads + 1)]
+    for f in [part_pool(threads).submit(call, a, b) for a, b in zip(bounds, bounds[1:])]:
+        f.result()
 
 
 def _forget_pool() -> None:

@@ -20,26 +20,30 @@ from .blocks import (
     widen,
 )
 from .errors import ChunkReadError, SourceError
-from .summary import ScanSpec, SliceStats, Summary, _first, merge_all, rescued
+from .summary import ScanSpec, SliceCanvas, SliceStats, Summary, _first, merge_all, rescued
 
 KEPT = 1 << 10  # positions of each kind a kernel keeps; more are looked for when wanted
 
 
-def scan_region(source, region: Region, spec: ScanSpec) -> Summary:
-    """Read one region of a source and scan it."""
-    summary = summarize(source.read(region), tuple(s.start for s in region), spec)
+def scan_region(
+    source, region: Region, spec: ScanSpec, canvas: SliceCanvas | None = None
+) -> Summary:
+    """Read one region of a source and scan it (``canvas``: see ``summarize``)."""
+    summary = summarize(source.read(region), tuple(s.start for s in region), spec, canvas)
     source.release(region)
     return summary
 
 
-def scan_region_or_units(source, region: Region, spec: ScanSpec, on_error: str):
+def scan_region_or_units(
+    source, region: Region, spec: ScanSpec, on_error: str, canvas: SliceCanvas | None = None
+):
     """``(summary, errors)`` of a region. When it cannot be read, each storage unit is read
     on its own: an unreadable one raises ``ChunkReadError`` naming it or, with
     ``on_error="report"``, is returned in ``errors`` beside the summary of the others. A
     store reached over a network is asked first whether it still answers: one that does
     not (an outage, expired credentials) is an error of the store, never of its chunks."""
     try:
-        return scan_region(source, region, spec), []
+        return scan_region(source, region, spec, canvas), []
     except Exception as e:
         if source.remote:
             try:
@@ -64,8 +68,11 @@ def scan_region_or_units(source, region: Region, spec: ScanSpec, on_error: str):
     return merge_all(parts, spec.max_locations), errors
 
 
-def summarize(data: np.ndarray, start: tuple[int, ...], spec: ScanSpec) -> Summary:
-    """Scan one region's values (any layout and dtype) whose first element is at ``start``."""
+def summarize(
+    data: np.ndarray, start: tuple[int, ...], spec: ScanSpec, canvas: SliceCanvas | None = None
+) -> Summary:
+    """Scan one region's values (any layout and dtype) whose first element is at ``start``;
+    with ``by`` one axis, its slices' statistics in ``canvas`` when it lends them."""
     data = np.asarray(data)
     by = spec.by
     if by is None:
@@ -87,8 +94,12 @@ def summarize(data: np.ndarray, start: tuple[int, ...], spec: ScanSpec) -> Summa
     nb = math.prod(data.shape[a] for a in by)
     if use_cols:  # the kernel takes tiles of columns in turn: positions in C order per tile
         ordered = block.in_c_order and nb <= kernels.COL_TILE
-        return _scan(block, 0, block.size, (-1, nb), kernels.scan_cols, spec, False, ordered)
-    return _scan(block, 0, block.size, (nb, -1), kernels.scan_rows, spec, True, block.in_c_order)
+        kernel, shape, rows_are_slices = kernels.scan_cols, (-1, nb), False
+    else:
+        kernel, shape, rows_are_slices = kernels.scan_rows, (nb, -1), True
+        ordered = block.in_c_order
+    lent = canvas.lend(start[by[0]], nb) if canvas is not None and len(by) == 1 else None
+    return _scan(block, 0, block.size, shape, kernel, spec, rows_are_slices, ordered, lent=lent)
 
 
 def summarize_parts(block: Block, boxes: list[Region], spec: ScanSpec, threads: int) -> Summary:
@@ -109,14 +120,15 @@ def summarize_parts(block: Block, boxes: list[Region], spec: ScanSpec, threads: 
 
 def _scan(
     block: Block, lo: int, size: int, shape: tuple[int, int], kernel, spec: ScanSpec,
-    rows_are_slices: bool, ordered, bits=False, moments=True,
+    rows_are_slices: bool, ordered, bits=False, moments=True, lent: SliceStats | None = None,
 ):  # fmt: skip
     """Run ``kernel`` over the ``size`` values of the block from ``lo``, in 2-D ``shape``
     (one -1), and make the Summary; ``ordered``: the kernel records
     positions in the global C order. Without ``moments`` the kernel takes no statistics'
     arguments and the Summary gets none. With ``bits``, a kernel that takes narrow data's
     bits and table (``scan_rows_narrow``, ``PartedScan.scan``) gets them (``Block.bits``);
-    other kernels get the widened values."""
+    other kernels get the widened values. ``lent``: the slices' columns in a canvas, which
+    the kernel writes into."""
     cap, start = spec.max_locations, block.start
     a, b, narrow = block.kernel_input(lo, lo + size, bits)
     a2, b2 = a.reshape(shape), (b if narrow else b.reshape(shape))
@@ -124,8 +136,10 @@ def _scan(
     thr = spec.thresholds
     nsl = a2.shape[0] if rows_are_slices else a2.shape[1]
     counts = np.zeros(kinds.N_KINDS, np.int64)
-    sstats = np.empty((5, nsl), np.float64)
-    scounts = np.zeros((3, nsl), np.int64)
+    if lent is not None:
+        sstats, scounts = lent.kernel_outputs()
+    else:
+        sstats, scounts = np.empty((5, nsl), np.float64), np.zeros((3, nsl), np.int64)
     # kept by the kernel (complex: both parts of an element may hold the same kind); more
     # are looked for again below, so memory grows with what is found, not with the cap
     keep = min(cap, KEPT) * block.ncomp
@@ -156,7 +170,7 @@ def _scan(
         glob = [c + start[a] for c, a in zip(local, by)]
         idx = np.ravel_multi_index(glob, spec.by_shape).astype(np.int64)
     length = a2.shape[1] if rows_are_slices else a2.shape[0]
-    part, totals = SliceStats.from_partials(idx, length, sstats, scounts)
+    part, totals = SliceStats.from_partials(idx, length, sstats, scounts, lent)
     x2 = lambda: block.x[lo : lo + size].reshape(a2.shape)  # noqa: E731
     s.n, s.mean, s.std, s.min, s.max, s.total = rescued(part, x2, rows_are_slices) or totals
     if by is not None:

@@ -8,7 +8,9 @@ reduction tree give the same counts and locations, and statistics equal to round
 
 from __future__ import annotations
 
+import bisect
 import math
+import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -74,15 +76,44 @@ class SliceStats:
     posinf: np.ndarray
     neginf: np.ndarray
 
+    # where the columns sit in a ``SliceCanvas``: (its buffer, first column), else None
+    home: tuple[np.ndarray, int] | None = field(default=None, repr=False, compare=False)
+
     FIELDS = ("n", "mean", "std", "min", "max", "nan", "posinf", "neginf")
 
     @classmethod
     def alloc(cls, size: int) -> SliceStats:
         """Uninitialized columns for ``size`` slices, in one allocation: NumPy asks for huge
         pages from 4 MiB on, and a fresh page costs more than the fold that writes it."""
-        buf = np.empty((9, size), np.int64)
-        floats = [buf[i].view(np.float64) for i in range(2, 6)]
-        return cls(buf[0], buf[1], *floats, buf[6], buf[7], buf[8])
+        return cls._columns_of(np.empty((9, size), np.int64))
+
+    @classmethod
+    def _columns_of(cls, cols: np.ndarray, home=None) -> SliceStats:
+        floats = [cols[i].view(np.float64) for i in range(2, 6)]
+        return cls(cols[0], cols[1], *floats, cols[6], cols[7], cols[8], home=home)
+
+    @classmethod
+    def within(cls, buf: np.ndarray, first: int, stop: int) -> SliceStats:
+        """Slices ``first:stop`` as views of the canvas buffer ``buf`` (rows as ``alloc``)."""
+        return cls._columns_of(buf[:, first:stop], (buf, first))
+
+    def kernel_outputs(self) -> tuple[np.ndarray, np.ndarray]:
+        """For slices lent by a canvas: the kernels' per-slice outputs ``(stats, counts)``
+        (``scan_rows``) as views of these columns, the counts zeroed. ``stats`` sits over
+        ``n, mean, std, min, max``: ``from_partials(..., into=self)`` finishes in place."""
+        buf, first = self.home
+        stop = first + len(self.idx)
+        self.nan.fill(0)
+        self.posinf.fill(0)
+        self.neginf.fill(0)
+        return buf[1:6, first:stop].view(np.float64), buf[6:9, first:stop]
+
+    def _at_home(self, buf: np.ndarray, first: int) -> bool:
+        """Whether every column is still the view of ``buf`` from column ``first``."""
+        base = buf.ctypes.data + first * 8
+        step = buf.strides[0]
+        cols = (self.idx, *self.columns())
+        return all(c.ctypes.data == base + i * step for i, c in enumerate(cols))
 
     @classmethod
     def empty(cls, idx: np.ndarray) -> SliceStats:
@@ -98,19 +129,57 @@ class SliceStats:
         return tuple(getattr(self, f) for f in self.FIELDS)
 
     @classmethod
-    def from_partials(cls, idx, length, stats, counts) -> tuple[SliceStats, tuple]:
+    def from_partials(cls, idx, length, stats, counts, into=None) -> tuple[SliceStats, tuple]:
         """From kernel outputs: per slice ``[shift, s1, s2, min, max]`` (``stats``, 5 rows)
         and NaN/+inf/-inf counts (``counts``, 3 rows), ``length`` values per slice, ``idx``
-        sorted. Returns the slices and their totals ``(n, mean, std, min, max, sum)``."""
+        sorted. Returns the slices and their totals ``(n, mean, std, min, max, sum)``.
+        ``into``: the slices whose ``kernel_outputs`` these are, finished in place (each
+        slice's sums are read before its moments are written)."""
         m = len(idx)
         if m == 1:  # a plain scan's one row: no numba
             from .slow.twins import finish_slices
         else:  # several slices: ``by``, whose kernels load numba
             from .kernels import finish_slices
 
+        if into is not None:
+            return into, finish_slices(length, stats, counts, into.n, into.mean, into.std)
         n, mean, std = np.empty(m, np.int64), np.empty(m), np.empty(m)
         totals = finish_slices(length, stats, counts, n, mean, std)
         return cls(idx, n, mean, std, stats[3], stats[4], *counts), totals
+
+
+class SliceCanvas:
+    """Dense per-slice columns of one array's scan by one axis, lent to its regions in
+    runs: a region's kernel writes its slices' statistics straight into their place, and
+    runs that end side by side join without a copy (``join_slices``), so 1e6 slices cost
+    no gather at the end. A run is lent once: a region whose slices overlap a run lent
+    before gets columns of its own, merged as without a canvas."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._buf: np.ndarray | None = None  # allocated at the first loan
+        self._lent: list[tuple[int, int]] = []  # sorted, disjoint (first, stop)
+        self._lock = threading.Lock()
+
+    def lend(self, first: int, count: int) -> SliceStats | None:
+        """Slices ``first:first + count`` (``idx`` set, the rest uninitialized), or None
+        when some of them were lent before."""
+        stop = first + count
+        if count < 2 or first < 0 or stop > self.size:
+            return None
+        with self._lock:
+            i = bisect.bisect_left(self._lent, (first, stop))
+            if (i and self._lent[i - 1][1] > first) or (
+                i < len(self._lent) and self._lent[i][0] < stop
+            ):
+                return None
+            self._lent.insert(i, (first, stop))
+            if self._buf is None:
+                self._buf = np.empty((9, self.size), np.int64)
+            buf = self._buf
+        out = SliceStats.within(buf, first, stop)
+        out.idx[:] = np.arange(first, stop)
+        return out
 
 
 def rescued(part: SliceStats, values, rows_are_slices: bool = True) -> tuple | None:
@@ -142,13 +211,30 @@ def _as_index(idx: np.ndarray):
 
 
 def join_slices(runs: list[SliceStats]) -> SliceStats:
-    """One run from runs that are disjoint and in increasing slice order."""
+    """One run from runs that are disjoint and in increasing slice order: a view when they
+    lie side by side in one canvas, else a copy."""
     if len(runs) == 1:
         return runs[0]
+    joined = _side_by_side(runs)
+    if joined is not None:
+        return joined
     out = SliceStats.alloc(sum(len(r.idx) for r in runs))
     for f in ("idx", *SliceStats.FIELDS):
         np.concatenate([getattr(r, f) for r in runs], out=getattr(out, f))
     return out
+
+
+def _side_by_side(runs: list[SliceStats]) -> SliceStats | None:
+    """The runs as one view of their canvas, when each starts where the one before ends."""
+    if runs[0].home is None:
+        return None
+    buf, first = runs[0].home
+    stop = first
+    for r in runs:
+        if r.home is None or r.home[0] is not buf or r.home[1] != stop or not r._at_home(*r.home):
+            return None
+        stop += len(r.idx)
+    return SliceStats.within(buf, first, stop)
 
 
 def merge_slices(a: list | None, b: list | None, spend: bool = False) -> list | None:

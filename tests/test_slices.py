@@ -97,6 +97,52 @@ def test_slices_from_zarr_and_dask(tmp_path, by):
         _check(report, x, by_t)
 
 
+@pytest.mark.parametrize("dtype", ["f8", "f4"])
+@pytest.mark.parametrize("by, shape, order, whole", [
+    (0, (100_000, 6), "F", True), (-1, (6, 100_000), "C", True),  # the slice axis is cut
+    (0, (100_000, 6), "C", True), (-1, (100_000, 6), "C", False),  # the layout's regions
+    (0, (20_000, 100), "F", False),  # cut, the runs in memory would be too short
+])  # fmt: skip
+def test_many_slices_in_many_regions_equal_numpy(by, shape, order, whole, dtype):
+    """Slices over several regions: where the slice axis is innermost in memory the regions
+    cut it, so each holds whole slices (their columns lent by the canvas and joined without
+    a copy); elsewhere each region holds a part of every slice, and they are merged."""
+    from fastfinite.blocks import memory_regions
+
+    x = np.asarray(_data(shape, seed=3, dtype=dtype), order=order)
+    axis = by % 2
+    regions = list(memory_regions(x, (1 << 20) // x.itemsize, across=axis))
+    assert len(regions) > 2
+    assert all(r[1 - axis] == slice(0, shape[1 - axis]) for r in regions) == whole
+    r = fastfinite.scan(x, by=by, region_bytes=1 << 20)
+    _check(r, x, (by,))
+    one = fastfinite.scan(x, by=by, region_bytes=1 << 30)
+    assert r.counts() == one.counts() and r.locations == one.locations
+    assert [(f.kind, f.where) for f in r.findings] == [(f.kind, f.where) for f in one.findings]
+
+
+def test_canvas_lends_each_slice_once_and_joins_side_by_side_runs_without_a_copy():
+    from fastfinite.summary import SliceCanvas, join_slices
+
+    canvas = SliceCanvas(20)
+    a, b, c = canvas.lend(0, 5), canvas.lend(5, 4), canvas.lend(12, 3)
+    assert canvas.lend(3, 4) is None and canvas.lend(14, 2) is None and canvas.lend(18, 5) is None
+    for run in (a, b, c):
+        for col in run.columns():
+            col[:] = (
+                np.arange(len(run.idx)) + 100 * run.idx[0] + (0.5 if col.dtype.kind == "f" else 0)
+            )
+    joined = join_slices([a, b])
+    assert np.shares_memory(joined.mean, a.mean) and np.shares_memory(joined.mean, b.mean)
+    apart = join_slices([a, c])  # not side by side: a copy
+    assert not np.shares_memory(apart.mean, a.mean)
+    for j, runs in ((joined, [a, b]), (apart, [a, c])):
+        for f in ("idx", *j.FIELDS):
+            np.testing.assert_array_equal(
+                getattr(j, f), np.concatenate([getattr(r, f) for r in runs])
+            )
+
+
 def test_report_columns_spend_the_summary_only_when_told():
     """The local engine's report writes its columns over the merged slice statistics it
     owns (``consume``); without it (dask's summaries live in the graph) they stay intact,

@@ -10,7 +10,6 @@ core (``summarize_parts``), so the Python between regions does not compete with 
 from __future__ import annotations
 
 import math
-import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,12 +17,13 @@ from typing import TypeVar
 
 from ..blocks import Block
 from ..build import build_report, finish, report_meta
+from ..parts import default_workers
 from ..plan import Member, ScanPlan
 from ..recall import Step
 from ..report import ScanReport
 from ..sources.base import SMALL_BYTES
 from ..summarize import scan_region_or_units, scanned_in_parts, summarize_parts
-from ..summary import PairwiseMerger
+from ..summary import PairwiseMerger, SliceCanvas
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -46,14 +46,6 @@ def run(plan: ScanPlan) -> ScanReport:
             plan.skipped.update(dict.fromkeys(rest, why))
             break
     return finish(plan.layout, reports, plan.skipped, not stopped)
-
-
-def default_workers() -> int:
-    """Cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def bounded_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
@@ -96,12 +88,14 @@ def scan_member(member: Member, plan: ScanPlan) -> ScanReport:
         room = INFLIGHT_BYTES // (2 * member.region_bytes)  # bounded_map holds 2 x workers
         workers = max(workers, min(opts.concurrency // per_region, room))
     ram = source.ram_array
+    canvas = SliceCanvas(math.prod(spec.by_shape)) if spec.by and len(spec.by) == 1 else None
     if memory is not None:
 
         def step(st: Step):
             if st.cached:
                 return st.regions, st.summary, [], st
-            return st.regions, *scan_region_or_units(source, st.regions[0], spec, opts.on_error), st
+            scanned = scan_region_or_units(source, st.regions[0], spec, opts.on_error, canvas)
+            return st.regions, *scanned, st
 
         results: Iterator = bounded_map(step, memory.steps(), workers)
     elif workers > 1 and ram is not None and scanned_in_parts(ram, spec.by):
@@ -113,7 +107,7 @@ def scan_member(member: Member, plan: ScanPlan) -> ScanReport:
         results = ((b, summarize_parts(block, b, spec, workers), [], None) for b in batches)
     else:
         results = bounded_map(
-            lambda r: ([r], *scan_region_or_units(source, r, spec, opts.on_error), None),
+            lambda r: ([r], *scan_region_or_units(source, r, spec, opts.on_error, canvas), None),
             member.regions(),
             workers,
         )
