@@ -160,12 +160,25 @@ def memory_view(data: np.ndarray) -> tuple[np.ndarray, tuple[int, ...], tuple[in
     return view.transpose(order), order, flips
 
 
-def memory_regions(data: np.ndarray, budget: int) -> Iterator[Region]:
+MIN_SLICE_RUN = 1 << 14  # values read in one run, at least, when regions cut across slices
+
+
+def memory_regions(data: np.ndarray, budget: int, across: int | None = None) -> Iterator[Region]:
     """Regions of ``data`` of at most ``budget`` elements that follow its memory layout,
     negative strides included: consecutive regions of a contiguous array are adjacent in
-    memory, so runs of them can be scanned as one block (``parts.PartedScan``)."""
+    memory, so runs of them can be scanned as one block (``parts.PartedScan``).
+
+    ``across``: the axis of per-slice statistics (``by``). When it is the innermost in
+    memory, following the layout would give every region a part of every slice, and each
+    region's statistics of all of them would be merged in turn; the regions then cut that
+    axis instead, each taking the other axes whole, when its runs in memory stay at least
+    ``MIN_SLICE_RUN`` values long."""
     view, order, flips = memory_view(data)
-    for part in plan_regions(view.shape, tuple(range(data.ndim)), budget):
+    axes = tuple(range(data.ndim))
+    if across is not None and data.ndim > 1 and order[-1] == across:
+        if budget // max(1, math.prod(view.shape[:-1])) >= MIN_SLICE_RUN:
+            axes = (data.ndim - 1, *axes[:-1])
+    for part in plan_regions(view.shape, axes, budget):
         yield _flip_box(part, order, flips, data.shape)
 
 

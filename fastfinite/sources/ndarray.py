@@ -79,6 +79,9 @@ class ArraySource(Source):
         """Regions of about ``budget_bytes`` that follow the array's memory layout."""
         return memory_regions(self.array, budget_bytes // max(1, self.dtype.itemsize))
 
+    def slice_regions(self, budget_bytes: int, axis: int) -> Iterator[Region]:
+        return memory_regions(self.array, budget_bytes // max(1, self.dtype.itemsize), axis)
+
     def read(self, region: Region) -> np.ndarray:
         view = self.array[region]
         # a memmap: map the region's pages in one call rather than one fault per page
