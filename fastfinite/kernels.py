@@ -1015,23 +1015,6 @@ def scan_cols(x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs):
 
 
 @njit(nogil=True, cache=True)
-def _moments(length, stats, counts, r):
-    """``(count, mean, std)`` of the finite values of row ``r`` of a kernel's output:
-    ``length`` values, shifted sums ``stats[:, r]``, non-finite counts ``counts[:, r]``. A
-    row whose sums overflowed (finite values near the float64 maximum) gets a NaN mean and
-    std: it is taken again, scaled, by ``summarize``."""
-    c = length - counts[0, r] - counts[1, r] - counts[2, r]
-    if c <= 0:
-        return c, 0.0, 0.0
-    s1 = stats[1, r]
-    s2 = stats[2, r]
-    if not (abs(s1) < np.inf and s2 < np.inf):
-        return c, np.nan, np.nan
-    v = s2 - s1 * (s1 / c)
-    return c, stats[0, r] + s1 / c, np.sqrt(max(v, 0.0) / c)
-
-
-@njit(nogil=True, cache=True)
 def _pow2(v):
     """A power of two at most ``v`` and above half of it: a scale that keeps squares in
     range (2**1024 would overflow)."""
@@ -1076,12 +1059,44 @@ def _totals(n, mean, std, mn, mx):
 
 
 @njit(nogil=True, cache=True)
-def finish_slices(length, sstats, scounts, n, mean, std):
-    """Per slice count, mean and std of the finite values from a kernel's shifted sums, and
-    over all of them ``(count, mean, std, min, max, sum)``."""
+def finish_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std):
+    """Per slice count, mean and std of the finite values from a kernel's outputs (the rows
+    of its ``stats`` and ``counts``, each 1-D: rows passed on their own are contiguous,
+    whatever the layout of the outputs, and the loop runs in vectors), and over all of them
+    ``(count, mean, std, min, max, sum)``. ``length`` values per slice. A slice whose sums
+    overflowed (finite values near the float64 maximum) gets a NaN mean and std: it is
+    taken again, scaled (``summary.rescued``)."""
     for r in range(n.shape[0]):
-        n[r], mean[r], std[r] = _moments(length, sstats, scounts, r)
-    return _totals(n, mean, std, sstats[3], sstats[4])
+        c = length - cnan[r] - cpos[r] - cneg[r]
+        cs = max(c, 1)
+        a = s1[r]
+        b = s2[r]
+        ok = abs(a) < np.inf and b < np.inf
+        q = a / cs
+        v = b - a * q
+        m = shift[r] + q
+        sd = np.sqrt(max(v, 0.0) / cs)
+        n[r] = c
+        mean[r] = (m if ok else np.nan) if c > 0 else 0.0
+        std[r] = (sd if ok else np.nan) if c > 0 else 0.0
+    return _totals(n, mean, std, mn, mx)
+
+
+@njit(nogil=True, cache=True)
+def rescue_rows(n, mean, mn, mx):
+    """The slices whose moments are taken again, scaled (``summary.rescued``): those with a
+    finite value and a NaN mean (their sums overflowed), or whose magnitudes all lie under
+    ``TINY`` and are not all equal (their squares fell below float64's normal range)."""
+    out = np.empty(n.shape[0], np.int64)
+    k = 0
+    for i in range(n.shape[0]):
+        lo = mn[i]
+        hi = mx[i]
+        tiny = max(abs(lo), abs(hi)) < TINY and lo != hi
+        if n[i] > 0 and (mean[i] != mean[i] or tiny):
+            out[k] = i
+            k += 1
+    return out[:k]
 
 
 @njit(nogil=True, cache=True)

@@ -20,7 +20,7 @@ from . import kinds
 from .blocks import component_dtype
 from .casts import risk_thresholds
 from .kinds import BASE_KINDS
-from .stats import TINY, combine, scaled_moments
+from .stats import combine, scaled_moments
 
 TWIN_MAX = 1 << 16
 
@@ -85,35 +85,30 @@ class SliceStats:
     def alloc(cls, size: int) -> SliceStats:
         """Uninitialized columns for ``size`` slices, in one allocation: NumPy asks for huge
         pages from 4 MiB on, and a fresh page costs more than the fold that writes it."""
-        return cls._columns_of(np.empty((9, size), np.int64))
+        return cls._columns_of(np.empty((9, size), np.int64), range(9))
 
     @classmethod
-    def _columns_of(cls, cols: np.ndarray, home=None) -> SliceStats:
-        floats = [cols[i].view(np.float64) for i in range(2, 6)]
-        return cls(cols[0], cols[1], *floats, cols[6], cols[7], cols[8], home=home)
+    def _columns_of(cls, cols: np.ndarray, rows, home=None) -> SliceStats:
+        """The columns in rows ``rows`` of ``cols`` (int64), in the order idx, ``FIELDS``."""
+        out = [cols[i] for i in rows]
+        for j in range(2, 6):  # mean, std, min, max
+            out[j] = out[j].view(np.float64)
+        return cls(*out, home=home)
 
     @classmethod
     def within(cls, buf: np.ndarray, first: int, stop: int) -> SliceStats:
-        """Slices ``first:stop`` as views of the canvas buffer ``buf`` (rows as ``alloc``)."""
-        return cls._columns_of(buf[:, first:stop], (buf, first))
+        """Slices ``first:stop`` as views of the canvas buffer ``buf`` (``CANVAS_ROWS``)."""
+        return cls._columns_of(buf[:, first:stop], CANVAS_ROWS, (buf, first))
 
     def kernel_outputs(self) -> tuple[np.ndarray, np.ndarray]:
         """For slices lent by a canvas: the kernels' per-slice outputs ``(stats, counts)``
-        (``scan_rows``) as views of these columns, the counts zeroed. ``stats`` sits over
-        ``n, mean, std, min, max``: ``from_partials(..., into=self)`` finishes in place."""
+        (``scan_rows``) as views of the canvas, the counts zeroed: ``from_partials(...,
+        into=self)`` finishes them into these columns."""
         buf, first = self.home
         stop = first + len(self.idx)
-        self.nan.fill(0)
-        self.posinf.fill(0)
-        self.neginf.fill(0)
-        return buf[1:6, first:stop].view(np.float64), buf[6:9, first:stop]
-
-    def _at_home(self, buf: np.ndarray, first: int) -> bool:
-        """Whether every column is still the view of ``buf`` from column ``first``."""
-        base = buf.ctypes.data + first * 8
-        step = buf.strides[0]
-        cols = (self.idx, *self.columns())
-        return all(c.ctypes.data == base + i * step for i, c in enumerate(cols))
+        counts = buf[4:7, first:stop]
+        counts.fill(0)
+        return buf[7:12, first:stop].view(np.float64), counts
 
     @classmethod
     def empty(cls, idx: np.ndarray) -> SliceStats:
@@ -123,6 +118,13 @@ class SliceStats:
         for f, v in zip(cls.FIELDS, (0, 0.0, 0.0, math.inf, -math.inf, 0, 0, 0)):
             getattr(out, f).fill(v)
         return out
+
+    def _at_home(self, buf: np.ndarray, first: int) -> bool:
+        """Whether every column is still the view of ``buf`` from column ``first``."""
+        base = buf.ctypes.data + first * 8
+        step = buf.strides[0]
+        cols = (self.idx, *self.columns())
+        return all(c.ctypes.data == base + i * step for i, c in zip(CANVAS_ROWS, cols))
 
     def columns(self) -> tuple[np.ndarray, ...]:
         """The arrays, in the order of ``FIELDS`` (the kernels' argument order)."""
@@ -142,10 +144,16 @@ class SliceStats:
             from .kernels import finish_slices
 
         if into is not None:
-            return into, finish_slices(length, stats, counts, into.n, into.mean, into.std)
+            return into, finish_slices(length, *stats, *counts, into.n, into.mean, into.std)
         n, mean, std = np.empty(m, np.int64), np.empty(m), np.empty(m)
-        totals = finish_slices(length, stats, counts, n, mean, std)
+        totals = finish_slices(length, *stats, *counts, n, mean, std)
         return cls(idx, n, mean, std, stats[3], stats[4], *counts), totals
+
+
+# rows of a canvas's buffer: idx, then ``SliceStats.FIELDS``; the kernels' shifted sums
+# (rows 7 to 9) sit between the counts and the extrema, so that ``scan_rows``'s outputs
+# are two runs of rows, and its moments are finished into rows of their own
+CANVAS_ROWS = (0, 1, 2, 3, 10, 11, 4, 5, 6)
 
 
 class SliceCanvas:
@@ -175,7 +183,7 @@ class SliceCanvas:
                 return None
             self._lent.insert(i, (first, stop))
             if self._buf is None:
-                self._buf = np.empty((9, self.size), np.int64)
+                self._buf = np.empty((12, self.size), np.int64)
             buf = self._buf
         out = SliceStats.within(buf, first, stop)
         out.idx[:] = np.arange(first, stop)
@@ -188,9 +196,11 @@ def rescued(part: SliceStats, values, rows_are_slices: bool = True) -> tuple | N
     (magnitudes under ``TINY``, not all equal: the std would lose its digits, down to 0),
     get both again, scaled (``stats.scaled_moments``), from ``values()``, the 2-D values;
     then the totals over all slices are returned, else None."""
-    with np.errstate(invalid="ignore"):
-        tiny = (np.fmax(np.abs(part.min), np.abs(part.max)) < TINY) & (part.min != part.max)
-    bad = np.flatnonzero((part.n > 0) & (np.isnan(part.mean) | tiny))
+    if len(part.idx) == 1:  # a plain scan's one row: no numba
+        from .slow.twins import rescue_rows
+    else:
+        from .kernels import rescue_rows
+    bad = rescue_rows(part.n, part.mean, part.min, part.max)
     if not len(bad):
         return None
     from .slow.twins import totals

@@ -79,7 +79,7 @@ def finish_slices_args(draw):
     counts = np.array(draw(st.lists(st.lists(st.integers(0, length // 3), min_size=m, max_size=m), min_size=3, max_size=3)), np.int64)  # fmt: skip
     stats = np.array(draw(st.lists(st.lists(STAT, min_size=m, max_size=m), min_size=5, max_size=5)))  # fmt: skip
     stats[2] = np.abs(stats[2])  # a sum of squares
-    return [length, stats, counts, np.empty(m, np.int64), np.empty(m), np.empty(m)]
+    return [length, *stats, *counts, np.empty(m, np.int64), np.empty(m), np.empty(m)]
 
 
 @st.composite
@@ -106,6 +106,14 @@ def slice_rows(draw):
     n = np.array([r[0] for r in rows], np.int64)
     mean, std, mn, mx = (np.array([r[i] for r in rows], np.float64) for i in (1, 2, 3, 4))
     return n, np.where(np.isnan(mean), 0.0, mean), np.nan_to_num(np.abs(std)), mn, mx, rows
+
+
+@st.composite
+def rescue_rows_args(draw):
+    rows = draw(st.lists(st.tuples(st.integers(0, 3), STAT, STAT, STAT), max_size=40))
+    n = np.array([r[0] for r in rows], np.int64)
+    mean, lo, hi = (np.array([r[i] for r in rows], np.float64) for i in (1, 2, 3))
+    return [n, mean, np.fmin(lo, hi), np.fmax(lo, hi)]
 
 
 @st.composite
@@ -155,6 +163,7 @@ INPUTS = {
     "scan_cols": scan_cols_args(),
     "quick_check": quick_check_args(),
     "finish_slices": finish_slices_args(),
+    "rescue_rows": rescue_rows_args(),
     "fold_slices": fold_slices_args(),
     "slice_columns": slice_columns_args(),
     "slice_flags": slice_flags_args(),
@@ -206,10 +215,11 @@ COMPARE = {
     "scan_rows": lambda k, t, ko, to: _compare_scan(k, t, ko, to, True),
     "scan_cols": lambda k, t, ko, to: _compare_scan(k, t, ko, to, False),
     "quick_check": lambda k, t, ko, to: _close(bool(ko), bool(to), "clean"),
-    "finish_slices": lambda k, t, ko, to: [_close(a, b, "slices") for a, b in zip(k[3:], t[3:])] + [_close(ko, to, "totals")],
+    "finish_slices": lambda k, t, ko, to: [_close(a, b, "slices") for a, b in zip(k[9:], t[9:])] + [_close(ko, to, "totals")],
     "fold_slices": lambda k, t, ko, to: [_close(a, b, f"dense {i}") for i, (a, b) in enumerate(zip(k[9:], t[9:]))],
     "slice_columns": lambda k, t, ko, to: [_close(a, b, "columns") for a, b in zip(k[5:], t[5:])],
     "slice_flags": lambda k, t, ko, to: _close(k[-1], t[-1], "flags"),
+    "rescue_rows": lambda k, t, ko, to: _close(ko, to, "slices to rescue"),
     "scaled_counts": lambda k, t, ko, to: _compare_scaled(k, t),
 }  # fmt: skip
 

@@ -76,18 +76,26 @@ def quick_check(x, xi, thr) -> bool:
     return not any(m.any() for m in kind_masks(x, thr))
 
 
-def finish_slices(length, sstats, scounts, n, mean, std):
+def finish_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std):
     """``kernels.finish_slices``: per slice count, mean and std of the finite values from the
     shifted sums (NaN where the sums overflowed), and over all of them ``totals``."""
-    c = length - scounts.sum(axis=0)
+    c = length - cnan - cpos - cneg
     with np.errstate(all="ignore"):
-        s1, s2, cs = sstats[1], sstats[2], np.maximum(c, 1)
+        cs = np.maximum(c, 1)
         ok = (np.abs(s1) < np.inf) & (s2 < np.inf)
         v = s2 - s1 * (s1 / cs)
         n[:] = c
-        mean[:] = np.where(c > 0, np.where(ok, sstats[0] + s1 / cs, np.nan), 0.0)
+        mean[:] = np.where(c > 0, np.where(ok, shift + s1 / cs, np.nan), 0.0)
         std[:] = np.where(c > 0, np.where(ok, np.sqrt(np.maximum(v, 0.0) / cs), np.nan), 0.0)
-    return totals(n, mean, std, sstats[3], sstats[4])
+    return totals(n, mean, std, mn, mx)
+
+
+def rescue_rows(n, mean, mn, mx) -> np.ndarray:
+    """``kernels.rescue_rows``: slices with a finite value and a NaN mean, or whose
+    magnitudes all lie under ``TINY`` and are not all equal."""
+    with np.errstate(invalid="ignore"):
+        tiny = (np.fmax(np.abs(mn), np.abs(mx)) < TINY) & (mn != mx)
+    return np.flatnonzero((n > 0) & (np.isnan(mean) | tiny))
 
 
 def totals(n, mean, std, mn, mx) -> tuple:
@@ -190,6 +198,7 @@ TWINS = {
     "scan_cols": scan_cols,
     "quick_check": quick_check,
     "finish_slices": finish_slices,
+    "rescue_rows": rescue_rows,
     "fold_slices": fold_slices,
     "slice_columns": slice_columns,
     "slice_flags": slice_flags,
