@@ -4,6 +4,7 @@ limit) and dask's native ``isnan``/``isinf`` path, with wall time and peak RSS.
     python benchmarks/bench_store.py                # 4 GB stores: zstd and blosc-lz4, 1 and 16 MB chunks
     python benchmarks/bench_store.py --quick        # 0.1 GB stores (CI smoke run)
     python benchmarks/bench_store.py --write        # also record benchmarks/RESULTS.md
+    python benchmarks/bench_store.py --slices       # by=0 and by=-1 against the plain scan
 
 The best pure read (the limit) is the faster of zarr's own read and fastfinite's chunk-file
 reader (``fastfinite/sources/zarr_files.py``) without the scan.
@@ -46,6 +47,12 @@ CHILD = textwrap.dedent(
         def run():
             r = fastfinite.scan(path)
             return r.nonfinite
+    elif method.startswith("fastfinite-by"):
+        by = int(method[len("fastfinite-by"):])
+        fastfinite.scan(np.zeros((512, 1024), np.float32), by=by)  # its kernels, too
+        def run():
+            r = fastfinite.scan(path, by=by)
+            return r.slices.count.size
     elif method == "fastfinite-localize":
         def run():
             r = fastfinite.scan(path, localize=True)
@@ -99,16 +106,65 @@ def measure(method: str, path: str, repeat: int) -> dict:
     return best
 
 
+SLICE_METHODS = {
+    "fastfinite": "plain scan",
+    "fastfinite-by0": "by=0 (a slice per row)",
+    "fastfinite-by-1": "by=-1 (a slice per column)",
+}
+
+
+def run_slices(size: float, repeat: int, root: str) -> list[str]:
+    """``by=0`` and ``by=-1`` against the plain scan of the same store, each in a fresh
+    process, alternated ``repeat`` times, the best kept (issue 19: target <= 1.1)."""
+    rows = [
+        "| store | plain scan (s) | by=0 / plain | by=-1 / plain |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for codec, chunk_mb in (("zstd", 1), ("blosc-lz4", 16)):
+        path = tempfile.mkdtemp(dir=root, prefix="fastfinite-bench-") + "/s.zarr"
+        try:
+            info = make(path, size, "float32", chunk_mb, codec)
+            gb = info["shape"][0] * info["shape"][1] * 4 / 1e9
+            best: dict[str, float] = {}
+            for _ in range(repeat):
+                for m in SLICE_METHODS:
+                    t = measure(m, path, 1)["seconds"]
+                    best[m] = min(best.get(m, t), t)
+        finally:
+            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+        t0 = best["fastfinite"]
+        label = f"{codec}, {chunk_mb} MB chunks, {gb:.2f} GB float32 {tuple(info['shape'])}"
+        cells = [f"{best[m] / t0:.2f}" for m in ("fastfinite-by0", "fastfinite-by-1")]
+        print(f"  {label}: plain {t0:.2f} s; by=0 {cells[0]}, by=-1 {cells[1]}")
+        rows.append(f"| {label} | {t0:.2f} | " + " | ".join(cells) + " |")
+    return rows
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--write", action="store_true")
     p.add_argument("--size-gb", type=float, default=None)
     p.add_argument("--dir", default=tempfile.gettempdir())
+    p.add_argument(
+        "--slices", action="store_true", help="only by=0 and by=-1 against the plain scan"
+    )
     args = p.parse_args()
     size = args.size_gb or (0.1 if args.quick else 4.0)
     repeat = 1 if args.quick else 3
     print(machine())
+    if args.slices:
+        rows = run_slices(size, repeat, args.dir)
+        heading = "## Per-slice statistics on stores (issue 19)"
+        text = [
+            heading, "", f"Machine: {machine()}", "",
+            "`python benchmarks/bench_store.py --slices --write`: each scan in a fresh process, "
+            f"best of {repeat}, alternated; the store in the page cache. by=0 and by=-1 as "
+            "multiples of the plain scan of the same store (target <= 1.1).", "", *rows, "",
+        ]  # fmt: skip
+        if args.write:
+            write_section("\n".join(text), heading)
+        return
     rows = []
     for codec in ("zstd", "blosc-lz4"):
         for chunk_mb in (1, 16):
