@@ -193,6 +193,28 @@ def _flip_box(box: Region, perm, flips, shape, inverse: bool = False) -> Region:
     return tuple(out)
 
 
+def _pitched(view: np.ndarray):
+    """``(rows, cols, pitch, xf, xi)`` when the rows of ``view`` (its last axis, of unit
+    stride) start ``pitch`` values apart, ``pitch`` larger than ``cols``: the values read in
+    place from ``xf``, 1-D from the first to the last value (``xi``: as integers); else
+    None (a contiguous view is used in place anyway)."""
+    item = view.itemsize
+    cols = view.shape[-1]
+    outer = [(n, s) for n, s in zip(view.shape[:-1], view.strides[:-1]) if n > 1]
+    if view.ndim < 2 or not outer or cols < 2 or view.strides[-1] != item:
+        return None
+    for (_, s0), (n1, s1) in zip(outer, outer[1:]):
+        if s0 != s1 * n1:  # the outer axes do not fold into one axis of rows
+            return None
+    step = outer[-1][1]
+    if step <= cols * item or step % item:
+        return None
+    rows, pitch = view.size // cols, step // item
+    xf = np.lib.stride_tricks.as_strided(view, ((rows - 1) * pitch + cols,), (item,))
+    xf.flags.writeable = False
+    return rows, cols, pitch, xf, xf.view(np.int32 if item == 4 else np.int64)
+
+
 class Block:
     """A region's data as a contiguous 1-D array in the kernels' dtype.
 
@@ -214,14 +236,21 @@ class Block:
 
     __slots__ = (
         "_x", "bits", "table", "ncomp", "perm", "flips", "bshape", "dshape", "start",
-        "in_c_order",
+        "in_c_order", "pitched", "_size",
     )  # fmt: skip
 
     def __init__(
-        self, data: np.ndarray, start: tuple[int, ...], order: tuple[int, ...] | None = None
+        self,
+        data: np.ndarray,
+        start: tuple[int, ...],
+        order: tuple[int, ...] | None = None,
+        in_place: bool = False,
     ):
         """``order``: the axes from outermost to innermost in ``x`` (default: memory order,
-        negative strides flipped, so a contiguous region is used in place)."""
+        negative strides flipped, so a contiguous region is used in place). ``in_place``:
+        native float32/float64 values whose rows in that order are equally spaced runs
+        (a box of an array that cuts its innermost axis) are not copied: ``pitched`` gives
+        them to ``kernels.scan_cols_pitched``, and ``x`` is made only when asked for."""
         data = np.asarray(data)
         self.start = start
         self.ncomp = 2 if data.dtype.kind == "c" else 1
@@ -236,8 +265,13 @@ class Block:
         # length-1 axes may be anywhere without changing the order of elements
         moved = [ax for ax in order if data.shape[ax] > 1]
         self.in_c_order = not flips and moved == sorted(moved)
+        self._size = view.size
+        self._x = self.bits = self.pitched = None
+        if in_place and data.dtype in (np.dtype("=f4"), np.dtype("=f8")):
+            self.pitched = _pitched(view)
+            if self.pitched is not None:
+                return
         flat = view.reshape(-1)  # a view when the layout allows, else one bounded copy
-        self._x = self.bits = None
         if narrow_format(data.dtype):
             bits = np.ascontiguousarray(flat).view(f"u{data.dtype.itemsize}")
             self.bits = bits if data.dtype.isnative else bits.byteswap()
@@ -252,7 +286,12 @@ class Block:
 
     @property
     def x(self) -> np.ndarray:
-        if self._x is None:
+        if self._x is None and self.pitched is not None:  # rarely: a second look
+            rows, cols, pitch, xf, _ = self.pitched
+            self._x = np.lib.stride_tricks.as_strided(
+                xf, (rows, cols), (pitch * xf.itemsize, xf.itemsize)
+            ).reshape(-1)
+        elif self._x is None:
             self._x = widen(self.bits, self.table)
         return self._x
 
@@ -262,8 +301,8 @@ class Block:
 
     @property
     def size(self) -> int:
-        """Values in the block (``x.size``, without widening it)."""
-        return (self.bits if self.bits is not None else self._x).size
+        """Values in the block (``x.size``, without widening or copying it)."""
+        return self._size * self.ncomp
 
     def kernel_input(self, lo: int, hi: int, bits: bool) -> tuple[np.ndarray, np.ndarray, bool]:
         """The first two arguments of a kernel for values ``lo:hi``: ``(x, xi, False)``,

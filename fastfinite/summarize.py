@@ -90,11 +90,12 @@ def summarize(
     other = tuple(ax for ax in range(data.ndim) if ax not in by)
     # by the layout alone (not by contiguity), so a copy of the region scans the same way
     use_cols = data.dtype.kind != "c" and memory_order(data.strides, data.shape) == other + by
-    block = Block(data, start, order=other + by if use_cols else by + other)
+    block = Block(data, start, order=other + by if use_cols else by + other, in_place=use_cols)
     nb = math.prod(data.shape[a] for a in by)
     if use_cols:  # the kernel takes tiles of columns in turn: positions in C order per tile
         ordered = block.in_c_order and nb <= kernels.COL_TILE
-        kernel, shape, rows_are_slices = kernels.scan_cols, (-1, nb), False
+        kernel = kernels.scan_cols if block.pitched is None else kernels.scan_cols_pitched
+        shape, rows_are_slices = (-1, nb), False
     else:
         kernel, shape, rows_are_slices = kernels.scan_rows, (nb, -1), True
         ordered = block.in_c_order
@@ -127,14 +128,22 @@ def _scan(
     positions in the global C order. Without ``moments`` the kernel takes no statistics'
     arguments and the Summary gets none. With ``bits``, a kernel that takes narrow data's
     bits and table (``scan_rows_narrow``, ``PartedScan.scan``) gets them (``Block.bits``);
-    other kernels get the widened values. ``lent``: the slices' columns in a canvas, which
-    the kernel writes into."""
+    other kernels get the widened values; a block read in place (``Block.pitched``), its
+    rows, their spacing and memory (``scan_cols_pitched``). ``lent``: the slices' columns in
+    a canvas, which the kernel writes into."""
     cap, start = spec.max_locations, block.start
-    a, b, narrow = block.kernel_input(lo, lo + size, bits)
-    a2, b2 = a.reshape(shape), (b if narrow else b.reshape(shape))
-    values = (lambda v: widen(v, block.table)) if a.dtype.kind == "u" else (lambda v: v)
+    if block.pitched is not None:  # the whole block, in place
+        rows, cols, pitch, xf, xi = block.pitched
+        a, a2_shape, kind = None, (rows, cols), "f"
+        run = lambda *out: kernel(xf, xi, rows, cols, pitch, *out)  # noqa: E731
+    else:
+        a, b, narrow = block.kernel_input(lo, lo + size, bits)
+        a2, b2 = a.reshape(shape), (b if narrow else b.reshape(shape))
+        a2_shape, kind = a2.shape, a.dtype.kind
+        run = lambda *out: kernel(a2, b2, *out)  # noqa: E731
+    values = (lambda v: widen(v, block.table)) if kind == "u" else (lambda v: v)
     thr = spec.thresholds
-    nsl = a2.shape[0] if rows_are_slices else a2.shape[1]
+    nsl = a2_shape[0] if rows_are_slices else a2_shape[1]
     counts = np.zeros(kinds.N_KINDS, np.int64)
     if lent is not None:
         sstats, scounts = lent.kernel_outputs()
@@ -147,7 +156,7 @@ def _scan(
     vals = np.empty((kinds.N_KINDS, keep), np.float64)
     nlocs = np.zeros(kinds.N_KINDS, np.int64)
     if size:
-        kernel(a2, b2, thr, counts, *((sstats, scounts) if moments else ()), locs, vals, nlocs)
+        run(thr, counts, *((sstats, scounts) if moments else ()), locs, vals, nlocs)
     s = Summary(counts=counts, elements=size // block.ncomp)
     for k in np.flatnonzero(counts):  # the first positions of each kind, in C order
         pos, val = lo + locs[k, : nlocs[k]], vals[k, : nlocs[k]]
@@ -155,6 +164,8 @@ def _scan(
             from .slow.twins import kind_mask  # more found than kept: all, or the first cap
 
             want = counts[k] if not ordered else cap * block.ncomp
+            if a is None:
+                a = block.x[lo : lo + size]
             got = first_where(a, lambda v, k=k: kind_mask(values(v), k, thr), want)
             pos, val = lo + got, values(a[got]).astype(np.float64)
         s.loc_index[k], s.loc_value[k] = _first(block.to_global(pos, spec.shape), val, cap)
@@ -169,9 +180,9 @@ def _scan(
         local = np.unravel_index(np.arange(nsl), tuple(block.dshape[a] for a in by))
         glob = [c + start[a] for c, a in zip(local, by)]
         idx = np.ravel_multi_index(glob, spec.by_shape).astype(np.int64)
-    length = a2.shape[1] if rows_are_slices else a2.shape[0]
+    length = a2_shape[1] if rows_are_slices else a2_shape[0]
     part, totals = SliceStats.from_partials(idx, length, sstats, scounts, lent)
-    x2 = lambda: block.x[lo : lo + size].reshape(a2.shape)  # noqa: E731
+    x2 = lambda: block.x[lo : lo + size].reshape(a2_shape)  # noqa: E731
     s.n, s.mean, s.std, s.min, s.max, s.total = rescued(part, x2, rows_are_slices) or totals
     if by is not None:
         s.slices = [part]

@@ -58,10 +58,28 @@ def scan_rows_args(draw):
 
 @st.composite
 def scan_cols_args(draw):
-    wide = draw(st.booleans())  # past one column tile, positions come tile by tile
-    # rows added four at a time when four are clean: groups, a remainder, dirty rows between
-    x, xi, thr = draw(blocks(max_rows=9 if wide else 30, max_cols=2100 if wide else 40))
+    # rows added four (eight in wide tiles) at a time when they are clean: groups, a
+    # remainder, dirty rows between; past one column tile, positions come tile by tile
+    shape = draw(st.sampled_from([(30, 40), (18, 2100), (3, kernels.COL_TILE + 300)]))
+    x, xi, thr = draw(blocks(*shape))
     return _scan_args(x, xi, thr, draw(st.sampled_from([0, 1, 3, 100])), x.shape[1])
+
+
+@st.composite
+def scan_cols_pitched_args(draw):
+    # the block's rows inside a wider array whose other values hold every special value: a
+    # region of an array whose slice axis is innermost, read in place
+    # wide tiles (eight rows at a time) past the first group, or many short rows
+    x, xi, thr = draw(blocks(*draw(st.sampled_from([(20, 700), (30, 40)]))))
+    args = _scan_args(x, xi, thr, draw(st.sampled_from([0, 1, 3, 100])), x.shape[1])
+    rows, cols = x.shape
+    pitch = cols + draw(st.integers(1, 50))
+    wide = np.full((rows, pitch), np.nan, x.dtype)
+    with np.errstate(over="ignore"):  # 1e300 in float32: inf, one of the specials anyway
+        wide[:, cols:] = np.resize(np.array(SPECIAL).astype(x.dtype), (rows, pitch - cols))
+    wide[:, :cols] = x
+    xf = wide.reshape(-1)[: (rows - 1) * pitch + cols]
+    return [xf, xf.view(args[1].dtype), rows, cols, pitch, *args[2:]]
 
 
 @st.composite
@@ -161,6 +179,7 @@ def _compare_scaled(k_args, t_args):
 INPUTS = {
     "scan_rows": scan_rows_args(),
     "scan_cols": scan_cols_args(),
+    "scan_cols_pitched": scan_cols_pitched_args(),
     "quick_check": quick_check_args(),
     "finish_slices": finish_slices_args(),
     "rescue_rows": rescue_rows_args(),
@@ -192,6 +211,13 @@ def _positions(k_args, t_args):
         np.testing.assert_array_equal(x[kp], vals[k, : nlocs[k]], err_msg=f"values {k}")
 
 
+def _compact(k_args, t_args):
+    """``scan_cols_pitched``'s arguments as ``scan_cols``'s, its rows taken out as a block."""
+    xf, xi, rows, cols, pitch = k_args[:5]
+    x = np.stack([xf[r * pitch : r * pitch + cols] for r in range(rows)])
+    return [x, None, *k_args[5:]], [x, None, *t_args[5:]]
+
+
 def _compare_scan(k_args, t_args, k_out, t_out, ordered):
     _close(k_args[3], t_args[3], "counts")
     _close(k_args[5], t_args[5], "per-slice non-finite counts")
@@ -214,6 +240,7 @@ def _compare_scan(k_args, t_args, k_out, t_out, ordered):
 COMPARE = {
     "scan_rows": lambda k, t, ko, to: _compare_scan(k, t, ko, to, True),
     "scan_cols": lambda k, t, ko, to: _compare_scan(k, t, ko, to, False),
+    "scan_cols_pitched": lambda k, t, ko, to: _compare_scan(*_compact(k, t), ko, to, False),
     "quick_check": lambda k, t, ko, to: _close(bool(ko), bool(to), "clean"),
     "finish_slices": lambda k, t, ko, to: [_close(a, b, "slices") for a, b in zip(k[9:], t[9:])] + [_close(ko, to, "totals")],
     "fold_slices": lambda k, t, ko, to: [_close(a, b, f"dense {i}") for i, (a, b) in enumerate(zip(k[9:], t[9:]))],
@@ -238,3 +265,22 @@ def test_kernel_equals_its_numpy_twin(name, data):
     k_out = getattr(kernels, name)(*k_args)
     t_out = TWINS[name](*t_args)
     COMPARE[name](k_args, t_args, k_out, t_out)
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f8"])
+def test_wide_rows_read_in_place_eight_at_a_time(dtype):
+    """Rows of a wide block spaced wider than they are, past the first group of eight
+    clean rows, a NaN in a later group: the kernel against its twin."""
+    rng = np.random.default_rng(5)
+    wide = rng.uniform(-3, 3, (40, 700)).astype(dtype)
+    wide[:, 600:] = np.nan  # not the block's: it must never be read as its
+    wide[29, 17] = np.nan
+    rows, cols, pitch = 37, 600, 700
+    xf = wide.reshape(-1)[: (rows - 1) * pitch + cols]
+    xi = xf.view(f"i{xf.itemsize}")
+    thr = ScanSpec((rows, cols), xf.dtype, ("float16",)).thresholds.astype(dtype)
+    args = [xf, xi, rows, cols, pitch, *_scan_args(xf[:cols].reshape(1, -1), xi, thr, 3, cols)[2:]]
+    k_args, t_args = copy.deepcopy(args), copy.deepcopy(args)
+    kernels.scan_cols_pitched(*k_args)
+    TWINS["scan_cols_pitched"](*t_args)
+    COMPARE["scan_cols_pitched"](k_args, t_args, None, None)

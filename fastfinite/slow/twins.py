@@ -71,6 +71,15 @@ def scan_cols(x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs) -> None:
     scan_rows(x.reshape(1, -1), xi, thr, counts, *one, locs, vals, nlocs)
 
 
+def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, locs, vals, nlocs):
+    """``kernels.scan_cols_pitched``: ``scan_cols`` of the rows ``pitch`` values apart in
+    ``xf``, taken out as a contiguous block."""
+    take = np.lib.stride_tricks.as_strided
+    item = xf.itemsize
+    x = np.ascontiguousarray(take(xf, (rows, cols), (pitch * item, item)))
+    scan_cols(x, x.view(xi.dtype), thr, counts, cstats, ccounts, locs, vals, nlocs)
+
+
 def quick_check(x, xi, thr) -> bool:
     """``kernels.quick_check``: no non-finite value and no cast risk in 1-D ``x``."""
     return not any(m.any() for m in kind_masks(x, thr))
@@ -196,6 +205,7 @@ def scaled_counts(x, lim, counts, locs, nlocs) -> None:
 TWINS = {
     "scan_rows": scan_rows,
     "scan_cols": scan_cols,
+    "scan_cols_pitched": scan_cols_pitched,
     "quick_check": quick_check,
     "finish_slices": finish_slices,
     "rescue_rows": rescue_rows,
