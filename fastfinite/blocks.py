@@ -198,10 +198,12 @@ def _pitched(view: np.ndarray):
     stride) start ``pitch`` values apart, ``pitch`` larger than ``cols``: the values read in
     place from ``xf``, 1-D from the first to the last value (``xi``: as integers); else
     None (a contiguous view is used in place anyway)."""
+    if view.ndim < 2:
+        return None
     item = view.itemsize
     cols = view.shape[-1]
     outer = [(n, s) for n, s in zip(view.shape[:-1], view.strides[:-1]) if n > 1]
-    if view.ndim < 2 or not outer or cols < 2 or view.strides[-1] != item:
+    if not outer or cols < 2 or view.strides[-1] != item:
         return None
     for (_, s0), (n1, s1) in zip(outer, outer[1:]):
         if s0 != s1 * n1:  # the outer axes do not fold into one axis of rows
