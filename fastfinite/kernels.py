@@ -183,8 +183,8 @@ def _pass(x, xu, off, n, k, lim):
     the magnitude bits (``_bounds``). An offset rather than a slice: a view per short row
     costs reference counting that shows at 1000 values per row. One loop per number of
     underflow targets, each its own small function: a caller that knows the number calls
-    it directly (``_short_rows``), and LLVM inlines it there (this one, with all three, it
-    does not: the call would cost more than a row of 100 values)."""
+    it directly (``scan_rows``, for each short row), and LLVM inlines it there (this one,
+    with all three, it does not: the call would cost more than a row of 100 values)."""
     ntiny = lim[3]
     if ntiny == 0:
         return _pass_none(x, xu, off, n, k, lim)
