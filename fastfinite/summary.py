@@ -138,11 +138,7 @@ class SliceStats:
         ``into``: the slices whose ``kernel_outputs`` these are, finished in place (each
         slice's sums are read before its moments are written)."""
         m = len(idx)
-        if m == 1:  # a plain scan's one row: no numba
-            from .slow.twins import finish_slices
-        else:  # several slices: ``by``, whose kernels load numba
-            from .kernels import finish_slices
-
+        finish_slices = _per_slice("finish_slices", m)
         if into is not None:
             return into, finish_slices(length, *stats, *counts, into.n, into.mean, into.std)
         n, mean, std = np.empty(m, np.int64), np.empty(m), np.empty(m)
@@ -190,17 +186,25 @@ class SliceCanvas:
         return out
 
 
+def _per_slice(name: str, slices: int):
+    """The per-slice kernel ``name``: its NumPy twin for a plain scan's one row (no numba
+    to load), the Numba kernel for ``by``'s slices."""
+    if slices == 1:
+        from .slow import twins
+
+        return getattr(twins, name)
+    from . import kernels
+
+    return getattr(kernels, name)
+
+
 def rescued(part: SliceStats, values, rows_are_slices: bool = True) -> tuple | None:
     """Slices whose sums overflowed (finite values near the float64 maximum: the kernels
     give them a NaN mean and std), or whose squares fall below float64's normal range
     (magnitudes under ``TINY``, not all equal: the std would lose its digits, down to 0),
     get both again, scaled (``stats.scaled_moments``), from ``values()``, the 2-D values;
     then the totals over all slices are returned, else None."""
-    if len(part.idx) == 1:  # a plain scan's one row: no numba
-        from .slow.twins import rescue_rows
-    else:
-        from .kernels import rescue_rows
-    bad = rescue_rows(part.n, part.mean, part.min, part.max)
+    bad = _per_slice("rescue_rows", len(part.idx))(part.n, part.mean, part.min, part.max)
     if not len(bad):
         return None
     from .slow.twins import totals
