@@ -42,6 +42,7 @@ RUN = 256  # values ``_under_positions`` checks at once for an underflow
 COL_TILE = 12288  # columns per tile of scan_cols: its accumulators (40 bytes each) stay in L2
 GROUP_VALUES = 4096  # scan_cols checks whole short rows in groups of about this many values
 WIDE_TILE = 512  # scan_cols adds rows eight at a time in tiles at least this wide, else four
+CHUNK_VALUES = 1 << 16  # values a wide tile of scan_cols adds before it checks them
 
 _FLAGS = {"reassoc", "contract"}
 
@@ -1036,7 +1037,14 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
     """``scan_cols`` of a block read in place: ``rows`` rows of ``cols`` values, row ``r``
     at ``xf[r * pitch : r * pitch + cols]`` (``xi``: the same memory as integers), as a
     region of an array whose slice axis is innermost in memory is (``blocks.Block``).
-    Positions are flat indices of the ``(rows, cols)`` block, as ``scan_cols``'s."""
+    Positions are flat indices of the ``(rows, cols)`` block, as ``scan_cols``'s.
+
+    Wide tiles add ``CHUNK_VALUES`` at a time before checking them (``_added_clean``): the
+    rows are then read once, not checked and read again. A chunk that was not clean is
+    taken again from the accumulators saved before it, each row checked first; after such
+    a chunk, the next ones are checked first too, twice as many after each (data with a NaN
+    in every chunk is not added twice). A tile whose checked rows held a value that fails
+    the check (a NaN, a cast risk) checks the rest of its rows first."""
     k, s1, s2, mn, mx = cstats[0], cstats[1], cstats[2], cstats[3], cstats[4]
     k[:] = 0.0
     for j in range(cols):
@@ -1045,61 +1053,152 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
             if (v - v) == 0:
                 k[j] = v
                 break
-    cnt, want, big, inf_bits, lo, hi, tiny_bits, tiny = _work(xf, xi, thr)
+    work = _work(xf, xi, thr)
+    over, under = _limits(thr)
+    tiny = work[7]
     # a tile's accumulators in contiguous scratch: they stay in cache, and the updates are
     # vectors whatever the layout of ``cstats`` (a canvas's rows are strided views)
-    scratch = np.empty((5, min(COL_TILE, cols)))
+    scratch = np.empty((11, min(COL_TILE, cols)))
+    fails = 0
+    skip = 0
     for c0 in range(0, cols, COL_TILE):
         c1 = min(c0 + COL_TILE, cols)
         w = c1 - c0
+        # 1-D rows of a C array, each contiguous (a 2-D slice's rows would not be known so)
         kt, s1t, s2t = scratch[0, :w], scratch[1, :w], scratch[2, :w]
-        mnt, mxt = scratch[3, :w], scratch[4, :w]
+        mnt, mxt, mzt = scratch[3, :w], scratch[4, :w], scratch[5, :w]
         kt[:] = k[c0:c1]
         s1t[:] = 0.0
         s2t[:] = 0.0
         mnt[:] = np.inf
         mxt[:] = -np.inf
+        mzt[:] = np.inf
+        tainted = False  # the tile holds a value the check after a chunk would see again
         cnan, cpos, cneg = ccounts[0, c0:c1], ccounts[1, c0:c1], ccounts[2, c0:c1]
-        # groups of rows checked at once (more for short rows), added four or, in wide
-        # tiles, eight at a time
+        # rows added four or, in wide tiles, eight at a time; checked in groups (more of
+        # them for short rows)
         step = 8 if w >= WIDE_TILE else 4
         group = step * max(1, GROUP_VALUES // (step * w)) if w == cols else step
-        r = -1
-        while r + 1 < rows:
-            r += 1
-            n = min(group, (rows - r) // step * step)
-            plain = n > 0 and _rows_plain(
-                xi, pitch, cols, r, n, c0, c1, big, inf_bits, lo, hi, tiny_bits, tiny
-            )
-            if plain:
-                for q in range(r, r + n, step):
-                    if step == 8:
-                        _col_update8(xf, q * pitch + c0, pitch, kt, s1t, s2t, mnt, mxt)
+        chunk = step * max(4, CHUNK_VALUES // (step * w)) if step == 8 else rows
+        r = 0
+        while r < rows:
+            n = min(chunk, (rows - r) // step * step)
+            stop = r + n if n > 0 else rows
+            if step == 8 and n > 0 and skip == 0 and not tainted:
+                for i in range(1, 6):
+                    scratch[5 + i, :w] = scratch[i, :w]
+                for q in range(r, stop, 8):
+                    if tiny:
+                        _col_update8_tiny(xf, q * pitch + c0, pitch, kt, s1t, s2t, mnt, mxt, mzt)
                     else:
-                        _col_update4(xf, q * pitch + c0, pitch, kt, s1t, s2t, mnt, mxt)
-                r += n - 1
-                continue
-            o = r * pitch
-            row = xf[o + c0 : o + c1]
-            smz = big
-            if tiny:
-                smn, smx, smz = _keys_tiny(xi[o + c0 : o + c1], big)
-            else:
-                smn, smx = _keys(xi[o + c0 : o + c1], big)
-            clean = _clean(smn, smx, inf_bits)
-            if clean:
-                _col_update(row, kt, s1t, s2t, mnt, mxt)
-            else:
-                _col_update_finite(row, kt, s1t, s2t, mnt, mxt, cnan, cpos, cneg)
-            if clean and not _risky(smn, smx, smz, lo, hi, tiny_bits):
-                continue
-            _classify_and_record(
-                row, 0, w, r * cols + c0, thr, counts, cnt, want, locs, vals, nlocs
-            )
+                        _col_update8(xf, q * pitch + c0, pitch, kt, s1t, s2t, mnt, mxt)
+                if _added_clean(s1t, s2t, mnt, mxt, mzt, over, under, tiny):
+                    fails = max(fails - 1, 0)
+                    r = stop
+                    continue
+                for i in range(1, 6):
+                    scratch[i, :w] = scratch[5 + i, :w]
+                fails += 1
+                skip = (1 << min(fails, 20)) - 1
+            elif step == 8 and n > 0 and not tainted:
+                skip -= 1
+            _rows_checked(
+                xf, xi, pitch, cols, r, stop, c0, step, group, kt, s1t, s2t, mnt, mxt,
+                cnan, cpos, cneg, work, thr, counts, locs, vals, nlocs,
+            )  # fmt: skip
+            tainted = step == 8 and not _added_clean(s1t, s2t, mnt, mxt, mzt, over, under, tiny)
+            r = stop
         s1[c0:c1] = s1t
         s2[c0:c1] = s2t
         mn[c0:c1] = mnt
         mx[c0:c1] = mxt
+
+
+@njit(nogil=True, cache=True, fastmath={"contract"})
+def _col_update8_tiny(xf, off, cols, k, s1, s2, mn, mx, mz):
+    """``_col_update8`` (the same operations in the same order) that also keeps each
+    column's smallest non-zero magnitude ``mz``: rows added before they are checked."""
+    o0 = np.uint64(off)
+    for j in range(np.uint64(k.shape[0])):
+        kj = k[j]
+        a1 = s1[j]
+        a2 = s2[j]
+        lo = mn[j]
+        hi = mx[j]
+        z = mz[j]
+        for q in range(8):
+            v = np.float64(xf[o0 + np.uint64(q) * np.uint64(cols) + j])
+            d = v - kj
+            a1 += d
+            a2 += d * d
+            lo = v if v < lo else lo
+            hi = v if v > hi else hi
+            m = abs(v)
+            z = m if (m < z) & (m > 0) else z
+        s1[j] = a1
+        s2[j] = a2
+        mn[j] = lo
+        mx[j] = hi
+        mz[j] = z
+
+
+@njit(nogil=True, cache=True)
+def _added_clean(s1, s2, mn, mx, mz, over, under, tiny):
+    """Whether every value added to a tile's accumulators was finite and risks no cast: a
+    NaN or inf makes a sum non-finite (so do finite values whose squares overflow: those
+    rows are then checked one by one, as any), the extrema reach no overflow threshold
+    ``over`` and, with ``tiny``, no non-zero magnitude ``mz`` lies at or under ``under``."""
+    ok = True
+    for j in range(s1.shape[0]):
+        ok &= (abs(s1[j]) < np.inf) & (s2[j] < np.inf) & (mn[j] > -over) & (mx[j] < over)
+    if tiny:
+        for j in range(s1.shape[0]):
+            ok &= mz[j] > under
+    return ok
+
+
+@njit(nogil=True, cache=True)
+def _rows_checked(
+    xf, xi, pitch, cols, r0, stop, c0, step, group, kt, s1t, s2t, mnt, mxt, cnan, cpos, cneg,
+    work, thr, counts, locs, vals, nlocs,
+):  # fmt: skip
+    """Rows ``r0:stop`` of a tile of ``scan_cols_pitched`` (columns from ``c0``, its
+    accumulators ``kt`` .. ``mxt``), checked before they are added: a group of clean rows that risk
+    no cast is added ``step`` rows at a time; any other row on its own, its NaN and inf
+    counted per column, its values classified and their positions recorded."""
+    cnt, want, big, inf_bits, lo, hi, tiny_bits, tiny = work
+    w = kt.shape[0]
+    c1 = c0 + w
+    r = r0 - 1
+    while r + 1 < stop:
+        r += 1
+        n = min(group, (stop - r) // step * step)
+        plain = n > 0 and _rows_plain(
+            xi, pitch, cols, r, n, c0, c1, big, inf_bits, lo, hi, tiny_bits, tiny
+        )
+        if plain:
+            for q in range(r, r + n, step):
+                if step == 8:
+                    _col_update8(xf, q * pitch + c0, pitch, kt, s1t, s2t, mnt, mxt)
+                else:
+                    _col_update4(xf, q * pitch + c0, pitch, kt, s1t, s2t, mnt, mxt)
+            r += n - 1
+            continue
+        o = r * pitch
+        row = xf[o + c0 : o + c1]
+        smz = big
+        if tiny:
+            smn, smx, smz = _keys_tiny(xi[o + c0 : o + c1], big)
+        else:
+            smn, smx = _keys(xi[o + c0 : o + c1], big)
+        clean = _clean(smn, smx, inf_bits)
+        if clean:
+            _col_update(row, kt, s1t, s2t, mnt, mxt)
+        else:
+            _col_update_finite(row, kt, s1t, s2t, mnt, mxt, cnan, cpos, cneg)
+        if clean and not _risky(smn, smx, smz, lo, hi, tiny_bits):
+            continue
+        _classify_and_record(row, 0, w, r * cols + c0, thr, counts, cnt, want, locs, vals, nlocs)
 
 
 @njit(nogil=True, cache=True)

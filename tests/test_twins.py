@@ -284,3 +284,44 @@ def test_wide_rows_read_in_place_eight_at_a_time(dtype):
     kernels.scan_cols_pitched(*k_args)
     TWINS["scan_cols_pitched"](*t_args)
     COMPARE["scan_cols_pitched"](k_args, t_args, None, None)
+
+
+F16 = TARGETS["float16"]
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f8"])
+@pytest.mark.parametrize(
+    "planted",
+    [np.nan, np.inf, -np.inf, F16.overflow_threshold, -F16.overflow_threshold,
+     F16.underflow_threshold, -F16.underflow_threshold, 1e200, None],
+)  # fmt: skip
+def test_wide_tiles_add_chunks_before_checking_them(dtype, planted):
+    """Wide tiles add a chunk of rows before they check it: clean chunks, then one holding
+    a NaN, an infinity, a value at a cast threshold (float16's overflow, its underflow:
+    what only the extrema or the smallest magnitudes show) or one whose square overflows,
+    taken again row by row; in every chunk (``None``: a NaN in each, so the checks back
+    off); the rows of two tiles. The kernel against its twin."""
+    cols = kernels.WIDE_TILE + 88
+    chunk = 8 * max(4, kernels.CHUNK_VALUES // (8 * cols))
+    rows = 4 * chunk + 5
+    rng = np.random.default_rng(11)
+    with np.errstate(over="ignore"):
+        x = rng.uniform(-3, 3, (rows, cols)).astype(dtype)
+        if planted is None:
+            x[np.arange(0, rows, chunk // 2), np.arange(0, rows, chunk // 2) % cols] = np.nan
+        else:
+            x[2 * chunk + 7, 33] = planted
+            x[3 * chunk + 1, 500] = planted
+    thr = ScanSpec(x.shape, x.dtype, ("float16",)).thresholds.astype(dtype)
+    tile = x[2 * chunk - 60 : 2 * chunk + 40]  # the first planted row in a third chunk
+    two_tiles = np.tile(tile, (1, kernels.COL_TILE // cols + 1))[:, : kernels.COL_TILE + 300]
+    for block in (x, two_tiles):
+        xi = block.view(f"i{block.itemsize}")
+        rows_, cols_ = block.shape
+        flat, flat_i = block.reshape(-1), xi.reshape(-1)
+        args = [flat, flat_i, rows_, cols_, cols_, *_scan_args(block, xi, thr, 3, cols_)[2:]]
+        k_args, t_args = copy.deepcopy(args), copy.deepcopy(args)
+        kernels.scan_cols_pitched(*k_args)
+        TWINS["scan_cols_pitched"](*t_args)
+        COMPARE["scan_cols_pitched"](k_args, t_args, None, None)
+        assert k_args[6].sum() > 0  # each planted value is one to report
