@@ -160,7 +160,7 @@ def memory_view(data: np.ndarray) -> tuple[np.ndarray, tuple[int, ...], tuple[in
     return view.transpose(order), order, flips
 
 
-MIN_SLICE_RUN = 1 << 14  # values read in one run, at least, when regions cut across slices
+MIN_SLICE_RUN_BYTES = 1 << 16  # read in one run, at least, when regions cut across slices
 
 
 def memory_regions(data: np.ndarray, budget: int, across: int | None = None) -> Iterator[Region]:
@@ -172,11 +172,12 @@ def memory_regions(data: np.ndarray, budget: int, across: int | None = None) -> 
     memory, following the layout would give every region a part of every slice, and each
     region's statistics of all of them would be merged in turn; the regions then cut that
     axis instead, each taking the other axes whole, when its runs in memory stay at least
-    ``MIN_SLICE_RUN`` values long."""
+    ``MIN_SLICE_RUN_BYTES`` long."""
     view, order, flips = memory_view(data)
     axes = tuple(range(data.ndim))
     if across is not None and data.ndim > 1 and order[-1] == across:
-        if budget // max(1, math.prod(view.shape[:-1])) >= MIN_SLICE_RUN:
+        run = budget // max(1, math.prod(view.shape[:-1]))
+        if run * data.itemsize >= MIN_SLICE_RUN_BYTES:
             axes = (data.ndim - 1, *axes[:-1])
     for part in plan_regions(view.shape, axes, budget):
         yield _flip_box(part, order, flips, data.shape)
