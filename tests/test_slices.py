@@ -102,6 +102,7 @@ def test_slices_from_zarr_and_dask(tmp_path, by):
     (0, (100_000, 6), "F", True), (-1, (6, 100_000), "C", True),  # the slice axis is cut
     (0, (100_000, 6), "C", True), (-1, (100_000, 6), "C", False),  # the layout's regions
     (0, (20_000, 100), "F", False),  # cut, the runs in memory would be too short
+    (0, (50_000, 12), "F", True),  # runs of 87 KB: as long in float64 as in float32
 ])  # fmt: skip
 def test_many_slices_in_many_regions_equal_numpy(by, shape, order, whole, dtype):
     """Slices over several regions: where the slice axis is innermost in memory the regions
