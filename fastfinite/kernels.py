@@ -19,7 +19,9 @@ sub-block holding NaN or inf takes its extrema and sums again over the finite va
 threshold goes through the exact classifying loop (``_classify``) and, while locations are
 still wanted, ``_record``. The per-column kernel and ``quick_check`` (no sums) take the
 extrema over integer keys that order like the floats instead, which also tell NaN and inf
-apart from finite values (``_keys``, ``_clean``). Per-row loops index flat arrays by offset:
+apart from finite values (``_keys``, ``_clean``); in wide column tiles the per-column sums,
+extrema and smallest magnitudes tell it after a chunk of rows is added, as ``_pass``'s sums
+do (``_added_clean``), so those rows are read once. Per-row loops index flat arrays by offset:
 numba counts references to every array view it makes, which costs more than a short row.
 """
 
