@@ -1175,12 +1175,14 @@ def _rows_checked(
     while r + 1 < stop:
         r += 1
         n = min(group, (stop - r) // step * step)
+        if n == 0 and stop - r >= 4:  # the last rows of eight-row groups: four at once
+            n = 4
         plain = n > 0 and _rows_plain(
             xi, pitch, cols, r, n, c0, c1, big, inf_bits, lo, hi, tiny_bits, tiny
         )
         if plain:
             for q in range(r, r + n, step):
-                if step == 8:
+                if step == 8 and n >= 8:
                     _col_update8(xf, q * pitch + c0, pitch, kt, s1t, s2t, mnt, mxt)
                 else:
                     _col_update4(xf, q * pitch + c0, pitch, kt, s1t, s2t, mnt, mxt)
