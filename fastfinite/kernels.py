@@ -849,12 +849,13 @@ def _col_update(row, k, s1, s2, mn, mx):
     """Add a row of finite values to per-column shifted sums and extrema (the operations of
     ``_col_update4`` for one row: no reassociation, so either gives the same bits)."""
     for j in range(row.shape[0]):
-        v = np.float64(row[j])
+        u = row[j]
+        v = np.float64(u)
         d = v - k[j]
         s1[j] += d
         s2[j] += d * d
-        mn[j] = v if v < mn[j] else mn[j]
-        mx[j] = v if v > mx[j] else mx[j]
+        mn[j] = u if u < mn[j] else mn[j]
+        mx[j] = u if u > mx[j] else mx[j]
 
 
 @njit(nogil=True, cache=True, fastmath={"contract"})
@@ -869,10 +870,14 @@ def _col_update4(xf, off, cols, k, s1, s2, mn, mx):
     o3 = o2 + np.uint64(cols)
     for j in range(np.uint64(k.shape[0])):  # unsigned: no negative-index wraparound
         kj = k[j]
-        v0 = np.float64(xf[o0 + j])
-        v1 = np.float64(xf[o1 + j])
-        v2 = np.float64(xf[o2 + j])
-        v3 = np.float64(xf[o3 + j])
+        u0 = xf[o0 + j]
+        u1 = xf[o1 + j]
+        u2 = xf[o2 + j]
+        u3 = xf[o3 + j]
+        v0 = np.float64(u0)
+        v1 = np.float64(u1)
+        v2 = np.float64(u2)
+        v3 = np.float64(u3)
         a1 = s1[j]
         a2 = s2[j]
         d = v0 - kj
@@ -890,16 +895,16 @@ def _col_update4(xf, off, cols, k, s1, s2, mn, mx):
         s1[j] = a1
         s2[j] = a2
         lo = mn[j]
-        lo = v0 if v0 < lo else lo
-        lo = v1 if v1 < lo else lo
-        lo = v2 if v2 < lo else lo
-        lo = v3 if v3 < lo else lo
+        lo = u0 if u0 < lo else lo
+        lo = u1 if u1 < lo else lo
+        lo = u2 if u2 < lo else lo
+        lo = u3 if u3 < lo else lo
         mn[j] = lo
         hi = mx[j]
-        hi = v0 if v0 > hi else hi
-        hi = v1 if v1 > hi else hi
-        hi = v2 if v2 > hi else hi
-        hi = v3 if v3 > hi else hi
+        hi = u0 if u0 > hi else hi
+        hi = u1 if u1 > hi else hi
+        hi = u2 if u2 > hi else hi
+        hi = u3 if u3 > hi else hi
         mx[j] = hi
 
 
@@ -917,14 +922,22 @@ def _col_update8(xf, off, cols, k, s1, s2, mn, mx):
     o7 = o6 + np.uint64(cols)
     for j in range(np.uint64(k.shape[0])):
         kj = k[j]
-        v0 = np.float64(xf[o0 + j])
-        v1 = np.float64(xf[o1 + j])
-        v2 = np.float64(xf[o2 + j])
-        v3 = np.float64(xf[o3 + j])
-        v4 = np.float64(xf[o4 + j])
-        v5 = np.float64(xf[o5 + j])
-        v6 = np.float64(xf[o6 + j])
-        v7 = np.float64(xf[o7 + j])
+        u0 = xf[o0 + j]
+        u1 = xf[o1 + j]
+        u2 = xf[o2 + j]
+        u3 = xf[o3 + j]
+        u4 = xf[o4 + j]
+        u5 = xf[o5 + j]
+        u6 = xf[o6 + j]
+        u7 = xf[o7 + j]
+        v0 = np.float64(u0)
+        v1 = np.float64(u1)
+        v2 = np.float64(u2)
+        v3 = np.float64(u3)
+        v4 = np.float64(u4)
+        v5 = np.float64(u5)
+        v6 = np.float64(u6)
+        v7 = np.float64(u7)
         a1 = s1[j]
         a2 = s2[j]
         d = v0 - kj
@@ -954,24 +967,24 @@ def _col_update8(xf, off, cols, k, s1, s2, mn, mx):
         s1[j] = a1
         s2[j] = a2
         lo = mn[j]
-        lo = v0 if v0 < lo else lo
-        lo = v1 if v1 < lo else lo
-        lo = v2 if v2 < lo else lo
-        lo = v3 if v3 < lo else lo
-        lo = v4 if v4 < lo else lo
-        lo = v5 if v5 < lo else lo
-        lo = v6 if v6 < lo else lo
-        lo = v7 if v7 < lo else lo
+        lo = u0 if u0 < lo else lo
+        lo = u1 if u1 < lo else lo
+        lo = u2 if u2 < lo else lo
+        lo = u3 if u3 < lo else lo
+        lo = u4 if u4 < lo else lo
+        lo = u5 if u5 < lo else lo
+        lo = u6 if u6 < lo else lo
+        lo = u7 if u7 < lo else lo
         mn[j] = lo
         hi = mx[j]
-        hi = v0 if v0 > hi else hi
-        hi = v1 if v1 > hi else hi
-        hi = v2 if v2 > hi else hi
-        hi = v3 if v3 > hi else hi
-        hi = v4 if v4 > hi else hi
-        hi = v5 if v5 > hi else hi
-        hi = v6 if v6 > hi else hi
-        hi = v7 if v7 > hi else hi
+        hi = u0 if u0 > hi else hi
+        hi = u1 if u1 > hi else hi
+        hi = u2 if u2 > hi else hi
+        hi = u3 if u3 > hi else hi
+        hi = u4 if u4 > hi else hi
+        hi = u5 if u5 > hi else hi
+        hi = u6 if u6 > hi else hi
+        hi = u7 if u7 > hi else hi
         mx[j] = hi
 
 
@@ -1009,8 +1022,8 @@ def _col_update_finite(row, k, s1, s2, mn, mx, cnan, cpos, cneg):
             d = w - k[j]
             s1[j] += d
             s2[j] += d * d
-            mn[j] = min(mn[j], w)
-            mx[j] = max(mx[j], w)
+            mn[j] = min(mn[j], v)
+            mx[j] = max(mx[j], v)
         elif v != v:
             cnan[j] += 1
         elif v > 0:
@@ -1060,7 +1073,10 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
     tiny = work[7]
     # a tile's accumulators in contiguous scratch: they stay in cache, and the updates are
     # vectors whatever the layout of ``cstats`` (a canvas's rows are strided views)
-    scratch = np.empty((11, min(COL_TILE, cols)))
+    # the extrema and smallest magnitudes in the data's own type (float32 halves their
+    # vectors' work; exact: a float32 converts to float64 without rounding)
+    scratch = np.empty((5, min(COL_TILE, cols)))
+    ext = np.empty((6, min(COL_TILE, cols)), xf.dtype)
     fails = 0
     skip = 0
     for c0 in range(0, cols, COL_TILE):
@@ -1068,7 +1084,7 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
         w = c1 - c0
         # 1-D rows of a C array, each contiguous (a 2-D slice's rows would not be known so)
         kt, s1t, s2t = scratch[0, :w], scratch[1, :w], scratch[2, :w]
-        mnt, mxt, mzt = scratch[3, :w], scratch[4, :w], scratch[5, :w]
+        mnt, mxt, mzt = ext[0, :w], ext[1, :w], ext[2, :w]
         kt[:] = k[c0:c1]
         s1t[:] = 0.0
         s2t[:] = 0.0
@@ -1087,8 +1103,10 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
             n = min(chunk, (rows - r) // step * step)
             stop = r + n if n > 0 else rows
             if step == 8 and n > 0 and skip == 0 and not tainted:
-                for i in range(1, 6):
-                    scratch[5 + i, :w] = scratch[i, :w]
+                for i in range(2):
+                    scratch[3 + i, :w] = scratch[1 + i, :w]
+                for i in range(3):
+                    ext[3 + i, :w] = ext[i, :w]
                 for q in range(r, stop, 8):
                     if tiny:
                         _col_update8_tiny(xf, q * pitch + c0, pitch, kt, s1t, s2t, mnt, mxt, mzt)
@@ -1098,8 +1116,10 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
                     fails = max(fails - 1, 0)
                     r = stop
                     continue
-                for i in range(1, 6):
-                    scratch[i, :w] = scratch[5 + i, :w]
+                for i in range(2):
+                    scratch[1 + i, :w] = scratch[3 + i, :w]
+                for i in range(3):
+                    ext[i, :w] = ext[3 + i, :w]
                 fails += 1
                 skip = (1 << min(fails, 20)) - 1
             elif step == 8 and n > 0 and not tainted:
@@ -1129,13 +1149,13 @@ def _col_update8_tiny(xf, off, cols, k, s1, s2, mn, mx, mz):
         hi = mx[j]
         z = mz[j]
         for q in range(8):
-            v = np.float64(xf[o0 + np.uint64(q) * np.uint64(cols) + j])
-            d = v - kj
+            u = xf[o0 + np.uint64(q) * np.uint64(cols) + j]
+            d = np.float64(u) - kj
             a1 += d
             a2 += d * d
-            lo = v if v < lo else lo
-            hi = v if v > hi else hi
-            m = abs(v)
+            lo = u if u < lo else lo
+            hi = u if u > hi else hi
+            m = abs(u)
             z = m if (m < z) & (m > 0) else z
         s1[j] = a1
         s2[j] = a2
