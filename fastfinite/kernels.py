@@ -1072,9 +1072,9 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
     over, under = _limits(thr)
     tiny = work[7]
     # a tile's accumulators in contiguous scratch: they stay in cache, and the updates are
-    # vectors whatever the layout of ``cstats`` (a canvas's rows are strided views)
-    # the extrema and smallest magnitudes in the data's own type (float32 halves their
-    # vectors' work; exact: a float32 converts to float64 without rounding)
+    # vectors whatever the layout of ``cstats`` (a canvas's rows are strided views); the
+    # extrema and smallest magnitudes in the data's own type (float32 halves their vectors'
+    # work; exact: a float32 converts to float64 without rounding)
     scratch = np.empty((5, min(COL_TILE, cols)))
     ext = np.empty((6, min(COL_TILE, cols)), xf.dtype)
     fails = 0
@@ -1185,9 +1185,10 @@ def _rows_checked(
     work, thr, counts, locs, vals, nlocs,
 ):  # fmt: skip
     """Rows ``r0:stop`` of a tile of ``scan_cols_pitched`` (columns from ``c0``, its
-    accumulators ``kt`` .. ``mxt``), checked before they are added: a group of clean rows that risk
-    no cast is added ``step`` rows at a time; any other row on its own, its NaN and inf
-    counted per column, its values classified and their positions recorded."""
+    accumulators ``kt`` to ``mxt``), checked before they are added: a group of clean rows
+    that risk no cast is added ``step`` rows at a time (four at the end of eight-row groups);
+    any other row on its own, its NaN and inf counted per column, its values classified and
+    their positions recorded."""
     cnt, want, big, inf_bits, lo, hi, tiny_bits, tiny = work
     w = kt.shape[0]
     c1 = c0 + w
