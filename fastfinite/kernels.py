@@ -45,6 +45,7 @@ COL_TILE = 12288  # columns per tile of scan_cols: its accumulators (40 bytes ea
 GROUP_VALUES = 4096  # scan_cols checks whole short rows in groups of about this many values
 WIDE_TILE = 512  # scan_cols adds rows eight at a time in tiles at least this wide, else four
 CHUNK_VALUES = 1 << 16  # values a wide tile of scan_cols adds before it checks them
+FOLD_VALUES = 4096  # scan_cols takes shorter rows side by side as one row at least this long
 
 _FLAGS = {"reassoc", "contract"}
 
@@ -1060,7 +1061,7 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
     a chunk, the next ones are checked first too, twice as many after each (data with a NaN
     in every chunk is not added twice). A tile whose checked rows held a value that fails
     the check (a NaN, a cast risk) checks the rest of its rows first."""
-    k, s1, s2, mn, mx = cstats[0], cstats[1], cstats[2], cstats[3], cstats[4]
+    k = cstats[0]
     k[:] = 0.0
     for j in range(cols):
         for r in range(rows):
@@ -1068,6 +1069,40 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
             if (v - v) == 0:
                 k[j] = v
                 break
+    fold = FOLD_VALUES // cols + 1 if pitch == cols and cols < FOLD_VALUES else 1
+    folded = rows // fold if fold > 1 else 0
+    if folded < 8:
+        _scan_tiles(xf, xi, rows, cols, pitch, 0, thr, counts, cstats, ccounts, locs, vals, nlocs)
+        return
+    # short rows side by side in memory: ``fold`` of them are one row of a wide tile (the
+    # same column's shift in each of its places), folded into the columns afterwards
+    width = fold * cols
+    wstats = np.empty((5, width))
+    wcounts = np.zeros((3, width), np.int64)
+    for q in range(fold):
+        wstats[0, q * cols : (q + 1) * cols] = k
+    _scan_tiles(xf, xi, folded, width, width, 0, thr, counts, wstats, wcounts, locs, vals, nlocs)
+    start = folded * fold * cols  # the rows left over, after the folded ones
+    _scan_tiles(
+        xf[start:], xi[start:], rows - folded * fold, cols, cols, start, thr, counts, cstats,
+        ccounts, locs, vals, nlocs,
+    )  # fmt: skip
+    for q in range(fold):
+        at = q * cols
+        for j in range(cols):
+            cstats[1, j] += wstats[1, at + j]
+            cstats[2, j] += wstats[2, at + j]
+            cstats[3, j] = min(cstats[3, j], wstats[3, at + j])
+            cstats[4, j] = max(cstats[4, j], wstats[4, at + j])
+            for c in range(3):
+                ccounts[c, j] += wcounts[c, at + j]
+
+
+@njit(nogil=True, cache=True)
+def _scan_tiles(xf, xi, rows, cols, pitch, base, thr, counts, cstats, ccounts, locs, vals, nlocs):
+    """The body of ``scan_cols_pitched``, tile by tile, with the shifts ``cstats[0]`` given;
+    positions are ``base`` plus the flat index in the ``(rows, cols)`` block."""
+    k, s1, s2, mn, mx = cstats[0], cstats[1], cstats[2], cstats[3], cstats[4]
     work = _work(xf, xi, thr)
     over, under = _limits(thr)
     tiny = work[7]
@@ -1125,8 +1160,8 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
             elif step == 8 and n > 0 and not tainted:
                 skip -= 1
             _rows_checked(
-                xf, xi, pitch, cols, r, stop, c0, step, group, kt, s1t, s2t, mnt, mxt,
-                cnan, cpos, cneg, work, thr, counts, locs, vals, nlocs,
+                xf, xi, pitch, cols, base, r, stop, c0, step, group, kt, s1t, s2t, mnt,
+                mxt, cnan, cpos, cneg, work, thr, counts, locs, vals, nlocs,
             )  # fmt: skip
             tainted = step == 8 and not _added_clean(s1t, s2t, mnt, mxt, mzt, over, under, tiny)
             r = stop
@@ -1181,14 +1216,14 @@ def _added_clean(s1, s2, mn, mx, mz, over, under, tiny):
 
 @njit(nogil=True, cache=True)
 def _rows_checked(
-    xf, xi, pitch, cols, r0, stop, c0, step, group, kt, s1t, s2t, mnt, mxt, cnan, cpos, cneg,
-    work, thr, counts, locs, vals, nlocs,
+    xf, xi, pitch, cols, base, r0, stop, c0, step, group, kt, s1t, s2t, mnt, mxt, cnan, cpos,
+    cneg, work, thr, counts, locs, vals, nlocs,
 ):  # fmt: skip
     """Rows ``r0:stop`` of a tile of ``scan_cols_pitched`` (columns from ``c0``, its
-    accumulators ``kt`` to ``mxt``), checked before they are added: a group of clean rows
-    that risk no cast is added ``step`` rows at a time (four at the end of eight-row groups);
-    any other row on its own, its NaN and inf counted per column, its values classified and
-    their positions recorded."""
+    accumulators ``kt`` to ``mxt``, positions from ``base``), checked before they are added:
+    a group of clean rows that risk no cast is added ``step`` rows at a time (four at the end
+    of eight-row groups); any other row on its own, its NaN and inf counted per column, its
+    values classified and their positions recorded."""
     cnt, want, big, inf_bits, lo, hi, tiny_bits, tiny = work
     w = kt.shape[0]
     c1 = c0 + w
@@ -1223,7 +1258,9 @@ def _rows_checked(
             _col_update_finite(row, kt, s1t, s2t, mnt, mxt, cnan, cpos, cneg)
         if clean and not _risky(smn, smx, smz, lo, hi, tiny_bits):
             continue
-        _classify_and_record(row, 0, w, r * cols + c0, thr, counts, cnt, want, locs, vals, nlocs)
+        _classify_and_record(
+            row, 0, w, base + r * cols + c0, thr, counts, cnt, want, locs, vals, nlocs
+        )
 
 
 @njit(nogil=True, cache=True)

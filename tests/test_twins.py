@@ -59,8 +59,9 @@ def scan_rows_args(draw):
 @st.composite
 def scan_cols_args(draw):
     # rows added four (eight in wide tiles) at a time when they are clean: groups, a
-    # remainder, dirty rows between; past one column tile, positions come tile by tile
-    shape = draw(st.sampled_from([(30, 40), (18, 2100), (3, kernels.COL_TILE + 300)]))
+    # remainder, dirty rows between; past one column tile, positions come tile by tile;
+    # short rows taken side by side as one wide row (FOLD_VALUES), with rows left over
+    shape = draw(st.sampled_from([(30, 40), (18, 2100), (3, kernels.COL_TILE + 300), (850, 40), (100, 700)]))  # fmt: skip
     x, xi, thr = draw(blocks(*shape))
     return _scan_args(x, xi, thr, draw(st.sampled_from([0, 1, 3, 100])), x.shape[1])
 
@@ -325,3 +326,28 @@ def test_wide_tiles_add_chunks_before_checking_them(dtype, planted):
         TWINS["scan_cols_pitched"](*t_args)
         COMPARE["scan_cols_pitched"](k_args, t_args, None, None)
         assert k_args[6].sum() > 0  # each planted value is one to report
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f8"])
+@pytest.mark.parametrize("shape", [(1000, 40), (400, 100), (93, 1000)])
+@pytest.mark.parametrize("planted", [np.nan, -np.inf, F16.overflow_threshold, F16.underflow_threshold, None])  # fmt: skip
+def test_short_rows_side_by_side_fold_into_their_columns(dtype, shape, planted):
+    """Short contiguous rows are taken ``FOLD_VALUES`` at a time as one wide row, the
+    leftover rows on their own: per-column sums, extrema, NaN and inf counts and the first
+    positions in C order as the twin's, with special values in the folded rows and in the
+    leftover ones (``None``: none at all)."""
+    rows, cols = shape
+    fold = kernels.FOLD_VALUES // cols + 1
+    assert rows // fold >= 8 and rows % fold  # folded rows and leftover ones
+    x = np.random.default_rng(7).uniform(-3, 3, shape).astype(dtype)
+    if planted is not None:
+        for r, c in ((3, 1), (fold + 2, cols - 1), (rows // 2, cols // 2), (rows - 1, 0), (rows - 2, 3)):  # fmt: skip
+            x[r, c] = planted
+    xi = x.view(f"i{x.itemsize}")
+    thr = ScanSpec(x.shape, x.dtype, ("float16",)).thresholds.astype(dtype)
+    args = _scan_args(x, xi, thr, 100, cols)  # every position kept: the leftover rows' too
+    k_args, t_args = copy.deepcopy(args), copy.deepcopy(args)
+    kernels.scan_cols(*k_args)
+    TWINS["scan_cols"](*t_args)
+    _compare_scan(k_args, t_args, None, None, True)
+    assert (k_args[3].sum() > 0) == (planted is not None)
