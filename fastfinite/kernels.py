@@ -1060,7 +1060,9 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
     taken again from the accumulators saved before it, each row checked first; after such
     a chunk, the next ones are checked first too, twice as many after each (data with a NaN
     in every chunk is not added twice). A tile whose checked rows held a value that fails
-    the check (a NaN, a cast risk) checks the rest of its rows first."""
+    the check (a NaN, a cast risk) checks the rest of its rows first. Contiguous rows
+    shorter than ``FOLD_VALUES`` are taken side by side, several as one wide row, and
+    folded into their columns after (``scan_cols``'s blocks of short rows)."""
     k = cstats[0]
     k[:] = 0.0
     for j in range(cols):
