@@ -1140,10 +1140,7 @@ def _scan_tiles(xf, xi, rows, cols, pitch, base, thr, counts, cstats, ccounts, l
             n = min(chunk, (rows - r) // step * step)
             stop = r + n if n > 0 else rows
             if step == 8 and n > 0 and skip == 0 and not tainted:
-                for i in range(2):
-                    scratch[3 + i, :w] = scratch[1 + i, :w]
-                for i in range(3):
-                    ext[3 + i, :w] = ext[i, :w]
+                _keep_tile(scratch, ext, w, False)
                 for q in range(r, stop, 8):
                     if tiny:
                         _col_update8_tiny(xf, q * pitch + c0, pitch, kt, s1t, s2t, mnt, mxt, mzt)
@@ -1153,10 +1150,7 @@ def _scan_tiles(xf, xi, rows, cols, pitch, base, thr, counts, cstats, ccounts, l
                     fails = max(fails - 1, 0)
                     r = stop
                     continue
-                for i in range(2):
-                    scratch[1 + i, :w] = scratch[3 + i, :w]
-                for i in range(3):
-                    ext[i, :w] = ext[3 + i, :w]
+                _keep_tile(scratch, ext, w, True)
                 fails += 1
                 skip = (1 << min(fails, 20)) - 1
             elif step == 8 and n > 0 and not tainted:
@@ -1171,6 +1165,23 @@ def _scan_tiles(xf, xi, rows, cols, pitch, base, thr, counts, cstats, ccounts, l
         s2[c0:c1] = s2t
         mn[c0:c1] = mnt
         mx[c0:c1] = mxt
+
+
+@njit(nogil=True, cache=True)
+def _keep_tile(scratch, ext, w, restore):
+    """Save a tile's sums (``scratch`` rows 1-2), extrema and smallest magnitudes (``ext``
+    rows 0-2) into the rows after them before a chunk is added, or, with ``restore``, take
+    them back when the chunk was not clean (``_scan_tiles``)."""
+    for i in range(2):
+        if restore:
+            scratch[1 + i, :w] = scratch[3 + i, :w]
+        else:
+            scratch[3 + i, :w] = scratch[1 + i, :w]
+    for i in range(3):
+        if restore:
+            ext[i, :w] = ext[3 + i, :w]
+        else:
+            ext[3 + i, :w] = ext[i, :w]
 
 
 @njit(nogil=True, cache=True, fastmath={"contract"})
