@@ -78,23 +78,28 @@ def slice_findings(
             slices.neginf,
         )
     )
-    flags = np.empty(len(count), np.int64)
+    # pages of these are touched only where a part flags slices
+    at, bits = np.empty(len(count), np.int64), np.empty(len(count), np.int64)
     thresholds = np.array([TARGETS[t].overflow_threshold for t in dtypes], np.float64)
     cols, limits = (count, mean, std, max_z, nan, pos, neg), (float(eps), float(z_threshold))
+    found: dict[int, int] = {}  # part's first slice -> how many of its slices it flagged
 
     def flag(a: int, b: int) -> None:
-        slice_flags(*(c[a:b] for c in cols), *limits, thresholds, flags[a:b])
+        found[a] = slice_flags(*(c[a:b] for c in cols), *limits, thresholds, at[a:b], bits[a:b])
 
     in_parts(flag, len(count))
+    parts = [slice(a, a + found[a]) for a in sorted(found)]
+    at = np.concatenate([at[p] + p.start for p in parts])
+    bits = np.concatenate([bits[p] for p in parts])
     shape = slices.count.shape
     out = []
-    for i in np.flatnonzero(flags):
+    for i, f in zip(at.tolist(), bits.tolist()):
         where = tuple(int(j) for j in np.unravel_index(i, shape))
         w = fmt_index(where) + (f" ({slices.names[i]!r})" if slices.names else "")
         with np.errstate(over="ignore", invalid="ignore"):
             total, m2 = mean[i] * count[i], std[i] * std[i] * count[i]
         for bit, kind in enumerate(kinds):
-            if not (flags[i] >> bit) & 1:
+            if not (f >> bit) & 1:
                 continue
             out.append(Finding(kind, where, _message(kind, w, slices, i, total, m2, z_threshold)))
             if limit is not None and len(out) >= limit:

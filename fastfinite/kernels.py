@@ -46,6 +46,7 @@ GROUP_VALUES = 4096  # scan_cols checks whole short rows in groups of about this
 WIDE_TILE = 512  # scan_cols adds rows eight at a time in tiles at least this wide, else four
 CHUNK_VALUES = 1 << 16  # values a wide tile of scan_cols adds before it checks them
 FOLD_VALUES = 4096  # scan_cols takes shorter rows side by side as one row at least this long
+FLAG_BLOCK = 512  # slices slice_flags takes in vectors before it looks for flagged ones
 
 _FLAGS = {"reassoc", "contract"}
 
@@ -1444,34 +1445,52 @@ def slice_columns(n, mean, std, mn, mx, out_mean, out_std, out_min, out_max, out
 
 
 @njit(nogil=True, cache=True)
-def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresholds, flags):
-    """Bit ``j`` of ``flags[i]`` set when slice ``i`` has the ``j``-th kind of
-    ``anomalies.slice_kinds`` (its docstring gives the conditions); ``thresholds``: the
-    overflow threshold of each checked dtype."""
+def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresholds, where, flags):
+    """The slices with a kind of ``anomalies.slice_kinds`` (its docstring gives the
+    conditions), in order: their positions in ``where[:k]`` and their bits in
+    ``flags[:k]`` (bit ``j`` for the ``j``-th kind); returns ``k``. ``thresholds``: the
+    overflow threshold of each checked dtype. The bits of a block of slices are taken in
+    vectors, and only a block with a flagged slice is looked at one by one: the outputs of
+    1e6 clean slices are never written."""
     nt = thresholds.shape[0]
-    for i in range(count.shape[0]):
-        n = count[i]
-        f = 0
-        if nan[i] + pos[i] + neg[i] > 0:
-            f |= 1
-        if n > 0:
+    block = np.empty(FLAG_BLOCK, np.int64)
+    total = np.empty(FLAG_BLOCK)
+    m2 = np.empty(FLAG_BLOCK)
+    k = 0
+    for lo in range(0, count.shape[0], FLAG_BLOCK):
+        m = min(FLAG_BLOCK, count.shape[0] - lo)
+        for j in range(m):  # branch-free, so that it runs in vectors
+            i = lo + j
+            n = count[i]
+            fn = np.float64(n)
             sd = std[i]
-            var = sd * sd
-            if n == 1:  # one value: no spread to speak of
-                pass
-            elif sd == 0:
-                f |= 2
-            elif sd < np.inf:  # var <= n*eps*var + (n*m*eps)**2, without squares: for any
-                # magnitude (the square of a std below 1e-154 is 0 in float64)
-                if n * eps >= 1 or sd * np.sqrt(1 - n * eps) <= n * abs(mean[i]) * eps:
-                    f |= 4
-            total = mean[i] * n
-            m2 = var * n
-            for t in range(nt):
-                if abs(total) >= thresholds[t]:
-                    f |= 1 << (3 + 2 * t)
-                if m2 >= thresholds[t]:
-                    f |= 1 << (4 + 2 * t)
-            if n > 1 and max_z[i] > z_threshold:
-                f |= 1 << (3 + 2 * nt)
-        flags[i] = f
+            mu = mean[i]
+            spread = n > 1  # one value has no spread to speak of
+            # var <= n*eps*var + (n*m*eps)**2 without squares: for any magnitude (the
+            # square of a std below 1e-154 is 0 in float64)
+            near = (fn * eps >= 1.0) | (
+                sd * np.sqrt(max(1.0 - fn * eps, 0.0)) <= fn * abs(mu) * eps
+            )
+            f = np.int64(nan[i] + pos[i] + neg[i] > 0)
+            f |= np.int64(spread & (sd == 0)) << 1
+            f |= np.int64(spread & (sd != 0) & (sd < np.inf) & near) << 2
+            f |= np.int64(spread & (max_z[i] > z_threshold)) << (3 + 2 * nt)
+            block[j] = f
+            total[j] = abs(mu * fn) if n > 0 else 0.0
+            m2[j] = sd * sd * fn if n > 0 else 0.0
+        for t in range(nt):
+            th = thresholds[t]
+            for j in range(m):
+                block[j] |= (np.int64(total[j] >= th) << (3 + 2 * t)) | (
+                    np.int64(m2[j] >= th) << (4 + 2 * t)
+                )
+        seen = 0
+        for j in range(m):
+            seen |= block[j]
+        if seen:
+            for j in range(m):
+                if block[j]:
+                    where[k] = lo + j
+                    flags[k] = block[j]
+                    k += 1
+    return k

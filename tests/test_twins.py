@@ -151,7 +151,8 @@ def slice_flags_args(draw):
     thr = np.array([TARGETS[t].overflow_threshold for t in dtypes])
     eps = draw(st.sampled_from([float(np.finfo(np.float32).eps), float(np.finfo(float).eps)]))
     z = draw(st.sampled_from([0.0, 3.0, 10.0]))
-    return [n, out[0], out[1], out[4], bad, bad, bad, eps, z, thr, np.empty(len(rows), np.int64)]
+    outs = [np.empty(len(rows), np.int64) for _ in range(2)]
+    return [n, out[0], out[1], out[4], bad, bad, bad, eps, z, thr, *outs]
 
 
 @st.composite
@@ -246,7 +247,7 @@ COMPARE = {
     "finish_slices": lambda k, t, ko, to: [_close(a, b, "slices") for a, b in zip(k[9:], t[9:])] + [_close(ko, to, "totals")],
     "fold_slices": lambda k, t, ko, to: [_close(a, b, f"dense {i}") for i, (a, b) in enumerate(zip(k[9:], t[9:]))],
     "slice_columns": lambda k, t, ko, to: [_close(a, b, "columns") for a, b in zip(k[5:], t[5:])],
-    "slice_flags": lambda k, t, ko, to: _close(k[-1], t[-1], "flags"),
+    "slice_flags": lambda k, t, ko, to: [_close(ko, to, "flagged")] + [_close(a[:to], b[:to], "flags") for a, b in zip(k[-2:], t[-2:])],
     "rescue_rows": lambda k, t, ko, to: _close(ko, to, "slices to rescue"),
     "scaled_counts": lambda k, t, ko, to: _compare_scaled(k, t),
 }  # fmt: skip
@@ -351,3 +352,31 @@ def test_short_rows_side_by_side_fold_into_their_columns(dtype, shape, planted):
     TWINS["scan_cols"](*t_args)
     _compare_scan(k_args, t_args, None, None, True)
     assert (k_args[3].sum() > 0) == (planted is not None)
+
+
+def test_flagged_slices_are_found_in_every_block():
+    """``slice_flags`` takes ``FLAG_BLOCK`` slices at a time and looks only into blocks
+    with a flagged slice: a slice of each kind at the first and last place of blocks, and
+    blocks with none between them, give the twin's positions and bits."""
+    block = kernels.FLAG_BLOCK
+    m = 4 * block + 17
+    rng = np.random.default_rng(11)
+    n = np.full(m, 50, np.int64)
+    mean, std, z = rng.uniform(-1, 1, m), rng.uniform(0.5, 1, m), rng.uniform(0, 3, m)
+    bad = np.zeros(m, np.int64)
+    bad[0] = 1  # nonfinite
+    std[block - 1] = 0.0  # zero variance
+    std[block], mean[block] = 1e-17, 1.0  # near-zero variance
+    mean[3 * block] = 1e5  # sum overflow: float16
+    std[3 * block + 1] = 1e4  # variance overflow: float16
+    z[m - 1] = 50.0  # outlier
+    thr = np.array([TARGETS[t].overflow_threshold for t in ("float16", "float32")])
+    args = [n, mean, std, z, bad, bad, bad, float(np.finfo(float).eps), 10.0, thr]
+    outs = [[np.empty(m, np.int64) for _ in range(2)] for _ in range(2)]
+    k = kernels.slice_flags(*args, *outs[0])
+    t = TWINS["slice_flags"](*args, *outs[1])
+    assert k == t == 6
+    np.testing.assert_array_equal(outs[0][0][:k], [0, block - 1, block, 3 * block, 3 * block + 1, m - 1])  # fmt: skip
+    np.testing.assert_array_equal(outs[0][1][:k], [1, 2, 4, 8, 16, 1 << 7])
+    for a, b in zip(outs[0], outs[1]):
+        np.testing.assert_array_equal(a[:k], b[:k])

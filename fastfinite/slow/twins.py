@@ -166,9 +166,12 @@ def slice_columns(n, mean, std, mn, mx, out_mean, out_std, out_min, out_max, out
         out[:] = c
 
 
-def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresholds, flags):
-    """``kernels.slice_flags``: bit ``j`` set for the ``j``-th kind of
-    ``anomalies.slice_kinds`` (its docstring gives the conditions)."""
+def slice_flags(
+    count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresholds, where, flags
+) -> int:
+    """``kernels.slice_flags``: the flagged slices' positions and bits (bit ``j`` for the
+    ``j``-th kind of ``anomalies.slice_kinds``, whose docstring gives the conditions) in
+    ``where`` and ``flags``; returns how many."""
     has = count > 0
     with np.errstate(all="ignore"):
         var = std * std
@@ -183,7 +186,10 @@ def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresh
         for t in thresholds:
             bits += [has & (np.abs(mean * count) >= t), has & (var * count >= t)]
         bits.append(has & (count > 1) & (max_z > z_threshold))
-    flags[:] = sum(b.astype(np.int64) << j for j, b in enumerate(bits))
+    every = sum(b.astype(np.int64) << j for j, b in enumerate(bits))
+    found = np.flatnonzero(every)
+    where[: len(found)], flags[: len(found)] = found, every[found]
+    return len(found)
 
 
 def scaled_counts(x, lim, counts, locs, nlocs) -> None:
