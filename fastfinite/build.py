@@ -131,7 +131,9 @@ def slice_report(
             for f in SliceStats.FIELDS:
                 getattr(full, f)[i] = getattr(stats, f)
     if consume or full is not stats:  # each slice's inputs are read before its outputs
-        mean, std, mn, mx, z = full.mean, full.std, full.min, full.max, np.empty(size)
+        z = full.spare() if consume else None
+        z = np.empty(size) if z is None else z
+        mean, std, mn, mx = full.mean, full.std, full.min, full.max
     else:
         mean, std, mn, mx, z = (np.empty(size) for _ in range(5))
     ins, outs = (full.n, full.mean, full.std, full.min, full.max), (mean, std, mn, mx, z)

@@ -108,7 +108,16 @@ class SliceStats:
         stop = first + len(self.idx)
         counts = buf[4:7, first:stop]
         counts.fill(0)
-        return buf[7:12, first:stop].view(np.float64), counts
+        return buf[_SHIFTS : _SHIFTS + 5, first:stop].view(np.float64), counts
+
+    def spare(self) -> np.ndarray | None:
+        """A float64 column per slice that nothing reads any more, for a report's column:
+        for finished slices in their canvas, the row of their kernels' shifts (the row is
+        written already: no fresh page), else None."""
+        if self.home is None or not self._at_home(*self.home):
+            return None
+        buf, first = self.home
+        return buf[_SHIFTS, first : first + len(self.idx)].view(np.float64)
 
     @classmethod
     def empty(cls, idx: np.ndarray) -> SliceStats:
@@ -150,6 +159,7 @@ class SliceStats:
 # (rows 7 to 9) sit between the counts and the extrema, so that ``scan_rows``'s outputs
 # are two runs of rows, and its moments are finished into rows of their own
 CANVAS_ROWS = (0, 1, 2, 3, 10, 11, 4, 5, 6)
+_SHIFTS = 7  # the canvas row of the kernels' shifts, then their two sums
 
 
 class SliceCanvas:
