@@ -1459,22 +1459,24 @@ def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresh
     k = 0
     for lo in range(0, count.shape[0], FLAG_BLOCK):
         m = min(FLAG_BLOCK, count.shape[0] - lo)
+        # views, so that indices count from 0: LLVM then loads vectors, not gathers
+        cnt, mu_, sd_, z_ = count[lo:], mean[lo:], std[lo:], max_z[lo:]
+        bad = nan[lo:], pos[lo:], neg[lo:]
         for j in range(m):  # branch-free, so that it runs in vectors
-            i = lo + j
-            n = count[i]
+            n = cnt[j]
             fn = np.float64(n)
-            sd = std[i]
-            mu = mean[i]
+            sd = sd_[j]
+            mu = mu_[j]
             spread = n > 1  # one value has no spread to speak of
             # var <= n*eps*var + (n*m*eps)**2 without squares: for any magnitude (the
             # square of a std below 1e-154 is 0 in float64)
             near = (fn * eps >= 1.0) | (
                 sd * np.sqrt(max(1.0 - fn * eps, 0.0)) <= fn * abs(mu) * eps
             )
-            f = np.int64(nan[i] + pos[i] + neg[i] > 0)
+            f = np.int64(bad[0][j] + bad[1][j] + bad[2][j] > 0)
             f |= np.int64(spread & (sd == 0)) << 1
             f |= np.int64(spread & (sd != 0) & (sd < np.inf) & near) << 2
-            f |= np.int64(spread & (max_z[i] > z_threshold)) << (3 + 2 * nt)
+            f |= np.int64(spread & (z_[j] > z_threshold)) << (3 + 2 * nt)
             block[j] = f
             total[j] = abs(mu * fn) if n > 0 else 0.0
             m2[j] = sd * sd * fn if n > 0 else 0.0
