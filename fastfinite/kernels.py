@@ -1291,11 +1291,7 @@ def _totals(n, mean, std, mn, mx):
     rows = n.shape[0]
     if rows == 1:
         return n[0], mean[0], std[0], mn[0], mx[0], n[0] * mean[0]
-    tn = 0
-    tsum = 0.0
-    for r in range(rows):
-        tn += n[r]
-        tsum += n[r] * mean[r]
+    tn, tsum = _weighted_sum(n, mean)
     if tn == 0:
         return 0, 0.0, 0.0, np.inf, -np.inf, tsum
     tmean = tsum / tn
@@ -1303,22 +1299,58 @@ def _totals(n, mean, std, mn, mx):
         tmean = 0.0
         for r in range(rows):
             tmean += (n[r] / tn) * mean[r]
-    var = 0.0
-    for r in range(rows):
-        d = mean[r] - tmean
-        var += (n[r] / tn) * (std[r] * std[r] + d * d)
+    var = _spread(n, mean, std, tn, tmean)
+    lo, hi = _slice_range(mn, mx)
+    if var < np.inf and not np.sqrt(var) < TINY:
+        return tn, tmean, np.sqrt(var), lo, hi, tsum
     top = abs(tmean)
     for r in range(rows):
         if n[r] > 0:
             top = max(top, max(abs(mean[r]), std[r]))
-    if not var < np.inf or (np.sqrt(var) < TINY and top > 0):  # a square out of range
+    if not var < np.inf or top > 0:  # a square out of range
         k = _pow2(top)
         var = 0.0
         for r in range(rows):
             d = mean[r] / k - tmean / k
             var += (n[r] / tn) * ((std[r] / k) * (std[r] / k) + d * d)
-        return tn, tmean, np.sqrt(var) * k, mn.min(), mx.max(), tsum
-    return tn, tmean, np.sqrt(var), mn.min(), mx.max(), tsum
+        return tn, tmean, np.sqrt(var) * k, lo, hi, tsum
+    return tn, tmean, np.sqrt(var), lo, hi, tsum
+
+
+# ``_totals``'s two sums over every slice, reordered (in vectors: 1e6 slices' totals in
+# order cost as much as their moments); an overflow this may bring about sends the totals
+# down their fallbacks, which are kept in order
+@njit(nogil=True, cache=True, fastmath=_FLAGS)
+def _weighted_sum(n, mean):
+    """``(n.sum(), (n * mean).sum())``."""
+    tn = 0
+    tsum = 0.0
+    for r in range(n.shape[0]):
+        tn += n[r]
+        tsum += n[r] * mean[r]
+    return tn, tsum
+
+
+@njit(nogil=True, cache=True, fastmath=_FLAGS)
+def _spread(n, mean, std, tn, tmean):
+    """The variance of the union of slices of counts ``n``, means and stds around ``tmean``."""
+    var = 0.0
+    for r in range(n.shape[0]):
+        d = mean[r] - tmean
+        var += (n[r] / tn) * (std[r] * std[r] + d * d)
+    return var
+
+
+@njit(nogil=True, cache=True)
+def _slice_range(mn, mx):
+    """``(mn.min(), mx.max())`` in vectors, for extrema that are never NaN: the slices' own,
+    over their finite values (+-inf for none)."""
+    lo = np.inf
+    hi = -np.inf
+    for r in range(mn.shape[0]):
+        lo = _fmin(lo, mn[r])
+        hi = _fmax(hi, mx[r])
+    return lo, hi
 
 
 @njit(nogil=True, cache=True)
@@ -1326,7 +1358,8 @@ def finish_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std)
     """Per slice count, mean and std of the finite values from a kernel's outputs (the rows
     of its ``stats`` and ``counts``, each 1-D: rows passed on their own are contiguous,
     whatever the layout of the outputs, and the loop runs in vectors), and over all of them
-    ``(count, mean, std, min, max, sum)``. ``length`` values per slice. A slice whose sums
+    ``(count, mean, std, min, max, sum)``. ``length`` values per slice; ``mn``, ``mx``: the
+    extrema of each slice's finite values (never NaN). A slice whose sums
     overflowed (finite values near the float64 maximum) gets a NaN mean and std: it is
     taken again, scaled (``summary.rescued``)."""
     for r in range(n.shape[0]):

@@ -98,6 +98,7 @@ def finish_slices_args(draw):
     counts = np.array(draw(st.lists(st.lists(st.integers(0, length // 3), min_size=m, max_size=m), min_size=3, max_size=3)), np.int64)  # fmt: skip
     stats = np.array(draw(st.lists(st.lists(STAT, min_size=m, max_size=m), min_size=5, max_size=5)))  # fmt: skip
     stats[2] = np.abs(stats[2])  # a sum of squares
+    stats[3:] = np.where(np.isnan(stats[3:]), np.inf, stats[3:])  # extrema of finite values
     return [length, *stats, *counts, np.empty(m, np.int64), np.empty(m), np.empty(m)]
 
 
@@ -380,3 +381,19 @@ def test_flagged_slices_are_found_in_every_block():
     np.testing.assert_array_equal(outs[0][1][:k], [1, 2, 4, 8, 16, 1 << 7])
     for a, b in zip(outs[0], outs[1]):
         np.testing.assert_array_equal(a[:k], b[:k])
+
+
+@pytest.mark.parametrize("rows", [2, 3, 40])
+def test_totals_keep_their_fallbacks_in_order(rows):
+    """The totals' sums run reordered; the fallbacks they send to must not be: slices whose
+    ``n * mean`` overflow (the mean of the means) and whose spread's squares do (scaled)."""
+    shift = np.zeros((2, rows))
+    shift[0, 1::2], shift[1, :] = 1e308, np.linspace(1e299, 1e300, rows)
+    for sh in shift:
+        zeros, counts = np.zeros(rows), np.zeros(rows, np.int64)
+        args = [2, sh, zeros, zeros, sh, sh, counts, counts, counts]
+        outs = [[np.empty(rows, np.int64), np.empty(rows), np.empty(rows)] for _ in range(2)]
+        got = kernels.finish_slices(*args, *outs[0])
+        want = TWINS["finish_slices"](*args, *outs[1])
+        _close(got, want, "totals")
+        assert np.isfinite(got[1]) and np.isfinite(got[2])
