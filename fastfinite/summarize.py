@@ -172,7 +172,9 @@ def _scan(
     if size == 0 or not moments:
         return s
     by = spec.by
-    if by is None:
+    if lent is not None:  # the canvas set the slices' indices
+        idx = lent.idx
+    elif by is None:
         idx = np.zeros(1, np.int64)
     elif len(by) == 1:  # the region's slices are a run along the one axis
         idx = np.arange(start[by[0]], start[by[0]] + nsl, dtype=np.int64)
