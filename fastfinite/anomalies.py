@@ -59,9 +59,11 @@ def slice_findings(
     z_threshold: float,
     eps: float = EPS64,
     limit: int | None = None,
+    threads: int | None = None,
 ):
     """Findings per slice, in slice order then kind order (``limit`` findings at most).
-    ``eps``: the rounding unit of the near-zero-variance bound (see ``rounding_eps``)."""
+    ``eps``: the rounding unit of the near-zero-variance bound (see ``rounding_eps``);
+    ``threads``: at most this many cores (all by default)."""
     from .kernels import slice_flags
     from .parts import in_parts
 
@@ -87,7 +89,7 @@ def slice_findings(
     def flag(a: int, b: int) -> None:
         found[a] = slice_flags(*(c[a:b] for c in cols), *limits, thresholds, at[a:b], bits[a:b])
 
-    in_parts(flag, len(count))
+    in_parts(flag, len(count), threads)
     parts = [slice(a, a + found[a]) for a in sorted(found)]
     at = np.concatenate([at[p] + p.start for p in parts])
     bits = np.concatenate([bits[p] for p in parts])

@@ -41,12 +41,20 @@ def report_meta(source) -> dict[str, Any]:
 
 
 def build_report(
-    spec: ScanSpec, meta: dict, s: Summary, errors, missing, complete, consume: bool = False
+    spec: ScanSpec,
+    meta: dict,
+    s: Summary,
+    errors,
+    missing,
+    complete,
+    consume: bool = False,
+    threads: int | None = None,
 ) -> ScanReport:
     """The ScanReport of one array from its merged summary, with findings for the units the
     store does not hold (``missing``: grid coordinates) and those that could not be read
     (``errors``). With ``consume`` the summary is spent: the per-slice columns are written
-    over its slice statistics."""
+    over its slice statistics. ``threads``: at most this many cores for the per-slice
+    columns and findings (a scan's ``workers``; all by default)."""
     cap = spec.max_locations
     fill = "" if meta["fill_value"] is None else f" {meta['fill_value']!r}"
     # a unit the listing does not show but that raised when read is there, and unreadable
@@ -97,7 +105,9 @@ def build_report(
         by=spec.by,
         slices=None
         if spec.by is None
-        else slice_report(spec, s.slices and join_slices(s.slices), consume, meta["axis_names"]),
+        else slice_report(
+            spec, s.slices and join_slices(s.slices), consume, meta["axis_names"], threads
+        ),
         chunks=meta["chunks"],
         regions=sorted(s.flagged),
         z_threshold=spec.z_threshold,
@@ -108,12 +118,17 @@ def build_report(
             overflow_dtypes(spec.dtype, spec.cast),
             spec.z_threshold,
             rounding_eps(spec.dtype),
+            threads=threads,
         )
     return report
 
 
 def slice_report(
-    spec: ScanSpec, stats: SliceStats | None, consume: bool = False, axis_names=None
+    spec: ScanSpec,
+    stats: SliceStats | None,
+    consume: bool = False,
+    axis_names=None,
+    threads: int | None = None,
 ) -> SliceReport:
     """The report's per-slice columns from merged ``SliceStats``; with ``consume``, written
     over ``stats``'s own arrays where they fit (``stats`` is then spent: 1e5 slices' fresh
@@ -137,7 +152,7 @@ def slice_report(
     else:
         mean, std, mn, mx, z = (np.empty(size) for _ in range(5))
     ins, outs = (full.n, full.mean, full.std, full.min, full.max), (mean, std, mn, mx, z)
-    in_parts(lambda a, b: slice_columns(*(c[a:b] for c in ins + outs)), size)
+    in_parts(lambda a, b: slice_columns(*(c[a:b] for c in ins + outs)), size, threads)
     cols = (full.nan, full.posinf, full.neginf, full.n, mean, std, mn, mx, z)
     names = (axis_names or {}).get(spec.by[0]) if len(spec.by) == 1 else None
     return SliceReport(spec.by, *(np.asarray(c).reshape(shape) for c in cols), names)

@@ -52,11 +52,12 @@ def default_workers() -> int:
 SLICES_PER_PART = 1 << 16  # per-slice finishing: fewer slices are done on one thread
 
 
-def in_parts(call: Callable[[int, int], object], size: int) -> None:
-    """``call(lo, hi)`` over ``0:size`` in parts on the shared pool, one per core: for
-    per-slice kernels, which release the GIL (1e6 slices' columns and findings cost as
-    much as the scan that found them, on one core)."""
-    threads = min(default_workers(), size // SLICES_PER_PART)
+def in_parts(call: Callable[[int, int], object], size: int, threads: int | None = None) -> None:
+    """``call(lo, hi)`` over ``0:size`` in parts on the shared pool, one per core (at most
+    ``threads``, a scan's ``workers``): for per-slice kernels, which release the GIL (1e6
+    slices' columns and findings cost as much as the scan that found them, on one core)."""
+    cores = default_workers()
+    threads = min(threads or cores, cores, size // SLICES_PER_PART)
     if threads <= 1:
         call(0, size)
         return

@@ -5,6 +5,7 @@ parts; a profiler counts the parts started."""
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import numpy as np
@@ -172,3 +173,26 @@ def test_arrays_larger_than_a_run_are_scanned_in_several_runs(monkeypatch, dtype
     assert r.elements == x.size
     assert r.to_dict() == fastfinite.scan(x, workers=1, region_bytes=REGION).to_dict()
     assert_matches_oracle(r, x)
+
+
+def test_per_slice_finishing_keeps_to_the_scans_workers():
+    """``workers=1`` holds for the per-slice columns and findings too: they run on the
+    calling thread, not in parts on every core."""
+    from fastfinite.parts import SLICES_PER_PART
+
+    x = np.random.default_rng(9).standard_normal((2 * SLICES_PER_PART + 10, 3))
+    x[5, 1] = np.nan
+    where: list[str] = []
+
+    def profile(frame, event, arg):  # the per-slice calls in_parts makes on this thread
+        caller, name = frame.f_back, frame.f_code.co_name
+        if event == "call" and name in ("<lambda>", "flag") and caller.f_code.co_name == "in_parts":  # fmt: skip
+            where.append(name)
+
+    sys.setprofile(profile)
+    try:
+        r = fastfinite.scan(x, by=0, workers=1)
+    finally:
+        sys.setprofile(None)
+    assert where == ["<lambda>", "flag"]  # the columns (build.py), then the flags
+    assert [f.where for f in r.findings] == [(5,)]
