@@ -163,22 +163,28 @@ def memory_view(data: np.ndarray) -> tuple[np.ndarray, tuple[int, ...], tuple[in
 MIN_SLICE_RUN_BYTES = 1 << 16  # read in one run, at least, when regions cut across slices
 
 
-def memory_regions(data: np.ndarray, budget: int, across: int | None = None) -> Iterator[Region]:
+def memory_regions(
+    data: np.ndarray, budget: int, across: tuple[int, ...] | None = None
+) -> Iterator[Region]:
     """Regions of ``data`` of at most ``budget`` elements that follow its memory layout,
     negative strides included: consecutive regions of a contiguous array are adjacent in
     memory, so runs of them can be scanned as one block (``parts.PartedScan``).
 
-    ``across``: the axis of per-slice statistics (``by``). When it is the innermost in
-    memory, following the layout would give every region a part of every slice, and each
-    region's statistics of all of them would be merged in turn; the regions then cut that
-    axis instead, each taking the other axes whole, when its runs in memory stay at least
+    ``across``: the axes of per-slice statistics (``by``). When they are the innermost in
+    memory, in their order, following the layout would give every region a part of every
+    slice, and each region's statistics of all of them would be merged in turn; the
+    regions then cut the first of them instead, each taking the other axes whole (so its
+    slices are a run of the flat slice index), when its runs in memory stay at least
     ``MIN_SLICE_RUN_BYTES`` long."""
     view, order, flips = memory_view(data)
     axes = tuple(range(data.ndim))
-    if across is not None and data.ndim > 1 and order[-1] == across:
-        run = budget // max(1, math.prod(view.shape[:-1]))
-        if run * data.itemsize >= MIN_SLICE_RUN_BYTES:
-            axes = (data.ndim - 1, *axes[:-1])
+    k = len(across or ())
+    if k and data.ndim > k and order[-k:] == tuple(across):
+        cut = data.ndim - k  # the first of ``across``, in the view's axes
+        inner = math.prod(view.shape[cut + 1 :])
+        run = budget // max(1, math.prod(view.shape[:cut]) * inner)
+        if run * inner * data.itemsize >= MIN_SLICE_RUN_BYTES:
+            axes = (cut, *axes[:cut], *axes[cut + 1 :])
     for part in plan_regions(view.shape, axes, budget):
         yield _flip_box(part, order, flips, data.shape)
 

@@ -34,8 +34,8 @@ class Member:
     def regions(self) -> Iterator:
         """The regions both engines scan (their boxes are what ``report.regions`` flags)."""
         by = self.spec.by
-        if by is not None and len(by) == 1:
-            return self.source.slice_regions(self.region_bytes, by[0])
+        if by is not None:
+            return self.source.slice_regions(self.region_bytes, by)
         return self.source.regions(self.region_bytes)
 
 

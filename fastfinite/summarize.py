@@ -99,7 +99,10 @@ def summarize(
     else:
         kernel, shape, rows_are_slices = kernels.scan_rows, (nb, -1), True
         ordered = block.in_c_order
-    lent = canvas.lend(start[by[0]], nb) if canvas is not None and len(by) == 1 else None
+    # slices a run of the flat slice index when the region holds the axes after by[0] whole
+    inner = math.prod(spec.shape[a] for a in by[1:])
+    whole = all(data.shape[a] == spec.shape[a] for a in by[1:])
+    lent = canvas.lend(start[by[0]] * inner, nb) if canvas is not None and whole else None
     return _scan(block, 0, block.size, shape, kernel, spec, rows_are_slices, ordered, lent=lent)
 
 

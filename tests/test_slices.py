@@ -112,11 +112,37 @@ def test_many_slices_in_many_regions_equal_numpy(by, shape, order, whole, dtype)
 
     x = np.asarray(_data(shape, seed=3, dtype=dtype), order=order)
     axis = by % 2
-    regions = list(memory_regions(x, (1 << 20) // x.itemsize, across=axis))
+    regions = list(memory_regions(x, (1 << 20) // x.itemsize, across=(axis,)))
     assert len(regions) > 2
     assert all(r[1 - axis] == slice(0, shape[1 - axis]) for r in regions) == whole
     r = fastfinite.scan(x, by=by, region_bytes=1 << 20)
     _check(r, x, (by,))
+    one = fastfinite.scan(x, by=by, region_bytes=1 << 30)
+    assert r.counts() == one.counts() and r.locations == one.locations
+    assert [(f.kind, f.where) for f in r.findings] == [(f.kind, f.where) for f in one.findings]
+
+
+@pytest.mark.parametrize("dtype", ["f8", "f4"])
+@pytest.mark.parametrize("by, order, runs", [
+    ((1, 2), "C", True),  # the slice axes innermost, in order: the first of them is cut
+    ((0, 2), "C", True),  # the layout's regions already hold runs of slices
+    ((0, 1), "F", False),  # innermost, in the other order: every region holds every slice
+])  # fmt: skip
+def test_slices_over_several_axes_in_many_regions_equal_numpy(by, order, runs, dtype):
+    """``by`` a tuple: where its axes are the innermost in memory the regions cut the first
+    of them and take the other axes whole, so each region's slices are a run of the flat
+    slice index (lent by the canvas); else they are merged. The report is the oracle's,
+    and one region's."""
+    from fastfinite.blocks import memory_regions
+
+    shape = (10, 300, 300) if order == "C" else (300, 300, 10)
+    x = np.asarray(_data(shape, seed=5, dtype=dtype).reshape(shape), order=order)
+    regions = list(memory_regions(x, (1 << 20) // x.itemsize, across=by))
+    whole = [a for a in range(3) if a != by[0]]  # a run of slices: all but by[0] whole
+    assert len(regions) > 2
+    assert all(r[a] == slice(0, shape[a]) for r in regions for a in whole) == runs
+    r = fastfinite.scan(x, by=by, region_bytes=1 << 20)
+    _check(r, x, by)
     one = fastfinite.scan(x, by=by, region_bytes=1 << 30)
     assert r.counts() == one.counts() and r.locations == one.locations
     assert [(f.kind, f.where) for f in r.findings] == [(f.kind, f.where) for f in one.findings]

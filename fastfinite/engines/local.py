@@ -88,7 +88,7 @@ def scan_member(member: Member, plan: ScanPlan) -> ScanReport:
         room = INFLIGHT_BYTES // (2 * member.region_bytes)  # bounded_map holds 2 x workers
         workers = max(workers, min(opts.concurrency // per_region, room))
     ram = source.ram_array
-    canvas = SliceCanvas(math.prod(spec.by_shape)) if spec.by and len(spec.by) == 1 else None
+    canvas = SliceCanvas(math.prod(spec.by_shape)) if spec.by else None
     if memory is not None:
 
         def step(st: Step):

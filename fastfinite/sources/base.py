@@ -80,8 +80,8 @@ class Source(ABC):
     def regions(self, budget_bytes: int) -> Iterator[Region]:
         """Regions of about ``budget_bytes`` covering the array once."""
 
-    def slice_regions(self, budget_bytes: int, axis: int) -> Iterator[Region]:
-        """``regions`` for statistics per slice along ``axis`` (``by``): the same, unless a
+    def slice_regions(self, budget_bytes: int, axes: tuple[int, ...]) -> Iterator[Region]:
+        """``regions`` for statistics per slice along ``axes`` (``by``): the same, unless a
         source can cut them so that each holds whole slices (``ArraySource``)."""
         return self.regions(budget_bytes)
 

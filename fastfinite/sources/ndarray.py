@@ -79,8 +79,8 @@ class ArraySource(Source):
         """Regions of about ``budget_bytes`` that follow the array's memory layout."""
         return memory_regions(self.array, budget_bytes // max(1, self.dtype.itemsize))
 
-    def slice_regions(self, budget_bytes: int, axis: int) -> Iterator[Region]:
-        return memory_regions(self.array, budget_bytes // max(1, self.dtype.itemsize), axis)
+    def slice_regions(self, budget_bytes: int, axes: tuple[int, ...]) -> Iterator[Region]:
+        return memory_regions(self.array, budget_bytes // max(1, self.dtype.itemsize), axes)
 
     def read(self, region: Region) -> np.ndarray:
         view = self.array[region]
