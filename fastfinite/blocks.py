@@ -200,17 +200,24 @@ def _flip_box(box: Region, perm, flips, shape, inverse: bool = False) -> Region:
     return tuple(out)
 
 
-def _pitched(view: np.ndarray):
-    """``(rows, cols, pitch, xf, xi)`` when the rows of ``view`` (its last axis, of unit
-    stride) start ``pitch`` values apart, ``pitch`` larger than ``cols``: the values read in
-    place from ``xf``, 1-D from the first to the last value (``xi``: as integers); else
-    None (a contiguous view is used in place anyway)."""
+def _pitched(view: np.ndarray, cols: int | None = None):
+    """``(rows, cols, pitch, xf, xi)`` when the rows of ``view`` (its last axis, or its last
+    axes of ``cols`` values together, of unit stride) start ``pitch`` values apart,
+    ``pitch`` larger than ``cols``: the values read in place from ``xf``, 1-D from the
+    first to the last value (``xi``: as integers); else None (a contiguous view is used in
+    place anyway)."""
     if view.ndim < 2:
         return None
     item = view.itemsize
-    cols = view.shape[-1]
-    outer = [(n, s) for n, s in zip(view.shape[:-1], view.strides[:-1]) if n > 1]
-    if not outer or cols < 2 or view.strides[-1] != item:
+    cols = view.shape[-1] if cols is None else cols
+    run, k = 1, view.ndim  # the last axes, folded into rows of ``cols`` values
+    while k > 0 and run < cols:
+        k -= 1
+        if view.shape[k] > 1 and view.strides[k] != run * item:
+            return None
+        run *= view.shape[k]
+    outer = [(n, s) for n, s in zip(view.shape[:k], view.strides[:k]) if n > 1]
+    if not outer or cols < 2 or run != cols:
         return None
     for (_, s0), (n1, s1) in zip(outer, outer[1:]):
         if s0 != s1 * n1:  # the outer axes do not fold into one axis of rows
@@ -254,12 +261,14 @@ class Block:
         start: tuple[int, ...],
         order: tuple[int, ...] | None = None,
         in_place: bool = False,
+        cols: int | None = None,
     ):
         """``order``: the axes from outermost to innermost in ``x`` (default: memory order,
         negative strides flipped, so a contiguous region is used in place). ``in_place``:
         native float32/float64 values whose rows in that order are equally spaced runs
         (a box of an array that cuts its innermost axis) are not copied: ``pitched`` gives
-        them to ``kernels.scan_cols_pitched``, and ``x`` is made only when asked for."""
+        them to ``kernels.scan_cols_pitched``, and ``x`` is made only when asked for; a row
+        is the last axis, or the last axes of ``cols`` values together."""
         data = np.asarray(data)
         self.start = start
         self.ncomp = 2 if data.dtype.kind == "c" else 1
@@ -277,7 +286,7 @@ class Block:
         self._size = view.size
         self._x = self.bits = self.pitched = None
         if in_place and data.dtype in (np.dtype("=f4"), np.dtype("=f8")):
-            self.pitched = _pitched(view)
+            self.pitched = _pitched(view, cols)
             if self.pitched is not None:
                 return
         flat = view.reshape(-1)  # a view when the layout allows, else one bounded copy

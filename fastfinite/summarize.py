@@ -90,8 +90,9 @@ def summarize(
     other = tuple(ax for ax in range(data.ndim) if ax not in by)
     # by the layout alone (not by contiguity), so a copy of the region scans the same way
     use_cols = data.dtype.kind != "c" and memory_order(data.strides, data.shape) == other + by
-    block = Block(data, start, order=other + by if use_cols else by + other, in_place=use_cols)
     nb = math.prod(data.shape[a] for a in by)
+    order = other + by if use_cols else by + other
+    block = Block(data, start, order=order, in_place=use_cols, cols=nb)
     if use_cols:  # the kernel takes tiles of columns in turn: positions in C order per tile
         ordered = block.in_c_order and nb <= kernels.COL_TILE
         kernel = kernels.scan_cols if block.pitched is None else kernels.scan_cols_pitched
