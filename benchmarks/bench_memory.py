@@ -180,6 +180,36 @@ def run_slices(n: int, repeat: int, peers: bool = True) -> list[str]:
     return rows
 
 
+def run_slice_tuples(n: int, repeat: int) -> list[str]:
+    """``by`` over two axes of float32 3-D arrays against the plain scan, beside the same
+    slices as one axis of the array seen as 2-D (the form the layout reduces them to)."""
+    rows = [
+        "",
+        "| data | plain scan (s) | by / plain | 2-D twin / plain |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    a = max(1, n // 1_000_000)
+    base = make_array(a * 1_000_000, np.float32)
+    cases = [  # shape, by, the 2-D twin's shape and axis
+        ((a, 1000, 1000), (1, 2), (a, 1_000_000), -1),
+        ((10 * a, 100, 1000), (1, 2), (10 * a, 100_000), -1),
+        ((10 * a, 1000, 100), (0, 1), (10_000 * a, 100), 0),
+    ]
+    for shape, by, flat, axis in cases:
+        y, y2 = base.reshape(shape), base.reshape(flat)
+        fns = {
+            "plain": lambda: fastfinite.scan(base),
+            "by": lambda y=y, by=by: fastfinite.scan(y, by=by),
+            "twin": lambda y2=y2, axis=axis: fastfinite.scan(y2, by=axis),
+        }
+        t = best_times(fns, repeat)
+        label = f"float32 {shape} by={by} (twin {flat} by={axis})"
+        cells = [f"{t[k] / t['plain']:.2f}" for k in ("by", "twin")]
+        print(f"  {label}: plain {t['plain']:.4f} s; " + ", ".join(cells))
+        rows.append(f"| {label} | {t['plain']:.4f} | " + " | ".join(cells) + " |")
+    return rows
+
+
 FIRST_SCAN = (
     "import numpy as np, fastfinite; x = np.random.default_rng(0).standard_normal(10**7); "
     "x[5] = np.nan; assert fastfinite.scan(x).nan == 1"
@@ -275,7 +305,7 @@ def main() -> None:
     print(machine())
     if args.slices:
         print("\nper-slice statistics:")
-        rows = run_slices(n32, min(repeat, 3))
+        rows = run_slices(n32, min(repeat, 3)) + run_slice_tuples(n32, min(repeat, 3))
         heading = "## Per-slice statistics (issue 19)"
         text = [
             heading, "", f"Machine: {machine()}", "",
