@@ -138,7 +138,9 @@ def scan_member(member: Member, plan: ScanPlan) -> ScanReport:
     if listing is not None:
         missing = listing.result()
     meta, complete = report_meta(source), done >= source.nbytes
-    report = build_report(spec, meta, merger.result(), failed, missing, complete, True, workers)
+    report = build_report(
+        spec, meta, merger.result(), failed, missing, complete, consume=True, threads=workers
+    )
     if memory is not None:
         memory.finish(complete)
     return report
