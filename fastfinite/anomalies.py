@@ -33,6 +33,20 @@ def rounding_eps(dtype: np.dtype) -> float:
     return float(np.finfo(component_dtype(dtype)).eps)
 
 
+def flag_limits(
+    dtype: np.dtype, cast: tuple[str, ...], z_threshold: float
+) -> tuple[float, float, np.ndarray]:
+    """``kernels.slice_flags``'s limits for data of ``dtype`` scanned with ``cast``: the
+    rounding unit, the z threshold and the overflow threshold of each ``overflow_dtypes``."""
+    thresholds = _thresholds(overflow_dtypes(dtype, cast))
+    return rounding_eps(dtype), float(z_threshold), thresholds
+
+
+def _thresholds(dtypes: tuple[str, ...]) -> np.ndarray:
+    """The overflow threshold of each dtype, in float64 (the kernels' argument)."""
+    return np.array([TARGETS[t].overflow_threshold for t in dtypes], np.float64)
+
+
 def slice_kinds(dtypes: tuple[str, ...]) -> list[str]:
     """The slice finding kinds in the order of ``kernels.slice_flags``'s bits. A slice with
     ``n`` finite values, mean ``m``, variance ``v`` (population) has:
@@ -60,13 +74,13 @@ def slice_findings(
     eps: float = EPS64,
     limit: int | None = None,
     threads: int | None = None,
+    flagged: tuple[np.ndarray, np.ndarray] | None = None,
 ):
     """Findings per slice, in slice order then kind order (``limit`` findings at most).
     ``eps``: the rounding unit of the near-zero-variance bound (see ``rounding_eps``);
-    ``threads``: at most this many cores (all by default)."""
-    from .kernels import slice_flags
-    from .parts import in_parts
-
+    ``threads``: at most this many cores (all by default); ``flagged``: the flagged slices'
+    flat indices (increasing) and bits, when the scan found them already
+    (``kernels.finish_whole_slices``)."""
     kinds = slice_kinds(dtypes)
     count, mean, std, max_z, nan, pos, neg = (
         np.ascontiguousarray(a).reshape(-1)
@@ -80,19 +94,12 @@ def slice_findings(
             slices.neginf,
         )
     )
-    # pages of these are touched only where a part flags slices
-    at, bits = np.empty(len(count), np.int64), np.empty(len(count), np.int64)
-    thresholds = np.array([TARGETS[t].overflow_threshold for t in dtypes], np.float64)
-    cols, limits = (count, mean, std, max_z, nan, pos, neg), (float(eps), float(z_threshold))
-    found: dict[int, int] = {}  # part's first slice -> how many of its slices it flagged
-
-    def flag(a: int, b: int) -> None:
-        found[a] = slice_flags(*(c[a:b] for c in cols), *limits, thresholds, at[a:b], bits[a:b])
-
-    in_parts(flag, len(count), threads)
-    parts = [slice(a, a + found[a]) for a in sorted(found)]
-    at = np.concatenate([at[p] + p.start for p in parts])
-    bits = np.concatenate([bits[p] for p in parts])
+    if flagged is not None:
+        at, bits = flagged
+    else:
+        at, bits = _flagged(
+            (count, mean, std, max_z, nan, pos, neg), dtypes, z_threshold, eps, threads
+        )
     shape = slices.count.shape
     out = []
     for i, f in zip(at.tolist(), bits.tolist()):
@@ -107,6 +114,27 @@ def slice_findings(
             if limit is not None and len(out) >= limit:
                 return out
     return out
+
+
+def _flagged(cols, dtypes, z_threshold, eps, threads) -> tuple[np.ndarray, np.ndarray]:
+    """``kernels.slice_flags`` over the report's columns ``cols`` (1-D, in its argument
+    order), in parts on ``threads`` cores: the flagged slices' indices and bits."""
+    from .kernels import slice_flags
+    from .parts import in_parts
+
+    size = len(cols[0])
+    # pages of these are touched only where a part flags slices
+    at, bits = np.empty(size, np.int64), np.empty(size, np.int64)
+    thresholds, limits = _thresholds(dtypes), (float(eps), float(z_threshold))
+    found: dict[int, int] = {}  # part's first slice -> how many of its slices it flagged
+
+    def flag(a: int, b: int) -> None:
+        found[a] = slice_flags(*(c[a:b] for c in cols), *limits, thresholds, at[a:b], bits[a:b])
+
+    in_parts(flag, size, threads)
+    parts = [slice(a, a + found[a]) for a in sorted(found)]
+    at = np.concatenate([at[p] + p.start for p in parts])
+    return at, np.concatenate([bits[p] for p in parts])
 
 
 def _message(kind, w, s, i, total, m2, z_threshold) -> str:

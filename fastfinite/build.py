@@ -103,24 +103,37 @@ def build_report(
         missing_chunks=len(missing),
         complete=complete,
         by=spec.by,
-        slices=None
-        if spec.by is None
-        else slice_report(
-            spec, s.slices and join_slices(s.slices), consume, meta["axis_names"], threads
-        ),
+        slices=None,
         chunks=meta["chunks"],
         regions=sorted(s.flagged),
         z_threshold=spec.z_threshold,
     )
     if spec.by is not None:
+        stats = s.slices and join_slices(s.slices)
+        done = _finished(s.slices, stats, math.prod(spec.by_shape)) if consume else None
+        at, bits, empty = done if done is not None else (None, None, None)
+        report.slices = slice_report(spec, stats, consume, meta["axis_names"], threads, empty)
         report.findings += slice_findings(
             report.slices,
             overflow_dtypes(spec.dtype, spec.cast),
             spec.z_threshold,
             rounding_eps(spec.dtype),
             threads=threads,
+            flagged=None if done is None else (at, bits),
         )
     return report
+
+
+def _finished(parts: list[SliceStats] | None, joined: SliceStats | None, size: int):
+    """``(indices, bits, empty)`` of the flagged slices when every slice was finished in
+    its canvas (``SliceStats.finished``) and ``joined``, their one run, holds them all in
+    it; else None."""
+    if not parts or any(p.finished is None for p in parts):
+        return None
+    if len(joined.idx) != size or joined.spare() is None:
+        return None
+    at, bits, empty = zip(*(p.finished for p in parts))
+    return np.concatenate(at), np.concatenate(bits), sum(empty)
 
 
 def slice_report(
@@ -129,14 +142,26 @@ def slice_report(
     consume: bool = False,
     axis_names=None,
     threads: int | None = None,
+    finished: int | None = None,
 ) -> SliceReport:
     """The report's per-slice columns from merged ``SliceStats``; with ``consume``, written
     over ``stats``'s own arrays where they fit (``stats`` is then spent: 1e5 slices' fresh
-    columns cost more than the kernel that fills them)."""
+    columns cost more than the kernel that fills them). ``finished``: every slice of
+    ``stats``, in its canvas, was finished by the scan (``_finished``), this many of them
+    without a finite value; their largest |z| is there already."""
     from .kernels import slice_columns
 
     shape = spec.by_shape
     size = math.prod(shape)
+    names = (axis_names or {}).get(spec.by[0]) if len(spec.by) == 1 else None
+    if finished is not None:
+        if finished:  # slices without a finite value
+            empty = np.flatnonzero(stats.n == 0)
+            for c in (stats.mean, stats.std, stats.min, stats.max):
+                c[empty] = np.nan
+        cols = (stats.nan, stats.posinf, stats.neginf, stats.n, stats.mean, stats.std)
+        cols += (stats.min, stats.max, stats.spare())
+        return SliceReport(spec.by, *(c.reshape(shape) for c in cols), names)
     if stats is not None and len(stats.idx) == size and (size == 0 or stats.idx[-1] == size - 1):
         full = stats  # dense and sorted: every slice, in order
     else:
@@ -154,7 +179,6 @@ def slice_report(
     ins, outs = (full.n, full.mean, full.std, full.min, full.max), (mean, std, mn, mx, z)
     in_parts(lambda a, b: slice_columns(*(c[a:b] for c in ins + outs)), size, threads)
     cols = (full.nan, full.posinf, full.neginf, full.n, mean, std, mn, mx, z)
-    names = (axis_names or {}).get(spec.by[0]) if len(spec.by) == 1 else None
     return SliceReport(spec.by, *(np.asarray(c).reshape(shape) for c in cols), names)
 
 

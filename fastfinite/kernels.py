@@ -36,7 +36,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from .kinds import N_KINDS, N_TARGET_SLOTS, NAN, NEGINF, POSINF
-from .stats import TINY
+from .stats import SLICE_BLOCK, TINY
 
 SUB_BLOCK_BYTES = 65536
 PIECE_BYTES = 2048  # a dirty sub-block is taken again in pieces of this size
@@ -46,7 +46,7 @@ GROUP_VALUES = 4096  # scan_cols checks whole short rows in groups of about this
 WIDE_TILE = 512  # scan_cols adds rows eight at a time in tiles at least this wide, else four
 CHUNK_VALUES = 1 << 16  # values a wide tile of scan_cols adds before it checks them
 FOLD_VALUES = 4096  # scan_cols takes shorter rows side by side as one row at least this long
-FLAG_BLOCK = 512  # slices slice_flags takes in vectors before it looks for flagged ones
+FLAG_BLOCK = SLICE_BLOCK  # slices slice_flags takes in vectors before it looks for flagged ones
 
 _FLAGS = {"reassoc", "contract"}
 
@@ -654,18 +654,62 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
     nlocs : int64 array of ``N_KINDS``
         Number of positions recorded per kind.
     """
-    rows, n = x.shape
-    T = x.dtype.type
+    xf, xuf, lim, cnt, want = _rows_start(x, xi, thr)
+    _rows(xf, xuf, x.shape[0], x.shape[1], 0, x.shape[0], lim, thr, counts, cnt, want, rstats, 0, rcounts, locs, vals, nlocs)  # fmt: skip
+
+
+@njit(nogil=True, cache=True)
+def scan_rows_finished(
+    x, xi, thr, counts, z, mn, mx, rcounts, cnan, cpos, cneg, locs, vals, nlocs,
+    n, mean, std, eps, z_threshold, thresholds, where, flags,
+):  # fmt: skip
+    """``scan_rows`` on rows that are whole slices (nothing else will be merged into them),
+    then ``finish_whole_slices`` on its outputs, ``SLICE_BLOCK`` rows at a time: each
+    block is finished right after it is read, its sums in L1 and never written out. Of
+    ``rstats`` only the extrema (``mn``, ``mx``) are kept, and the largest |z| in ``z``;
+    ``cnan``, ``cpos``, ``cneg``: the rows of ``rcounts``. Each column is passed on its
+    own, so that it is contiguous (its loops then run in vectors). Returns
+    ``finish_whole_slices``'s results."""
+    rows, length = x.shape
+    xf, xuf, lim, cnt, want = _rows_start(x, xi, thr)
+    acc = _finish_start()
+    sums = np.empty((5, SLICE_BLOCK))
+    for r0 in range(0, rows, SLICE_BLOCK):
+        r1 = min(r0 + SLICE_BLOCK, rows)
+        m = r1 - r0
+        _rows(xf, xuf, rows, length, r0, r1, lim, thr, counts, cnt, want, sums, r0, rcounts, locs, vals, nlocs)  # fmt: skip
+        bmn, bmx = mn[r0:r1], mx[r0:r1]
+        for j in range(m):
+            bmn[j] = sums[3, j]
+            bmx[j] = sums[4, j]
+        acc = _finish_block(
+            length, sums[0, :m], sums[1, :m], sums[2, :m], bmn, bmx, cnan[r0:r1],
+            cpos[r0:r1], cneg[r0:r1], n[r0:r1], mean[r0:r1], std[r0:r1], r0,
+            True, z[r0:r1], eps, z_threshold, thresholds, where, flags, acc,
+        )  # fmt: skip
+    return acc[:9]
+
+
+@njit(nogil=True, cache=True)
+def _rows_start(x, xi, thr):
+    """``scan_rows``'s flat views, bounds and scratch: ``(xf, xuf, lim, cnt, want)``."""
     cnt = np.zeros(N_KINDS, dtype=np.int64)
     want = np.zeros(N_KINDS, dtype=np.bool_)
     xf = x.reshape(x.size)  # flat, with offsets: a view per short row costs reference counts
     xuf = _unsigned(xi.reshape(xi.size))
-    lim = _bounds(x, xuf, thr)
-    sub = SUB_BLOCK_BYTES // x.itemsize
+    return xf, xuf, _bounds(x, xuf, thr), cnt, want
+
+
+@njit(nogil=True, cache=True)
+def _rows(xf, xuf, rows, n, r0, r1, lim, thr, counts, cnt, want, rstats, ro, rcounts, locs, vals, nlocs):  # fmt: skip
+    """Rows ``r0:r1`` of ``scan_rows``'s block of ``rows`` rows of ``n`` values (``xf``:
+    flat), row ``r``'s statistics in column ``r - ro`` of ``rstats``."""
+    T = xf.dtype.type
+    sub = SUB_BLOCK_BYTES // xf.itemsize
     short = n <= sub and rows > 1
     ntiny = lim[3]
     cap = locs.shape[1]
-    for r in range(rows):
+    for r in range(r0, r1):
         off = r * n
         k = xf[off]
         if short and (k - k) == 0:  # a short row in one call of its own loop (see ``_pass``)
@@ -676,7 +720,7 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
             else:
                 smn, smx, under, a1, a2 = _pass_many(xf, xuf, off, n, k, lim)
             if _plain(smn, smx, a1, lim) and _counted(under, counts, nlocs, cap):
-                _row_stats(rstats, r, k, a1, a2, smn, smx, True)
+                _row_stats(rstats, r - ro, k, a1, a2, smn, smx, True)
                 continue  # else the row is taken again below, as a long row's sub-block
         # Shift by a finite value of the row: sums of (y - k) stay small for data with a
         # large offset, and the cancellation error is at most eps * n relative to M2.
@@ -697,7 +741,7 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
             s2 += a2
             mn = min(mn, smn)
             mx = max(mx, smx)
-        _row_stats(rstats, r, k, s1, s2, mn, mx, first < n)
+        _row_stats(rstats, r - ro, k, s1, s2, mn, mx, first < n)
 
 
 @njit(nogil=True, cache=True)
@@ -1353,15 +1397,10 @@ def _slice_range(mn, mx):
     return lo, hi
 
 
-@njit(nogil=True, cache=True)
-def finish_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std):
-    """Per slice count, mean and std of the finite values from a kernel's outputs (the rows
-    of its ``stats`` and ``counts``, each 1-D: rows passed on their own are contiguous,
-    whatever the layout of the outputs, and the loop runs in vectors), and over all of them
-    ``(count, mean, std, min, max, sum)``. ``length`` values per slice; ``mn``, ``mx``: the
-    extrema of each slice's finite values (never NaN). A slice whose sums
-    overflowed (finite values near the float64 maximum) gets a NaN mean and std: it is
-    taken again, scaled (``summary.rescued``)."""
+@njit(nogil=True, cache=True, error_model="numpy")
+def _moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std):
+    """Per slice count, mean and std of the finite values from a kernel's shifted sums (a
+    NaN mean and std where the sums overflowed)."""
     for r in range(n.shape[0]):
         c = length - cnan[r] - cpos[r] - cneg[r]
         cs = max(c, 1)
@@ -1375,7 +1414,106 @@ def finish_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std)
         n[r] = c
         mean[r] = (m if ok else np.nan) if c > 0 else 0.0
         std[r] = (sd if ok else np.nan) if c > 0 else 0.0
-    return _totals(n, mean, std, mn, mx)
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _to_rescue(n, mean, mn, mx):
+    """Whether a slice's moments are taken again, scaled (``rescue_rows``)."""
+    tiny = (max(abs(mn), abs(mx)) < TINY) & (mn != mx)
+    return (n > 0) & ((mean != mean) | tiny)
+
+
+@njit(nogil=True, cache=True)
+def _finish(
+    length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std,
+    final, z, eps, z_threshold, thresholds, where, flags,
+):  # fmt: skip
+    """``finish_slices`` and, when ``final``, ``finish_whole_slices``: ``_finish_block`` on
+    each ``SLICE_BLOCK`` slices in turn."""
+    acc = _finish_start()
+    for b0 in range(0, n.shape[0], SLICE_BLOCK):
+        b = slice(b0, min(b0 + SLICE_BLOCK, n.shape[0]))
+        acc = _finish_block(
+            length, shift[b], s1[b], s2[b], mn[b], mx[b], cnan[b], cpos[b], cneg[b], n[b],
+            mean[b], std[b], b0, final, z[b] if final else z, eps, z_threshold, thresholds,
+            where, flags, acc,
+        )  # fmt: skip
+    return acc[:9]
+
+
+@njit(nogil=True, cache=True)
+def _finish_start():
+    """The totals, counts and scratch ``_finish_block`` carries from block to block."""
+    bits = np.empty(FLAG_BLOCK, np.int64)
+    total = np.empty(FLAG_BLOCK)
+    m2 = np.empty(FLAG_BLOCK)
+    return 0, 0.0, 0.0, np.inf, -np.inf, 0.0, 0, 0, 0, bits, total, m2
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _finish_block(
+    length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, b0,
+    final, z, eps, z_threshold, thresholds, where, flags, acc,
+):  # fmt: skip
+    """A block of at most ``SLICE_BLOCK`` slices from slice ``b0`` finished (the arguments:
+    views of its columns), read while they stay in L1: moments, totals (combined into
+    ``acc``'s by Chan's formula), the slices to rescue, then when ``final`` the largest |z|
+    (``z`` may be ``shift``'s memory: the shifts are read first) and the flags. Returns
+    ``acc`` (``_finish_start``) updated."""
+    tn, tmean, tstd, lo, hi, tsum, rescue, k, empty, bits, total, m2 = acc
+    m = n.shape[0]
+    _moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std)
+    c, cm, cs, clo, chi, csum = _totals(n, mean, std, mn, mx)
+    tn, tmean, tstd = _chan(tn, tmean, tstd, c, cm, cs)
+    lo = min(lo, clo)
+    hi = max(hi, chi)
+    tsum += csum
+    for r in range(m):
+        rescue += _to_rescue(n[r], mean[r], mn[r], mx[r])
+    if final:
+        for r in range(m):
+            e = n[r] == 0
+            empty += e
+            q = _max_z(mean[r], std[r], mn[r], mx[r])
+            z[r] = 0.0 if e else q
+        k = _flag_block(
+            n, mean, std, z, cnan, cpos, cneg, b0, m,
+            eps, z_threshold, thresholds, bits, total, m2, where, flags, k,
+        )  # fmt: skip
+    return tn, tmean, tstd, lo, hi, tsum, rescue, k, empty, bits, total, m2
+
+
+@njit(nogil=True, cache=True)
+def finish_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std):
+    """Per slice count, mean and std of the finite values from a kernel's outputs (the rows
+    of its ``stats`` and ``counts``, each 1-D: rows passed on their own are contiguous,
+    whatever the layout of the outputs, and the loops run in vectors), and over all of them
+    ``(count, mean, std, min, max, sum)``, then the number of slices to rescue. ``length``
+    values per slice; ``mn``, ``mx``: the extrema of each slice's finite values (never NaN).
+    A slice whose sums overflowed (finite values near the float64 maximum) gets a NaN mean
+    and std: it is taken again, scaled (``summary.rescued``), as are slices of magnitudes
+    under ``TINY`` (``rescue_rows``). The totals are ``_totals``'s of each ``SLICE_BLOCK``
+    slices, combined in order by Chan's formula."""
+    e = np.empty(0)
+    w = np.empty(0, np.int64)
+    t = _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, False, e, 0.0, 0.0, e, w, w)  # fmt: skip
+    return t[0], t[1], t[2], t[3], t[4], t[5], t[6]
+
+
+@njit(nogil=True, cache=True)
+def finish_whole_slices(
+    length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std,
+    z, eps, z_threshold, thresholds, where, flags,
+):  # fmt: skip
+    """``finish_slices`` for slices whose values all lie in this block (nothing else will
+    be merged into them), in the same pass: the report's largest |z| of each slice in ``z``
+    (``slice_columns``'s; it may be ``shift``'s memory) and the flagged slices in ``where``
+    and ``flags`` (``slice_flags``'s). Returns ``finish_slices``'s results, then how many
+    slices were flagged and how many hold no finite value."""
+    return _finish(
+        length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std,
+        True, z, eps, z_threshold, thresholds, where, flags,
+    )  # fmt: skip
 
 
 @njit(nogil=True, cache=True)
@@ -1386,13 +1524,33 @@ def rescue_rows(n, mean, mn, mx):
     out = np.empty(n.shape[0], np.int64)
     k = 0
     for i in range(n.shape[0]):
-        lo = mn[i]
-        hi = mx[i]
-        tiny = max(abs(lo), abs(hi)) < TINY and lo != hi
-        if n[i] > 0 and (mean[i] != mean[i] or tiny):
+        if _to_rescue(n[i], mean[i], mn[i], mx[i]):
             out[k] = i
             k += 1
     return out[:k]
+
+
+@njit(nogil=True, cache=True)
+def _chan(na, ma, sa, nb, mb, sb):
+    """``stats.combine`` of two parts' ``(n, mean, std)``, on scalars."""
+    if nb == 0:
+        return na, ma, sa
+    if na == 0:
+        return nb, mb, sb
+    wa = na / (na + nb)
+    wb = nb / (na + nb)
+    delta = mb - ma
+    if abs(delta) < np.inf:
+        mean = ma + delta * wb
+    else:  # means of opposite signs near the maximum
+        mean = ma * wa + mb * wb
+    s = np.sqrt(wa * sa * sa + wb * sb * sb + wa * wb * delta * delta)
+    top = max(max(abs(ma), abs(mb)), max(sa, sb))
+    if not s < np.inf or (s < TINY and top > 0):  # a square out of range
+        k = _pow2(top)
+        sa, sb, d = sa / k, sb / k, mb / k - ma / k
+        s = np.sqrt(wa * sa * sa + wb * sb * sb + wa * wb * d * d) * k
+    return na + nb, mean, s
 
 
 @njit(nogil=True, cache=True)
@@ -1403,31 +1561,7 @@ def fold_slices(
     same operations in the same order."""
     for r in range(idx.shape[0]):
         i = idx[r]
-        na = dn[i]
-        nb = n[r]
-        if nb > 0:
-            if na == 0:
-                dmean[i] = mean[r]
-                dstd[i] = std[r]
-            else:
-                wa = na / (na + nb)
-                wb = nb / (na + nb)
-                ma = dmean[i]
-                sa = dstd[i]
-                sb = std[r]
-                delta = mean[r] - ma
-                if abs(delta) < np.inf:
-                    dmean[i] = ma + delta * wb
-                else:  # means of opposite signs near the maximum
-                    dmean[i] = ma * wa + mean[r] * wb
-                s = np.sqrt(wa * sa * sa + wb * sb * sb + wa * wb * delta * delta)
-                top = max(max(abs(ma), abs(mean[r])), max(sa, sb))
-                if not s < np.inf or (s < TINY and top > 0):  # a square out of range
-                    k = _pow2(top)
-                    sa, sb, d = sa / k, sb / k, mean[r] / k - ma / k
-                    s = np.sqrt(wa * sa * sa + wb * sb * sb + wa * wb * d * d) * k
-                dstd[i] = s
-            dn[i] = na + nb
+        dn[i], dmean[i], dstd[i] = _chan(dn[i], dmean[i], dstd[i], n[r], mean[r], std[r])
         dmn[i] = min(dmn[i], mn[r])
         dmx[i] = max(dmx[i], mx[r])
         dnan[i] += nan[r]
@@ -1448,13 +1582,23 @@ def quick_check(x, xi, thr):
     return _clean(mn, mx, inf_bits) and not _risky(mn, mx, mz, lo, hi, tiny_bits)
 
 
+@njit(nogil=True, cache=True, error_model="numpy")
+def _max_z(mean, std, mn, mx):
+    """A slice's largest |z|, ``max((max - mean) / std, (mean - min) / std)``: 0 when std
+    is 0 or the quotient NaN, +-inf clipped to the float64 maximum."""
+    big = np.finfo(np.float64).max
+    a = (mx - mean) / std  # branch-free (no division error), so that loops run in vectors
+    b = (mean - mn) / std
+    z = min(max(a if a >= b else b, -big), big)
+    return z if (std > 0) & (a == a) & (b == b) else 0.0
+
+
 @njit(nogil=True, cache=True)
 def slice_columns(n, mean, std, mn, mx, out_mean, out_std, out_min, out_max, out_z):
     """A report's per-slice columns from merged statistics: the largest |z|
     ``max((max - mean) / std, (mean - min) / std)`` (0 when std is 0 or the quotient NaN,
     +-inf clipped to the float64 maximum), and NaN for the mean, std, min and max of slices
     without a finite value."""
-    big = np.finfo(np.float64).max
     for i in range(n.shape[0]):
         if n[i] > 0:
             s = std[i]
@@ -1462,13 +1606,7 @@ def slice_columns(n, mean, std, mn, mx, out_mean, out_std, out_min, out_max, out
             out_std[i] = s
             out_min[i] = mn[i]
             out_max[i] = mx[i]
-            z = 0.0
-            if s > 0:
-                a = (mx[i] - mean[i]) / s
-                b = (mean[i] - mn[i]) / s
-                if a == a and b == b:
-                    z = min(max(a if a >= b else b, -big), big)
-            out_z[i] = z
+            out_z[i] = _max_z(mean[i], s, mn[i], mx[i])
         else:
             out_mean[i] = np.nan
             out_std[i] = np.nan
@@ -1485,47 +1623,58 @@ def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresh
     overflow threshold of each checked dtype. The bits of a block of slices are taken in
     vectors, and only a block with a flagged slice is looked at one by one: the outputs of
     1e6 clean slices are never written."""
-    nt = thresholds.shape[0]
-    block = np.empty(FLAG_BLOCK, np.int64)
+    bits = np.empty(FLAG_BLOCK, np.int64)
     total = np.empty(FLAG_BLOCK)
     m2 = np.empty(FLAG_BLOCK)
     k = 0
     for lo in range(0, count.shape[0], FLAG_BLOCK):
         m = min(FLAG_BLOCK, count.shape[0] - lo)
         # views, so that indices count from 0: LLVM then loads vectors, not gathers
-        cnt, mu_, sd_, z_ = count[lo:], mean[lo:], std[lo:], max_z[lo:]
-        bad = nan[lo:], pos[lo:], neg[lo:]
-        for j in range(m):  # branch-free, so that it runs in vectors
-            n = cnt[j]
-            fn = np.float64(n)
-            sd = sd_[j]
-            mu = mu_[j]
-            spread = n > 1  # one value has no spread to speak of
-            # var <= n*eps*var + (n*m*eps)**2 without squares: for any magnitude (the
-            # square of a std below 1e-154 is 0 in float64)
-            near = (fn * eps >= 1.0) | (
-                sd * np.sqrt(max(1.0 - fn * eps, 0.0)) <= fn * abs(mu) * eps
-            )
-            f = np.int64(bad[0][j] + bad[1][j] + bad[2][j] > 0)
-            f |= np.int64(spread & (sd == 0)) << 1
-            f |= np.int64(spread & (sd != 0) & (sd < np.inf) & near) << 2
-            f |= np.int64(spread & (z_[j] > z_threshold)) << (3 + 2 * nt)
-            block[j] = f
-            total[j] = abs(mu * fn) if n > 0 else 0.0
-            m2[j] = sd * sd * fn if n > 0 else 0.0
-        for t in range(nt):
-            th = thresholds[t]
-            for j in range(m):
-                block[j] |= (np.int64(total[j] >= th) << (3 + 2 * t)) | (
-                    np.int64(m2[j] >= th) << (4 + 2 * t)
-                )
-        seen = 0
+        k = _flag_block(
+            count[lo:], mean[lo:], std[lo:], max_z[lo:], nan[lo:], pos[lo:], neg[lo:], lo, m,
+            eps, z_threshold, thresholds, bits, total, m2, where, flags, k,
+        )  # fmt: skip
+    return k
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _flag_block(
+    cnt, mu_, sd_, z_, nan, pos, neg, lo, m,
+    eps, z_threshold, thresholds, block, total, m2, where, flags, k,
+):  # fmt: skip
+    """``slice_flags`` on the ``m <= FLAG_BLOCK`` slices from ``lo`` (the columns' views
+    from there; ``block``, ``total``, ``m2``: scratch): the flagged ones appended to
+    ``where`` and ``flags`` from ``k``; returns the new ``k``."""
+    nt = thresholds.shape[0]
+    for j in range(m):  # branch-free, so that it runs in vectors
+        n = cnt[j]
+        fn = np.float64(n)
+        sd = sd_[j]
+        mu = mu_[j]
+        spread = n > 1  # one value has no spread to speak of
+        # var <= n*eps*var + (n*m*eps)**2 without squares: for any magnitude (the
+        # square of a std below 1e-154 is 0 in float64)
+        near = (fn * eps >= 1.0) | (sd * np.sqrt(max(1.0 - fn * eps, 0.0)) <= fn * abs(mu) * eps)
+        f = np.int64(nan[j] + pos[j] + neg[j] > 0)
+        f |= np.int64(spread & (sd == 0)) << 1
+        f |= np.int64(spread & (sd != 0) & (sd < np.inf) & near) << 2
+        f |= np.int64(spread & (z_[j] > z_threshold)) << (3 + 2 * nt)
+        block[j] = f
+        total[j] = abs(mu * fn) if n > 0 else 0.0
+        m2[j] = sd * sd * fn if n > 0 else 0.0
+    for t in range(nt):
+        th = thresholds[t]
         for j in range(m):
-            seen |= block[j]
-        if seen:
-            for j in range(m):
-                if block[j]:
-                    where[k] = lo + j
-                    flags[k] = block[j]
-                    k += 1
+            block[j] |= (np.int64(total[j] >= th) << (3 + 2 * t)) | (
+                np.int64(m2[j] >= th) << (4 + 2 * t)
+            )
+    seen = 0
+    for j in range(m):
+        seen |= block[j]
+    if seen:
+        for j in range(m):
+            if block[j]:
+                where[k] = lo + j
+                flags[k] = block[j]
+                k += 1
     return k

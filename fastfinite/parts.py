@@ -148,11 +148,12 @@ class PartedScan:
         for p in range(len(self.boxes)):
             length = int(self.bounds[p + 1] - self.bounds[p])
             one = slice(p, p + 1)
-            part, t = SliceStats.from_partials(
+            part, t, rescue = SliceStats.from_partials(
                 ZERO, length, self.stats[:, one], self.scounts[:, one]
             )
             lo, hi = self.bounds[p], self.bounds[p + 1]
-            t = rescued(part, lambda lo=lo, hi=hi: self.block.x[lo:hi].reshape(1, -1)) or t
+            if rescue:
+                t = rescued(part, lambda lo=lo, hi=hi: self.block.x[lo:hi].reshape(1, -1)) or t
             out.append(Summary(n=t[0], mean=t[1], std=t[2], min=t[3], max=t[4], total=t[5]))
         return out
 

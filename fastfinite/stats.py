@@ -15,6 +15,10 @@ import numpy as np
 # digits, down to 0: spreads that small are combined scaled as well.
 TINY = 2.0**-480
 
+# The totals over many slices are taken in blocks of this many (in L1 while the per-slice
+# moments are finished), and the blocks combined in order by ``combine``.
+SLICE_BLOCK = 512
+
 
 def combine(na, mean_a, std_a, nb, mean_b, std_b):
     """``(n, mean, std)`` of two disjoint parts, elementwise over arrays or on scalars (0-d

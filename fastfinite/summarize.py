@@ -104,7 +104,17 @@ def summarize(
     inner = math.prod(spec.shape[a] for a in by[1:])
     whole = all(data.shape[a] == spec.shape[a] for a in by[1:])
     lent = canvas.lend(start[by[0]] * inner, nb) if canvas is not None and whole else None
-    return _scan(block, 0, block.size, shape, kernel, spec, rows_are_slices, ordered, lent=lent)
+    limits = None
+    if lent is not None and all(data.shape[a] == spec.shape[a] for a in other):
+        from .anomalies import flag_limits  # every value of its slices: finished here
+
+        limits = flag_limits(spec.dtype, spec.cast, spec.z_threshold)
+        if rows_are_slices:  # each block of rows finished right after it is read
+            kernel = kernels.scan_rows_finished
+    return _scan(
+        block, 0, block.size, shape, kernel, spec, rows_are_slices, ordered, lent=lent,
+        limits=limits,
+    )  # fmt: skip
 
 
 def summarize_parts(block: Block, boxes: list[Region], spec: ScanSpec, threads: int) -> Summary:
@@ -126,6 +136,7 @@ def summarize_parts(block: Block, boxes: list[Region], spec: ScanSpec, threads: 
 def _scan(
     block: Block, lo: int, size: int, shape: tuple[int, int], kernel, spec: ScanSpec,
     rows_are_slices: bool, ordered, bits=False, moments=True, lent: SliceStats | None = None,
+    limits: tuple | None = None,
 ):  # fmt: skip
     """Run ``kernel`` over the ``size`` values of the block from ``lo``, in 2-D ``shape``
     (one -1), and make the Summary; ``ordered``: the kernel records
@@ -134,7 +145,9 @@ def _scan(
     bits and table (``scan_rows_narrow``, ``PartedScan.scan``) gets them (``Block.bits``);
     other kernels get the widened values; a block read in place (``Block.pitched``), its
     rows, their spacing and memory (``scan_cols_pitched``). ``lent``: the slices' columns in
-    a canvas, which the kernel writes into."""
+    a canvas, which the kernel writes into; ``limits``: its slices hold all their values
+    here, and are finished for the report: by the kernel itself when its rows are the
+    slices (``scan_rows_finished``), else after it (``SliceStats.from_partials``)."""
     cap, start = spec.max_locations, block.start
     if block.pitched is not None:  # the whole block, in place
         rows, cols, pitch, xf, xi = block.pitched
@@ -159,8 +172,15 @@ def _scan(
     locs = np.empty((kinds.N_KINDS, keep), np.int64)
     vals = np.empty((kinds.N_KINDS, keep), np.float64)
     nlocs = np.zeros(kinds.N_KINDS, np.int64)
+    fused = limits is not None and rows_are_slices
+    if fused:
+        where, flags = np.empty(nsl, np.int64), np.empty(nsl, np.int64)
+        ends = (lent.n, lent.mean, lent.std, *limits, where, flags)
     if size:
-        run(thr, counts, *((sstats, scounts) if moments else ()), locs, vals, nlocs)
+        out = (sstats, scounts) if moments else ()
+        if fused:  # its columns one by one (contiguous), the counts also as rows
+            out = (sstats[0], sstats[3], sstats[4], scounts, *scounts)
+        done = run(thr, counts, *out, locs, vals, nlocs, *(ends if fused else ()))
     s = Summary(counts=counts, elements=size // block.ncomp)
     for k in np.flatnonzero(counts):  # the first positions of each kind, in C order
         pos, val = lo + locs[k, : nlocs[k]], vals[k, : nlocs[k]]
@@ -187,9 +207,15 @@ def _scan(
         glob = [c + start[a] for c, a in zip(local, by)]
         idx = np.ravel_multi_index(glob, spec.by_shape).astype(np.int64)
     length = a2_shape[1] if rows_are_slices else a2_shape[0]
-    part, totals = SliceStats.from_partials(idx, length, sstats, scounts, lent)
-    x2 = lambda: block.x[lo : lo + size].reshape(a2_shape)  # noqa: E731
-    s.n, s.mean, s.std, s.min, s.max, s.total = rescued(part, x2, rows_are_slices) or totals
+    if fused:
+        *totals, rescue, k, empty = done
+        part = lent.keep_finished(where[:k], flags[:k], empty)
+    else:
+        part, totals, rescue = SliceStats.from_partials(idx, length, sstats, scounts, lent, limits)
+    if rescue:
+        x2 = lambda: block.x[lo : lo + size].reshape(a2_shape)  # noqa: E731
+        totals = rescued(part, x2, rows_are_slices) or totals
+    s.n, s.mean, s.std, s.min, s.max, s.total = totals
     if by is not None:
         s.slices = [part]
     if counts.any():

@@ -78,6 +78,11 @@ class SliceStats:
 
     # where the columns sit in a ``SliceCanvas``: (its buffer, first column), else None
     home: tuple[np.ndarray, int] | None = field(default=None, repr=False, compare=False)
+    # slices finished in their canvas (``from_partials(..., limits=)``): the flagged ones'
+    # indices and bits, and how many hold no finite value; their largest |z| is ``spare``
+    finished: tuple[np.ndarray, np.ndarray, int] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     FIELDS = ("n", "mean", "std", "min", "max", "nan", "posinf", "neginf")
 
@@ -139,20 +144,39 @@ class SliceStats:
         """The arrays, in the order of ``FIELDS`` (the kernels' argument order)."""
         return tuple(getattr(self, f) for f in self.FIELDS)
 
+    def keep_finished(self, where: np.ndarray, flags: np.ndarray, empty: int) -> SliceStats:
+        """These slices, finished in their canvas: ``finished`` set from the flagged ones'
+        positions among them and bits (``kernels.finish_whole_slices``)."""
+        self.finished = (self.idx[where], flags.copy(), int(empty))
+        return self
+
     @classmethod
-    def from_partials(cls, idx, length, stats, counts, into=None) -> tuple[SliceStats, tuple]:
+    def from_partials(
+        cls, idx, length, stats, counts, into=None, limits=None
+    ) -> tuple[SliceStats, tuple, int]:
         """From kernel outputs: per slice ``[shift, s1, s2, min, max]`` (``stats``, 5 rows)
         and NaN/+inf/-inf counts (``counts``, 3 rows), ``length`` values per slice, ``idx``
-        sorted. Returns the slices and their totals ``(n, mean, std, min, max, sum)``.
-        ``into``: the slices whose ``kernel_outputs`` these are, finished in place (each
-        slice's sums are read before its moments are written)."""
+        sorted. Returns the slices, their totals ``(n, mean, std, min, max, sum)`` and how
+        many of them ``rescued`` takes again. ``into``: the slices whose ``kernel_outputs``
+        these are, finished in place (each slice's sums are read before its moments are
+        written). ``limits`` (``anomalies.flag_limits``), for slices ``into`` a canvas whose
+        values all lie in this part: their report's largest |z| is written over their shifts
+        (the canvas's ``spare`` row) and their flags kept (``finished``), in the same pass."""
         m = len(idx)
+        if limits is not None:
+            from .kernels import finish_whole_slices
+
+            where, flags = np.empty(m, np.int64), np.empty(m, np.int64)
+            out = into.n, into.mean, into.std, stats[0], *limits, where, flags
+            *totals, rescue, k, empty = finish_whole_slices(length, *stats, *counts, *out)
+            return into.keep_finished(where[:k], flags[:k], empty), tuple(totals), rescue
         finish_slices = _per_slice("finish_slices", m)
         if into is not None:
-            return into, finish_slices(length, *stats, *counts, into.n, into.mean, into.std)
+            *totals, rescue = finish_slices(length, *stats, *counts, into.n, into.mean, into.std)
+            return into, tuple(totals), rescue
         n, mean, std = np.empty(m, np.int64), np.empty(m), np.empty(m)
-        totals = finish_slices(length, *stats, *counts, n, mean, std)
-        return cls(idx, n, mean, std, stats[3], stats[4], *counts), totals
+        *totals, rescue = finish_slices(length, *stats, *counts, n, mean, std)
+        return cls(idx, n, mean, std, stats[3], stats[4], *counts), tuple(totals), rescue
 
 
 # rows of a canvas's buffer: idx, then ``SliceStats.FIELDS``; the kernels' shifted sums
@@ -223,6 +247,7 @@ def rescued(part: SliceStats, values, rows_are_slices: bool = True) -> tuple | N
     for r in bad:
         v = x2[r] if rows_are_slices else x2[:, r]
         part.mean[r], part.std[r] = scaled_moments(v[np.isfinite(v)])
+    part.finished = None  # their z and flags are taken again with the rest
     return totals(part.n, part.mean, part.std, part.min, part.max)
 
 
@@ -277,6 +302,7 @@ def merge_slices(a: list | None, b: list | None, spend: bool = False) -> list | 
     x, y = join_slices(a), join_slices(b)
     same = len(x.idx) == len(y.idx) and (x.idx == y.idx).all()
     if spend and same:
+        x.finished = None  # more values: its z and flags are taken again
         fold_slices(np.arange(len(x.idx)), *y.columns(), *x.columns())
         return [x]
     out = SliceStats.empty(x.idx if same else np.union1d(x.idx, y.idx))

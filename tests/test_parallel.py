@@ -176,23 +176,30 @@ def test_arrays_larger_than_a_run_are_scanned_in_several_runs(monkeypatch, dtype
 
 
 def test_per_slice_finishing_keeps_to_the_scans_workers():
-    """``workers=1`` holds for the per-slice columns and findings too: they run on the
-    calling thread, not in parts on every core."""
+    """``workers=1`` holds for the per-slice columns and findings too: finished in the
+    regions' scans, or, when a slice had to be taken again (sums near the float64 maximum),
+    after the merge on the calling thread, not in parts on every core."""
     from fastfinite.parts import SLICES_PER_PART
 
     x = np.random.default_rng(9).standard_normal((2 * SLICES_PER_PART + 10, 3))
     x[5, 1] = np.nan
-    where: list[str] = []
+    for rescue in (False, True):
+        if rescue:
+            x[7] = [1.7e308, 1.7e308, -1e308]  # its sums overflow: rescued, scaled
+        where: list[str] = []
 
-    def profile(frame, event, arg):  # the per-slice calls in_parts makes on this thread
-        caller, name = frame.f_back, frame.f_code.co_name
-        if event == "call" and name in ("<lambda>", "flag") and caller.f_code.co_name == "in_parts":  # fmt: skip
-            where.append(name)
+        def profile(frame, event, arg, where=where):  # in_parts's calls on this thread
+            caller, name = frame.f_back, frame.f_code.co_name
+            if event == "call" and name in ("<lambda>", "flag") and caller.f_code.co_name == "in_parts":  # fmt: skip
+                where.append(name)
 
-    sys.setprofile(profile)
-    try:
-        r = fastfinite.scan(x, by=0, workers=1)
-    finally:
-        sys.setprofile(None)
-    assert where == ["<lambda>", "flag"]  # the columns (build.py), then the flags
-    assert [f.where for f in r.findings] == [(5,)]
+        sys.setprofile(profile)
+        try:
+            r = fastfinite.scan(x, by=0, workers=1)
+        finally:
+            sys.setprofile(None)
+        # the columns (build.py), then the flags; none when the scan finished the slices
+        assert where == (["<lambda>", "flag"] if rescue else [])
+        assert [f.where for f in r.findings][0] == (5,)
+        if rescue:  # its mean, which the plain sum overflows
+            assert r.slices.mean[7] == pytest.approx((x[7] / 4).mean() * 4, rel=1e-12)

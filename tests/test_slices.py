@@ -377,3 +377,29 @@ def test_cli_by_localize(tmp_path):
     d = json.loads(r.stdout)  # --json -: the JSON alone on stdout
     assert {"op": "subtract", "index": [1, 0, 0]}.items() <= d["localized"][0].items()
     assert [(f["kind"], f["where"]) for f in d["findings"]] == [("nonfinite", [1])]
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_slices_finished_in_their_regions_equal_the_merged_ones(order):
+    """Regions holding whole slices finish them in the scan (moments, largest |z|, flags,
+    ``SLICE_BLOCK`` at a time: by the row kernel itself in C order, after the column
+    kernel in F order); the Dask engine merges the same regions' slices and finishes them
+    after: the same report, bit for bit, with flagged and empty slices in many blocks."""
+    from fastfinite.kernels import SLICE_BLOCK
+
+    x = np.asarray(_data((6 * SLICE_BLOCK + 3, 8), seed=7, dtype="f8"), order=order)
+    x[SLICE_BLOCK - 1] = 2.5  # zero variance, at the end of a block
+    x[2 * SLICE_BLOCK] = np.nan  # no finite value, at the start of one
+    x[3 * SLICE_BLOCK + 7, 3] = 1e5  # its sum overflows float16
+    x[-1, :7] = 0.0
+    x[-1, 7] = 1e3  # the last slice's largest |z|: sqrt(7)
+    local = fastfinite.scan(x, by=0, region_bytes=1 << 16, cast=("float16",))
+    merged = fastfinite.scan(x, by=0, region_bytes=1 << 16, cast=("float16",), scheduler="threads")
+    assert local.to_dict() == merged.to_dict()
+    _check(local, x, (0,))
+    kinds = {(f.kind, f.where) for f in local.findings}
+    want = [("zero_variance", SLICE_BLOCK - 1), ("nonfinite", 2 * SLICE_BLOCK)]
+    want += [("sum_overflow:float16", 3 * SLICE_BLOCK + 7)]
+    assert {(k, (i,)) for k, i in want} <= kinds
+    assert local.slices.max_z[-1] == pytest.approx(7**0.5)
+    assert np.isnan(local.slices.mean[2 * SLICE_BLOCK]) and local.slices.count[2 * SLICE_BLOCK] == 0

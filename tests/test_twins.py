@@ -103,6 +103,18 @@ def finish_slices_args(draw):
 
 
 @st.composite
+def finish_whole_slices_args(draw):
+    args = draw(finish_slices_args())
+    m = len(args[-1])
+    dtypes = draw(st.lists(st.sampled_from(sorted(TARGETS)), max_size=3, unique=True))
+    thr = np.array([TARGETS[t].overflow_threshold for t in dtypes])
+    eps = draw(st.sampled_from([float(np.finfo(np.float32).eps), float(np.finfo(float).eps)]))
+    z = draw(st.sampled_from([0.0, 3.0, 10.0]))
+    outs = [np.empty(m, np.int64) for _ in range(2)]
+    return [*args, np.empty(m), eps, z, thr, *outs]
+
+
+@st.composite
 def fold_slices_args(draw):
     size = draw(st.integers(1, 30))
     idx = np.array(sorted(draw(st.sets(st.integers(0, size - 1), min_size=1))), np.int64)
@@ -185,6 +197,7 @@ INPUTS = {
     "scan_cols_pitched": scan_cols_pitched_args(),
     "quick_check": quick_check_args(),
     "finish_slices": finish_slices_args(),
+    "finish_whole_slices": finish_whole_slices_args(),
     "rescue_rows": rescue_rows_args(),
     "fold_slices": fold_slices_args(),
     "slice_columns": slice_columns_args(),
@@ -212,6 +225,16 @@ def _positions(k_args, t_args):
             assert sorted(kp) == sorted(tp), k
         x = k_args[0].reshape(-1)
         np.testing.assert_array_equal(x[kp], vals[k, : nlocs[k]], err_msg=f"values {k}")
+
+
+def _compare_whole(k_args, t_args, k_out, t_out):
+    """Moments, largest |z|, totals and counts; the flagged slices' positions and bits."""
+    for i, (a, b) in enumerate(zip(k_args[9:13], t_args[9:13])):
+        _close(a, b, f"column {i}")
+    _close(k_out, t_out, "totals and counts")
+    k = t_out[7]
+    for a, b in zip(k_args[-2:], t_args[-2:]):
+        _close(a[:k], b[:k], "flags")
 
 
 def _compact(k_args, t_args):
@@ -246,6 +269,7 @@ COMPARE = {
     "scan_cols_pitched": lambda k, t, ko, to: _compare_scan(*_compact(k, t), ko, to, False),
     "quick_check": lambda k, t, ko, to: _close(bool(ko), bool(to), "clean"),
     "finish_slices": lambda k, t, ko, to: [_close(a, b, "slices") for a, b in zip(k[9:], t[9:])] + [_close(ko, to, "totals")],
+    "finish_whole_slices": _compare_whole,
     "fold_slices": lambda k, t, ko, to: [_close(a, b, f"dense {i}") for i, (a, b) in enumerate(zip(k[9:], t[9:]))],
     "slice_columns": lambda k, t, ko, to: [_close(a, b, "columns") for a, b in zip(k[5:], t[5:])],
     "slice_flags": lambda k, t, ko, to: [_close(ko, to, "flagged")] + [_close(a[:to], b[:to], "flags") for a, b in zip(k[-2:], t[-2:])],
@@ -397,3 +421,46 @@ def test_totals_keep_their_fallbacks_in_order(rows):
         want = TWINS["finish_slices"](*args, *outs[1])
         _close(got, want, "totals")
         assert np.isfinite(got[1]) and np.isfinite(got[2])
+
+
+@pytest.mark.parametrize("kernel", ["finish_slices", "finish_whole_slices"])
+def test_slices_are_finished_block_by_block(kernel):
+    """Past one ``SLICE_BLOCK`` the totals are the blocks' combined in order, and the
+    flags of every block are found: the kernel against its twin on slices of several
+    blocks, with the largest |z| written over the shifts (as into a canvas), flagged and
+    empty slices at the first and last places of blocks."""
+    block = kernels.SLICE_BLOCK
+    m = 3 * block + 5
+    rng = np.random.default_rng(3)
+    length = 40
+    counts = np.zeros((3, m), np.int64)
+    counts[0, [0, block, m - 1]] = 1, 2, length  # NaN; the last slice has no finite value
+    shift = rng.uniform(-1e3, 1e3, m)
+    s1 = rng.normal(0, 1, m)
+    s2 = rng.uniform(1, 40, m)
+    s2[block - 1], s1[block - 1] = 0.0, 0.0  # zero variance
+    mn, mx = shift - rng.uniform(1, 3, m), shift + rng.uniform(1, 3, m)
+    mx[2 * block] = shift[2 * block] + 1e4  # outlier
+    mn[m - 1], mx[m - 1] = np.inf, -np.inf
+    thr = np.array([TARGETS["float16"].overflow_threshold])
+
+    def args():
+        sh = shift.copy()
+        cols = [np.empty(m, np.int64), np.empty(m), np.empty(m)]
+        out = [length, sh, s1, s2, mn, mx, *counts, *cols]
+        if kernel == "finish_whole_slices":
+            out += [sh, float(np.finfo(float).eps), 10.0, thr, np.empty(m, np.int64), np.empty(m, np.int64)]  # fmt: skip
+        return out
+
+    ka, ta = args(), args()
+    ko, to = getattr(kernels, kernel)(*ka), TWINS[kernel](*ta)
+    for i in range(9, len(ka) if kernel == "finish_slices" else 13):
+        _close(ka[i], ta[i], f"column {i}")
+    _close(ko, to, "totals")
+    if kernel == "finish_whole_slices":
+        k = to[7]
+        assert ko[8] == to[8] == 1
+        flagged = ta[-2][:k].tolist()
+        assert {0, block - 1, block, 2 * block, m - 1} <= set(flagged)
+        for a, b in zip(ka[-2:], ta[-2:]):
+            np.testing.assert_array_equal(a[:k], b[:k])

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from ..kinds import N_KINDS
-from ..stats import TINY, combine
+from ..stats import SLICE_BLOCK, TINY, combine
 
 BIG = float(np.finfo(np.float64).max)
 
@@ -87,7 +87,8 @@ def quick_check(x, xi, thr) -> bool:
 
 def finish_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std):
     """``kernels.finish_slices``: per slice count, mean and std of the finite values from the
-    shifted sums (NaN where the sums overflowed), and over all of them ``totals``."""
+    shifted sums (NaN where the sums overflowed), over all of them ``totals`` of each
+    ``SLICE_BLOCK`` slices combined in order, then how many slices to rescue."""
     c = length - cnan - cpos - cneg
     with np.errstate(all="ignore"):
         cs = np.maximum(c, 1)
@@ -96,7 +97,29 @@ def finish_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std)
         n[:] = c
         mean[:] = np.where(c > 0, np.where(ok, shift + s1 / cs, np.nan), 0.0)
         std[:] = np.where(c > 0, np.where(ok, np.sqrt(np.maximum(v, 0.0) / cs), np.nan), 0.0)
-    return totals(n, mean, std, mn, mx)
+    tn, tmean, tstd, lo, hi, tsum = 0, 0.0, 0.0, math.inf, -math.inf, 0.0
+    for b in range(0, len(n), SLICE_BLOCK):
+        part = (a[b : b + SLICE_BLOCK] for a in (n, mean, std, mn, mx))
+        bn, bmean, bstd, blo, bhi, bsum = totals(*part)
+        if tn == 0:  # as the kernels' ``_chan``: nothing yet, the block's own
+            tn, tmean, tstd = bn, bmean, bstd
+        else:
+            tn, tmean, tstd = (v.item() for v in combine(tn, tmean, tstd, bn, bmean, bstd))
+        lo, hi, tsum = min(lo, blo), max(hi, bhi), tsum + bsum
+    return tn, tmean, tstd, lo, hi, tsum, len(rescue_rows(n, mean, mn, mx))
+
+
+def finish_whole_slices(
+    length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std,
+    z, eps, z_threshold, thresholds, where, flags,
+):  # fmt: skip
+    """``kernels.finish_whole_slices``: ``finish_slices``, then ``slice_columns``'s largest
+    |z| in ``z`` and ``slice_flags``'s flagged slices; also how many were flagged and how
+    many hold no finite value."""
+    out = finish_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std)
+    z[:] = np.where(n > 0, max_abs_z(mean, std, mn, mx), 0.0)
+    k = slice_flags(n, mean, std, z, cnan, cpos, cneg, eps, z_threshold, thresholds, where, flags)
+    return (*out, k, int((n == 0).sum()))
 
 
 def rescue_rows(n, mean, mn, mx) -> np.ndarray:
@@ -214,6 +237,7 @@ TWINS = {
     "scan_cols_pitched": scan_cols_pitched,
     "quick_check": quick_check,
     "finish_slices": finish_slices,
+    "finish_whole_slices": finish_whole_slices,
     "rescue_rows": rescue_rows,
     "fold_slices": fold_slices,
     "slice_columns": slice_columns,
