@@ -200,6 +200,8 @@ def test_per_slice_finishing_keeps_to_the_scans_workers():
             sys.setprofile(None)
         # the columns (build.py), then the flags; none when the scan finished the slices
         assert where == (["<lambda>", "flag"] if rescue else [])
-        assert [f.where for f in r.findings][0] == (5,)
+        found = [f.where for f in r.findings]
+        assert found[0] == (5,) and set(found) == ({(5,), (7,)} if rescue else {(5,)})
+        assert found == [(5,)] or rescue  # the huge slice adds its own findings
         if rescue:  # its mean, which the plain sum overflows
             assert r.slices.mean[7] == pytest.approx((x[7] / 4).mean() * 4, rel=1e-12)
