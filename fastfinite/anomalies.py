@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from ._format import fmt_index
@@ -33,6 +35,7 @@ def rounding_eps(dtype: np.dtype) -> float:
     return float(np.finfo(component_dtype(dtype)).eps)
 
 
+@lru_cache(maxsize=64)  # asked for by every region of a scan
 def flag_limits(
     dtype: np.dtype, cast: tuple[str, ...], z_threshold: float
 ) -> tuple[float, float, np.ndarray]:
@@ -42,8 +45,10 @@ def flag_limits(
     return rounding_eps(dtype), float(z_threshold), thresholds
 
 
+@lru_cache(maxsize=64)
 def _thresholds(dtypes: tuple[str, ...]) -> np.ndarray:
-    """The overflow threshold of each dtype, in float64 (the kernels' argument)."""
+    """The overflow threshold of each dtype, in float64 (the kernels' argument: shared
+    by the calls, never written)."""
     return np.array([TARGETS[t].overflow_threshold for t in dtypes], np.float64)
 
 
