@@ -45,6 +45,7 @@ COL_TILE = 12288  # columns per tile of scan_cols: its accumulators (40 bytes ea
 GROUP_VALUES = 4096  # scan_cols checks whole short rows in groups of about this many values
 WIDE_TILE = 512  # scan_cols adds rows eight at a time in tiles at least this wide, else four
 CHUNK_VALUES = 1 << 16  # values a wide tile of scan_cols adds before it checks them
+CHUNK_ROWS = 512  # and rows at least: each chunk also saves and checks the tile's sums
 FOLD_VALUES = 4096  # scan_cols takes shorter rows side by side as one row at least this long
 FLAG_BLOCK = SLICE_BLOCK  # slices slice_flags takes in vectors before it looks for flagged ones
 
@@ -1100,7 +1101,7 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
     region of an array whose slice axis is innermost in memory is (``blocks.Block``).
     Positions are flat indices of the ``(rows, cols)`` block, as ``scan_cols``'s.
 
-    Wide tiles add ``CHUNK_VALUES`` at a time before checking them (``_added_clean``): the
+    Wide tiles add ``wide_chunk`` rows at a time before checking them (``_added_clean``): the
     rows are then read once, not checked and read again. A chunk that was not clean is
     taken again from the accumulators saved before it, each row checked first; after such
     a chunk, the next ones are checked first too, twice as many after each (data with a NaN
@@ -1179,7 +1180,7 @@ def _scan_tiles(xf, xi, rows, cols, pitch, base, thr, counts, cstats, ccounts, l
         # them for short rows)
         step = 8 if w >= WIDE_TILE else 4
         group = step * max(1, GROUP_VALUES // (step * w)) if w == cols else step
-        chunk = step * max(4, CHUNK_VALUES // (step * w)) if step == 8 else rows
+        chunk = wide_chunk(w) if step == 8 else rows
         r = 0
         while r < rows:
             n = min(chunk, (rows - r) // step * step)
@@ -1210,6 +1211,14 @@ def _scan_tiles(xf, xi, rows, cols, pitch, base, thr, counts, cstats, ccounts, l
         s2[c0:c1] = s2t
         mn[c0:c1] = mnt
         mx[c0:c1] = mxt
+
+
+@njit(nogil=True, cache=True)
+def wide_chunk(w):
+    """Rows a wide tile of ``w`` columns adds before it checks them (``_scan_tiles``): a
+    multiple of eight, ``CHUNK_VALUES`` values and at least ``CHUNK_ROWS`` rows (saving and
+    checking the tile's sums costs about as much as adding a row to them, per row saved)."""
+    return 8 * max(CHUNK_ROWS // 8, CHUNK_VALUES // (8 * w))
 
 
 @njit(nogil=True, cache=True)

@@ -329,7 +329,7 @@ def test_wide_tiles_add_chunks_before_checking_them(dtype, planted):
     taken again row by row; in every chunk (``None``: a NaN in each, so the checks back
     off); the rows of two tiles. The kernel against its twin."""
     cols = kernels.WIDE_TILE + 88
-    chunk = 8 * max(4, kernels.CHUNK_VALUES // (8 * cols))
+    chunk = kernels.wide_chunk(cols)
     rows = 4 * chunk + 5
     rng = np.random.default_rng(11)
     with np.errstate(over="ignore"):
