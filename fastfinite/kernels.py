@@ -42,6 +42,7 @@ SUB_BLOCK_BYTES = 65536
 PIECE_BYTES = 2048  # a dirty sub-block is taken again in pieces of this size
 RUN = 256  # values ``_under_positions`` checks at once for an underflow
 COL_TILE = 12288  # columns per tile of scan_cols: its accumulators (40 bytes each) stay in L2
+assert COL_TILE % SLICE_BLOCK == 0  # scan_cols_finished's blocks are finish_whole_slices's
 GROUP_VALUES = 4096  # scan_cols checks whole short rows in groups of about this many values
 WIDE_TILE = 512  # scan_cols adds rows eight at a time in tiles at least this wide, else four
 CHUNK_VALUES = 1 << 16  # values a wide tile of scan_cols adds before it checks them
@@ -1110,18 +1111,14 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
     shorter than ``FOLD_VALUES`` are taken side by side, several as one wide row, and
     folded into their columns after (``scan_cols``'s blocks of short rows)."""
     k = cstats[0]
-    k[:] = 0.0
-    for j in range(cols):
-        for r in range(rows):
-            v = xf[r * pitch + j]
-            if (v - v) == 0:
-                k[j] = v
-                break
-    fold = FOLD_VALUES // cols + 1 if pitch == cols and cols < FOLD_VALUES else 1
-    folded = rows // fold if fold > 1 else 0
-    if folded < 8:
-        _scan_tiles(xf, xi, rows, cols, pitch, 0, thr, counts, cstats, ccounts, locs, vals, nlocs)
+    _col_shifts(xf, rows, cols, pitch, k)
+    fold = _fold(rows, cols, pitch)
+    if fold == 1:
+        _scan_tiles(
+            xf, xi, rows, cols, pitch, 0, thr, counts, cstats, ccounts, locs, vals, nlocs, None
+        )  # fmt: skip
         return
+    folded = rows // fold
     # short rows side by side in memory: ``fold`` of them are one row of a wide tile (the
     # same column's shift in each of its places), folded into the columns afterwards
     width = fold * cols
@@ -1129,11 +1126,13 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
     wcounts = np.zeros((3, width), np.int64)
     for q in range(fold):
         wstats[0, q * cols : (q + 1) * cols] = k
-    _scan_tiles(xf, xi, folded, width, width, 0, thr, counts, wstats, wcounts, locs, vals, nlocs)
+    _scan_tiles(
+        xf, xi, folded, width, width, 0, thr, counts, wstats, wcounts, locs, vals, nlocs, None
+    )  # fmt: skip
     start = folded * fold * cols  # the rows left over, after the folded ones
     _scan_tiles(
         xf[start:], xi[start:], rows - folded * fold, cols, cols, start, thr, counts, cstats,
-        ccounts, locs, vals, nlocs,
+        ccounts, locs, vals, nlocs, None,
     )  # fmt: skip
     for q in range(fold):
         at = q * cols
@@ -1147,9 +1146,71 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
 
 
 @njit(nogil=True, cache=True)
-def _scan_tiles(xf, xi, rows, cols, pitch, base, thr, counts, cstats, ccounts, locs, vals, nlocs):
+def _col_shifts(xf, rows, cols, pitch, k):
+    """Each column's shift ``k``: its first finite value (0 when it has none)."""
+    k[:] = 0.0
+    for j in range(cols):
+        for r in range(rows):
+            v = xf[r * pitch + j]
+            if (v - v) == 0:
+                k[j] = v
+                break
+
+
+@njit(nogil=True, cache=True)
+def _fold(rows, cols, pitch):
+    """How many short contiguous rows ``scan_cols_pitched`` takes side by side as one (1:
+    none; at least eight such wide rows, else the rows are taken as they are)."""
+    fold = FOLD_VALUES // cols + 1 if pitch == cols and cols < FOLD_VALUES else 1
+    return fold if fold > 1 and rows // fold >= 8 else 1
+
+
+@njit(nogil=True, cache=True)
+def scan_cols_finished(
+    x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs,
+    n, mean, std, eps, z_threshold, thresholds, where, flags,
+):  # fmt: skip
+    """``scan_cols_pitched_finished`` of a C-contiguous 2-D block (``scan_cols``'s)."""
+    rows, cols = x.shape
+    return scan_cols_pitched_finished(
+        x.reshape(x.size), xi.reshape(xi.size), rows, cols, cols, thr, counts, cstats, ccounts,
+        locs, vals, nlocs, n, mean, std, eps, z_threshold, thresholds, where, flags,
+    )  # fmt: skip
+
+
+@njit(nogil=True, cache=True)
+def scan_cols_pitched_finished(
+    xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, locs, vals, nlocs,
+    n, mean, std, eps, z_threshold, thresholds, where, flags,
+):  # fmt: skip
+    """``scan_cols_pitched`` on columns that are whole slices (nothing else will be merged
+    into them), then ``finish_whole_slices`` on its outputs: each tile of columns finished
+    right after it is read, ``SLICE_BLOCK`` columns at a time (``COL_TILE`` is a multiple of
+    it: the blocks of ``finish_whole_slices``, the same bits), its sums in cache and never
+    written out (of ``cstats`` the shifts, which become the largest |z|, and the extrema
+    are written). Returns ``finish_whole_slices``'s results."""
+    k = cstats[0]
+    if _fold(rows, cols, pitch) > 1:  # short rows, folded into their columns after the scan
+        local = np.empty((5, cols))
+        scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, local, ccounts, locs, vals, nlocs)
+        cstats[3, :] = local[3]
+        cstats[4, :] = local[4]
+        return _finish(
+            rows, local[0], local[1], local[2], cstats[3], cstats[4], ccounts[0], ccounts[1],
+            ccounts[2], n, mean, std, True, k, eps, z_threshold, thresholds, where, flags,
+        )  # fmt: skip
+    _col_shifts(xf, rows, cols, pitch, k)
+    fin = (n, mean, std, eps, z_threshold, thresholds, where, flags)
+    acc = _scan_tiles(xf, xi, rows, cols, pitch, 0, thr, counts, cstats, ccounts, locs, vals, nlocs, fin)  # fmt: skip
+    return acc[:9]
+
+
+@njit(nogil=True, cache=True)
+def _scan_tiles(xf, xi, rows, cols, pitch, base, thr, counts, cstats, ccounts, locs, vals, nlocs, fin):  # fmt: skip
     """The body of ``scan_cols_pitched``, tile by tile, with the shifts ``cstats[0]`` given;
-    positions are ``base`` plus the flat index in the ``(rows, cols)`` block."""
+    positions are ``base`` plus the flat index in the ``(rows, cols)`` block. With ``fin``
+    (``scan_cols_finished``'s finishing arguments, else None) each tile is finished instead
+    of its sums written out; returns the totals ``_finish_block`` carries."""
     k, s1, s2, mn, mx = cstats[0], cstats[1], cstats[2], cstats[3], cstats[4]
     work = _work(xf, xi, thr)
     over, under = _limits(thr)
@@ -1160,6 +1221,7 @@ def _scan_tiles(xf, xi, rows, cols, pitch, base, thr, counts, cstats, ccounts, l
     # work; exact: a float32 converts to float64 without rounding)
     scratch = np.empty((5, min(COL_TILE, cols)))
     ext = np.empty((6, min(COL_TILE, cols)), xf.dtype)
+    acc = _finish_start()
     fails = 0
     skip = 0
     for c0 in range(0, cols, COL_TILE):
@@ -1207,10 +1269,22 @@ def _scan_tiles(xf, xi, rows, cols, pitch, base, thr, counts, cstats, ccounts, l
             )  # fmt: skip
             tainted = step == 8 and not _added_clean(s1t, s2t, mnt, mxt, mzt, over, under, tiny)
             r = stop
-        s1[c0:c1] = s1t
-        s2[c0:c1] = s2t
         mn[c0:c1] = mnt
         mx[c0:c1] = mxt
+        if fin is None:
+            s1[c0:c1] = s1t
+            s2[c0:c1] = s2t
+            continue
+        cnt, mean, std, eps, z_threshold, thresholds, where, flags = fin
+        for b0 in range(c0, c1, SLICE_BLOCK):  # the shifts are copies: z over their row
+            b1 = min(b0 + SLICE_BLOCK, c1)
+            b, t = slice(b0, b1), slice(b0 - c0, b1 - c0)
+            acc = _finish_block(
+                rows, kt[t], s1t[t], s2t[t], mn[b], mx[b], ccounts[0, b], ccounts[1, b],
+                ccounts[2, b], cnt[b], mean[b], std[b], b0, True, k[b], eps, z_threshold,
+                thresholds, where, flags, acc,
+            )  # fmt: skip
+    return acc
 
 
 @njit(nogil=True, cache=True)

@@ -111,6 +111,9 @@ def summarize(
         limits = flag_limits(spec.dtype, spec.cast, spec.z_threshold)
         if rows_are_slices:  # each block of rows finished right after it is read
             kernel = kernels.scan_rows_finished
+        else:  # each tile of columns
+            pitched = block.pitched is not None
+            kernel = kernels.scan_cols_pitched_finished if pitched else kernels.scan_cols_finished
     return _scan(
         block, 0, block.size, shape, kernel, spec, rows_are_slices, ordered, lent=lent,
         limits=limits,
@@ -146,8 +149,9 @@ def _scan(
     other kernels get the widened values; a block read in place (``Block.pitched``), its
     rows, their spacing and memory (``scan_cols_pitched``). ``lent``: the slices' columns in
     a canvas, which the kernel writes into; ``limits``: its slices hold all their values
-    here, and are finished for the report: by the kernel itself when its rows are the
-    slices (``scan_rows_finished``), else after it (``SliceStats.from_partials``)."""
+    here, and are finished for the report by the kernel itself, block by block
+    (``scan_rows_finished``, ``scan_cols_finished``: they take the per-slice columns and
+    the ``limits``, and return the totals and flags)."""
     cap, start = spec.max_locations, block.start
     if block.pitched is not None:  # the whole block, in place
         rows, cols, pitch, xf, xi = block.pitched
@@ -172,15 +176,14 @@ def _scan(
     locs = np.empty((kinds.N_KINDS, keep), np.int64)
     vals = np.empty((kinds.N_KINDS, keep), np.float64)
     nlocs = np.zeros(kinds.N_KINDS, np.int64)
-    fused = limits is not None and rows_are_slices
-    if fused:
+    if limits is not None:
         where, flags = np.empty(nsl, np.int64), np.empty(nsl, np.int64)
         ends = (lent.n, lent.mean, lent.std, *limits, where, flags)
     if size:
         out = (sstats, scounts) if moments else ()
-        if fused:  # its columns one by one (contiguous), the counts also as rows
+        if limits is not None and rows_are_slices:  # the columns one by one (contiguous)
             out = (sstats[0], sstats[3], sstats[4], scounts, *scounts)
-        done = run(thr, counts, *out, locs, vals, nlocs, *(ends if fused else ()))
+        done = run(thr, counts, *out, locs, vals, nlocs, *(ends if limits is not None else ()))
     s = Summary(counts=counts, elements=size // block.ncomp)
     for k in np.flatnonzero(counts):  # the first positions of each kind, in C order
         pos, val = lo + locs[k, : nlocs[k]], vals[k, : nlocs[k]]
@@ -207,11 +210,11 @@ def _scan(
         glob = [c + start[a] for c, a in zip(local, by)]
         idx = np.ravel_multi_index(glob, spec.by_shape).astype(np.int64)
     length = a2_shape[1] if rows_are_slices else a2_shape[0]
-    if fused:
+    if limits is not None:
         *totals, rescue, k, empty = done
         part = lent.keep_finished(where[:k], flags[:k], empty)
     else:
-        part, totals, rescue = SliceStats.from_partials(idx, length, sstats, scounts, lent, limits)
+        part, totals, rescue = SliceStats.from_partials(idx, length, sstats, scounts, lent)
     if rescue:
         x2 = lambda: block.x[lo : lo + size].reshape(a2_shape)  # noqa: E731
         totals = rescued(part, x2, rows_are_slices) or totals

@@ -78,7 +78,7 @@ class SliceStats:
 
     # where the columns sit in a ``SliceCanvas``: (its buffer, first column), else None
     home: tuple[np.ndarray, int] | None = field(default=None, repr=False, compare=False)
-    # slices finished in their canvas (``from_partials(..., limits=)``): the flagged ones'
+    # slices finished in their canvas by their kernel (``summarize``): the flagged ones'
     # indices and bits, and how many hold no finite value; their largest |z| is ``spare``
     finished: tuple[np.ndarray, np.ndarray, int] | None = field(
         default=None, repr=False, compare=False
@@ -151,25 +151,14 @@ class SliceStats:
         return self
 
     @classmethod
-    def from_partials(
-        cls, idx, length, stats, counts, into=None, limits=None
-    ) -> tuple[SliceStats, tuple, int]:
+    def from_partials(cls, idx, length, stats, counts, into=None) -> tuple[SliceStats, tuple, int]:
         """From kernel outputs: per slice ``[shift, s1, s2, min, max]`` (``stats``, 5 rows)
         and NaN/+inf/-inf counts (``counts``, 3 rows), ``length`` values per slice, ``idx``
         sorted. Returns the slices, their totals ``(n, mean, std, min, max, sum)`` and how
         many of them ``rescued`` takes again. ``into``: the slices whose ``kernel_outputs``
         these are, finished in place (each slice's sums are read before its moments are
-        written). ``limits`` (``anomalies.flag_limits``), for slices ``into`` a canvas whose
-        values all lie in this part: their report's largest |z| is written over their shifts
-        (the canvas's ``spare`` row) and their flags kept (``finished``), in the same pass."""
+        written)."""
         m = len(idx)
-        if limits is not None:
-            from .kernels import finish_whole_slices
-
-            where, flags = np.empty(m, np.int64), np.empty(m, np.int64)
-            out = into.n, into.mean, into.std, stats[0], *limits, where, flags
-            *totals, rescue, k, empty = finish_whole_slices(length, *stats, *counts, *out)
-            return into.keep_finished(where[:k], flags[:k], empty), tuple(totals), rescue
         finish_slices = _per_slice("finish_slices", m)
         if into is not None:
             *totals, rescue = finish_slices(length, *stats, *counts, into.n, into.mean, into.std)

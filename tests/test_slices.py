@@ -379,6 +379,26 @@ def test_cli_by_localize(tmp_path):
     assert [(f["kind"], f["where"]) for f in d["findings"]] == [("nonfinite", [1])]
 
 
+@pytest.mark.parametrize("shape", [(850, 40), (20, 12288 + 700)])
+def test_columns_finished_in_their_region_equal_the_merged_ones(shape):
+    """by=-1 on C data held in one region: the column kernel finishes its slices tile by
+    tile (short rows folded side by side first; a tile of ``COL_TILE`` columns and one
+    after), the Dask engine after the merge: the same report, bit for bit."""
+    from fastfinite.kernels import COL_TILE
+
+    assert shape[1] < 4096 or shape[1] > COL_TILE
+    x = _data(shape, seed=5, dtype="f4")
+    x[:, 3] = 2.5  # zero variance
+    x[:, -1] = np.nan  # no finite value
+    x[0, 7] = 7e4  # its sum overflows float16
+    local = fastfinite.scan(x, by=-1, cast=("float16",))
+    merged = fastfinite.scan(x, by=-1, cast=("float16",), scheduler="threads")
+    assert local.to_dict() == merged.to_dict()
+    _check(local, x, (-1,))
+    kinds = {(f.kind, f.where) for f in local.findings}
+    assert {("zero_variance", (3,)), ("sum_overflow:float16", (7,))} <= kinds
+
+
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_slices_finished_in_their_regions_equal_the_merged_ones(order):
     """Regions holding whole slices finish them in the scan (moments, largest |z|, flags,

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastfinite import kernels
+from fastfinite.anomalies import flag_limits
 from fastfinite.casts import TARGETS, source_thresholds
 from fastfinite.kinds import N_KINDS
 from fastfinite.scaled import limits_of
@@ -464,3 +465,43 @@ def test_slices_are_finished_block_by_block(kernel):
         assert {0, block - 1, block, 2 * block, m - 1} <= set(flagged)
         for a, b in zip(ka[-2:], ta[-2:]):
             np.testing.assert_array_equal(a[:k], b[:k])
+
+
+@settings(max_examples=60)
+@given(args=scan_cols_args(), pad=st.sampled_from([0, 13]), z_threshold=st.sampled_from([1.5, 10.0]))  # fmt: skip
+def test_columns_finished_tile_by_tile_equal_the_scan_then_its_finishing(args, pad, z_threshold):
+    """``scan_cols_finished`` finishes each tile of columns while its sums are in cache
+    (they are never written out); ``scan_cols`` then ``finish_whole_slices`` finish them
+    after: the same bits for counts, positions, moments, totals, largest |z| and flags,
+    in one tile and several, on short rows folded side by side, read in place (``pad``:
+    rows spaced wider than they are) or not."""
+    x, xi, thr = args[:3]
+    rows, cols = x.shape
+    if pad:
+        wide = np.zeros((rows, cols + pad), x.dtype)
+        wide[:, :cols] = x
+        lead = (wide.reshape(-1), wide.view(xi.dtype).reshape(-1), rows, cols, cols + pad)
+        scan, fused = kernels.scan_cols_pitched, kernels.scan_cols_pitched_finished
+    else:
+        lead, scan, fused = (x, xi), kernels.scan_cols, kernels.scan_cols_finished
+    limits = flag_limits(x.dtype, ("float16",), z_threshold)
+
+    def finishing():
+        return [np.empty(cols, np.int64), np.empty(cols), np.empty(cols), *limits,
+                np.empty(cols, np.int64), np.empty(cols, np.int64)]  # fmt: skip
+
+    two, one = copy.deepcopy(args), copy.deepcopy(args)
+    f2, f1 = finishing(), finishing()
+    scan(*lead, *two[2:])
+    want = kernels.finish_whole_slices(rows, *two[4], *two[5], *f2[:3], two[4][0], *f2[3:])
+    got = fused(*lead, *one[2:], *f1)
+    np.testing.assert_array_equal(np.array(got, float), np.array(want, float))
+    for a, b in zip(one[3:], two[3:]):  # counts, stats (z, extrema), column counts, positions
+        if a.ndim == 2 and a.shape[0] == 5:
+            a, b = a[[0, 3, 4]], b[[0, 3, 4]]  # the sums are not written out
+        np.testing.assert_array_equal(a, b)
+    k = want[7]
+    for a, b in zip(f1[:3], f2[:3]):  # count, mean, std
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(f1[-2:], f2[-2:]):  # the flagged slices and their bits
+        np.testing.assert_array_equal(a[:k], b[:k])
