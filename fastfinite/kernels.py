@@ -1147,14 +1147,26 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
 
 @njit(nogil=True, cache=True)
 def _col_shifts(xf, rows, cols, pitch, k):
-    """Each column's shift ``k``: its first finite value (0 when it has none)."""
-    k[:] = 0.0
+    """Each column's shift ``k``: its first finite value (0 when it has none). The first
+    row in vectors; the rows after it only for columns where it is not finite."""
+    if rows == 0:
+        k[:] = 0.0
+        return
+    missing = 0
     for j in range(cols):
-        for r in range(rows):
-            v = xf[r * pitch + j]
-            if (v - v) == 0:
-                k[j] = v
-                break
+        v = xf[j]
+        finite = (v - v) == 0
+        k[j] = v if finite else 0.0
+        missing += np.int64(not finite)
+    if missing == 0:
+        return
+    for j in range(cols):
+        if not (xf[j] - xf[j]) == 0:
+            for r in range(1, rows):
+                v = xf[r * pitch + j]
+                if (v - v) == 0:
+                    k[j] = v
+                    break
 
 
 @njit(nogil=True, cache=True)
