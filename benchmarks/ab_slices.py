@@ -1,0 +1,47 @@
+"""One cell of the per-slice table, alone: the plain scan and ``by`` scans of one array,
+alternated in one process, best of ``--repeat``, as multiples of the plain scan.
+
+``bench_memory.py --slices`` runs every cell between NumPy's and bottleneck's passes; this
+runs one cell with nothing in between, for A/B runs of two checkouts (``PYTHONPATH=...``)::
+
+    python benchmarks/ab_slices.py 1e6,100 float32 C 0 -1
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import fastfinite
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("shape", help="comma-separated, e.g. 1e6,100")
+    p.add_argument("dtype", choices=["float32", "float64"])
+    p.add_argument("order", choices=["C", "F"])
+    p.add_argument("by", nargs="+", type=int, help="axes, one scan each")
+    p.add_argument("--repeat", type=int, default=7)
+    args = p.parse_args()
+    shape = tuple(int(float(v)) for v in args.shape.split(","))
+    x = np.random.default_rng(0).standard_normal(shape).astype(args.dtype)
+    x = np.asarray(x, order=args.order)
+    scans = {"plain": lambda: fastfinite.scan(x)}
+    scans.update({f"by={b}": (lambda b=b: fastfinite.scan(x, by=b)) for b in args.by})
+    for run in scans.values():  # compiled and warm
+        run()
+    best = dict.fromkeys(scans, float("inf"))
+    for _ in range(args.repeat):
+        for name, run in scans.items():
+            t = time.perf_counter()
+            run()
+            best[name] = min(best[name], time.perf_counter() - t)
+    plain = best.pop("plain")
+    ratios = " ".join(f"{name}: {t / plain:.2f}x" for name, t in best.items())
+    print(f"{shape} {args.dtype} {args.order}: plain {plain * 1e3:.1f} ms; {ratios}")
+
+
+if __name__ == "__main__":
+    main()
