@@ -10,9 +10,9 @@ runs one cell with nothing in between, for A/B runs of two checkouts (``PYTHONPA
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
+from _common import best_times
 
 import fastfinite
 
@@ -30,14 +30,7 @@ def main() -> None:
     x = np.asarray(x, order=args.order)
     scans = {"plain": lambda: fastfinite.scan(x)}
     scans.update({f"by={b}": (lambda b=b: fastfinite.scan(x, by=b)) for b in args.by})
-    for run in scans.values():  # compiled and warm
-        run()
-    best = dict.fromkeys(scans, float("inf"))
-    for _ in range(args.repeat):
-        for name, run in scans.items():
-            t = time.perf_counter()
-            run()
-            best[name] = min(best[name], time.perf_counter() - t)
+    best = best_times(scans, args.repeat)
     plain = best.pop("plain")
     ratios = " ".join(f"{name}: {t / plain:.2f}x" for name, t in best.items())
     print(f"{shape} {args.dtype} {args.order}: plain {plain * 1e3:.1f} ms; {ratios}")
