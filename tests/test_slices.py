@@ -384,9 +384,9 @@ def test_columns_finished_in_their_region_equal_the_merged_ones(shape):
     """by=-1 on C data held in one region: the column kernel finishes its slices tile by
     tile (short rows folded side by side first; a tile of ``COL_TILE`` columns and one
     after), the Dask engine after the merge: the same report, bit for bit."""
-    from fastfinite.kernels import COL_TILE
+    from fastfinite.kernels import COL_TILE, FOLD_VALUES
 
-    assert shape[1] < 4096 or shape[1] > COL_TILE
+    assert shape[1] < FOLD_VALUES or shape[1] > COL_TILE
     x = _data(shape, seed=5, dtype="f4")
     x[:, 3] = 2.5  # zero variance
     x[:, -1] = np.nan  # no finite value
