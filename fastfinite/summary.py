@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import mmap
 import threading
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -107,13 +108,12 @@ class SliceStats:
 
     def kernel_outputs(self) -> tuple[np.ndarray, np.ndarray]:
         """For slices lent by a canvas: the kernels' per-slice outputs ``(stats, counts)``
-        (``scan_rows``) as views of the canvas, the counts zeroed: ``from_partials(...,
-        into=self)`` finishes them into these columns."""
+        (``scan_rows``) as views of the canvas, the counts zero (a canvas starts zeroed and
+        lends each slice once): ``from_partials(..., into=self)`` finishes them into these
+        columns."""
         buf, first = self.home
         stop = first + len(self.idx)
-        counts = buf[4:7, first:stop]
-        counts.fill(0)
-        return buf[_SHIFTS : _SHIFTS + 5, first:stop].view(np.float64), counts
+        return buf[_SHIFTS : _SHIFTS + 5, first:stop].view(np.float64), buf[4:7, first:stop]
 
     def spare(self) -> np.ndarray | None:
         """A float64 column per slice that nothing reads any more, for a report's column:
@@ -175,6 +175,25 @@ CANVAS_ROWS = (0, 1, 2, 3, 10, 11, 4, 5, 6)
 _SHIFTS = 7  # the canvas row of the kernels' shifts, then their two sums
 
 
+def zeroed(shape: tuple[int, ...]) -> np.ndarray:
+    """An int64 array of zeros whose pages are not touched until written: the kernels add
+    a slice's counts of NaN and infinities only where it holds some, so for clean data
+    those rows of a canvas never cost a page. Large ones come from an anonymous private
+    mapping asked for huge pages (``np.zeros`` would give small ones: a fault per 4 KiB of
+    the rows that are written)."""
+    nbytes = math.prod(shape) * 8
+    private = getattr(mmap, "MAP_PRIVATE", None)
+    if nbytes < HUGE_FROM or private is None:  # small, or no POSIX mmap (Windows)
+        return np.zeros(shape, np.int64)
+    m = mmap.mmap(-1, nbytes, flags=private | mmap.MAP_ANONYMOUS)
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        m.madvise(mmap.MADV_HUGEPAGE)
+    return np.frombuffer(m, np.int64).reshape(shape)  # the array keeps the mapping
+
+
+HUGE_FROM = 1 << 22  # bytes from which NumPy, too, asks for huge pages
+
+
 class SliceCanvas:
     """Dense per-slice columns of one array's scan by one axis, lent to its regions in
     runs: a region's kernel writes its slices' statistics straight into their place, and
@@ -202,7 +221,7 @@ class SliceCanvas:
                 return None
             self._lent.insert(i, (first, stop))
             if self._buf is None:
-                self._buf = np.empty((12, self.size), np.int64)
+                self._buf = zeroed((12, self.size))
             buf = self._buf
         out = SliceStats.within(buf, first, stop)
         out.idx[:] = np.arange(first, stop)

@@ -170,6 +170,29 @@ def test_canvas_lends_each_slice_once_and_joins_side_by_side_runs_without_a_copy
             )
 
 
+@pytest.mark.parametrize("size", [1000, 100_000, 1 << 20])
+def test_canvas_lends_zero_counts_even_after_the_heap_held_other_values(size):
+    """The kernels only add to a slice's counts where it holds NaN or infinities: a loan
+    must start at zero, whatever memory the process freed before (``np.empty`` would hand
+    it back dirty)."""
+    from fastfinite.summary import SliceCanvas
+
+    dirty = np.full((12, size), -1, np.int64)
+    del dirty
+    canvas = SliceCanvas(size)
+    run = canvas.lend(0, size)
+    stats, counts = run.kernel_outputs()
+    assert counts.shape == (3, size) and not counts.any()
+    counts[:, ::7] += 1  # writable, and only where written
+    assert counts.sum() == 3 * len(range(0, size, 7))
+    np.testing.assert_array_equal(run.idx, np.arange(size))
+    x = np.zeros((size, 3), np.float32)  # a scan's counts through such a canvas
+    x[size // 2, 1], x[-1, 0] = np.nan, -np.inf
+    sl = fastfinite.scan(x, by=0).slices
+    assert sl.nan.sum() == 1 and sl.nan[size // 2] == 1 and sl.neginf[-1] == 1
+    assert sl.posinf.sum() == 0 and sl.neginf.sum() == 1
+
+
 def test_report_columns_spend_the_summary_only_when_told():
     """The local engine's report writes its columns over the merged slice statistics it
     owns (``consume``); without it (dask's summaries live in the graph) they stay intact,
