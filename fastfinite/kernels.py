@@ -47,6 +47,7 @@ GROUP_VALUES = 4096  # scan_cols checks whole short rows in groups of about this
 WIDE_TILE = 512  # scan_cols adds rows eight at a time in tiles at least this wide, else four
 CHUNK_VALUES = 1 << 16  # values a wide tile of scan_cols adds before it checks them
 CHUNK_ROWS = 512  # and rows at least: each chunk also saves and checks the tile's sums
+NARROW_SPAN = 8  # a chunk's columns taken again under 1/8 of its tile: not a failure
 FOLD_VALUES = 4096  # scan_cols takes shorter rows side by side as one row at least this long
 FLAG_BLOCK = SLICE_BLOCK  # slices slice_flags takes in vectors before it looks for flagged ones
 
@@ -1060,9 +1061,11 @@ def _span_plain(xi, big, inf_bits, lo, hi, tiny_bits, tiny):
     return _clean(smn, smx, inf_bits) and not _risky(smn, smx, smz, lo, hi, tiny_bits)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, fastmath={"contract"})
 def _col_update_finite(row, k, s1, s2, mn, mx, cnan, cpos, cneg):
-    """``_col_update`` for a row holding NaN or inf: those are counted per column instead."""
+    """``_col_update`` for a row holding NaN or inf: those are counted per column instead.
+    Its finite values are added by ``_col_update``'s operations (the square fused into the
+    sum): a column's sums do not depend on what the other columns of its rows hold."""
     for j in range(row.shape[0]):
         v = row[j]
         if (v - v) == 0:
@@ -1260,7 +1263,7 @@ def _scan_tiles(xf, xi, rows, cols, pitch, base, thr, counts, cstats, ccounts, l
             n = min(chunk, (rows - r) // step * step)
             stop = r + n if n > 0 else rows
             if step == 8 and n > 0 and skip == 0 and not tainted:
-                _keep_tile(scratch, ext, w, False)
+                _keep_tile(scratch, ext, 0, w, False)
                 for q in range(r, stop, 8):
                     if tiny:
                         _col_update8_tiny(xf, q * pitch + c0, pitch, kt, s1t, s2t, mnt, mxt, mzt)
@@ -1270,9 +1273,21 @@ def _scan_tiles(xf, xi, rows, cols, pitch, base, thr, counts, cstats, ccounts, l
                     fails = max(fails - 1, 0)
                     r = stop
                     continue
-                _keep_tile(scratch, ext, w, True)
-                fails += 1
-                skip = (1 << min(fails, 20)) - 1
+                # only the columns from the first to the last one not clean are taken
+                # again, checked: the others hold nothing to report, and keep their sums
+                a, b = _dirty_span(s1t, s2t, mnt, mxt, mzt, over, under, tiny)
+                _keep_tile(scratch, ext, a, b, True)
+                if (b - a) * NARROW_SPAN > w:  # a wide one costs a second pass: back off
+                    fails += 1
+                    skip = (1 << min(fails, 20)) - 1
+                _rows_checked(
+                    xf, xi, pitch, cols, base, r, stop, c0 + a, step, group, kt[a:b],
+                    s1t[a:b], s2t[a:b], mnt[a:b], mxt[a:b], cnan[a:b], cpos[a:b], cneg[a:b],
+                    work, thr, counts, locs, vals, nlocs,
+                )  # fmt: skip
+                tainted = not _added_clean(s1t, s2t, mnt, mxt, mzt, over, under, tiny)
+                r = stop
+                continue
             elif step == 8 and n > 0 and not tainted:
                 skip -= 1
             _rows_checked(
@@ -1308,20 +1323,36 @@ def wide_chunk(w):
 
 
 @njit(nogil=True, cache=True)
-def _keep_tile(scratch, ext, w, restore):
-    """Save a tile's sums (``scratch`` rows 1-2), extrema and smallest magnitudes (``ext``
-    rows 0-2) into the rows after them before a chunk is added, or, with ``restore``, take
-    them back when the chunk was not clean (``_scan_tiles``)."""
+def _keep_tile(scratch, ext, a, b, restore):
+    """Save the sums (``scratch`` rows 1-2), extrema and smallest magnitudes (``ext`` rows
+    0-2) of a tile's columns ``a:b`` into the rows after them before a chunk is added, or,
+    with ``restore``, take them back where the chunk was not clean (``_scan_tiles``)."""
     for i in range(2):
         if restore:
-            scratch[1 + i, :w] = scratch[3 + i, :w]
+            scratch[1 + i, a:b] = scratch[3 + i, a:b]
         else:
-            scratch[3 + i, :w] = scratch[1 + i, :w]
+            scratch[3 + i, a:b] = scratch[1 + i, a:b]
     for i in range(3):
         if restore:
-            ext[i, :w] = ext[3 + i, :w]
+            ext[i, a:b] = ext[3 + i, a:b]
         else:
-            ext[3 + i, :w] = ext[i, :w]
+            ext[3 + i, a:b] = ext[i, a:b]
+
+
+@njit(nogil=True, cache=True)
+def _dirty_span(s1, s2, mn, mx, mz, over, under, tiny):
+    """``(first, stop)``: the columns from the first to the last one that ``_added_clean``
+    would not pass (at least one does not)."""
+    a = s1.shape[0]
+    b = 0
+    for j in range(s1.shape[0]):
+        ok = (abs(s1[j]) < np.inf) & (s2[j] < np.inf) & (mn[j] > -over) & (mx[j] < over)
+        if tiny:
+            ok &= mz[j] > under
+        if not ok:
+            a = min(a, j)
+            b = j + 1
+    return a, b
 
 
 @njit(nogil=True, cache=True, fastmath={"contract"})

@@ -356,6 +356,41 @@ def test_wide_tiles_add_chunks_before_checking_them(dtype, planted):
 
 
 @pytest.mark.parametrize("dtype", ["f4", "f8"])
+@pytest.mark.parametrize("planted", [np.nan, np.inf, F16.overflow_threshold, F16.underflow_threshold])  # fmt: skip
+def test_a_clean_columns_sums_do_not_depend_on_its_rows_elsewhere(dtype, planted):
+    """A wide tile takes a dirty chunk again only from its first to its last dirty column
+    (a narrow span in one chunk, nearly the whole tile in another): the columns that hold
+    nothing to report keep, bit for bit, the sums, extrema and counts of the same data
+    without the planted values; the others, and every count and position, are the twin's."""
+    cols = kernels.WIDE_TILE + 88
+    chunk = kernels.wide_chunk(cols)
+    rows = 3 * chunk + 5
+    with np.errstate(over="ignore"):
+        clean = np.random.default_rng(5).uniform(-3, 3, (rows, cols)).astype(dtype)
+        dirty = clean.copy()
+        spots = [(chunk + 3, 100), (chunk + 9, 104), (chunk + 20, 109)]  # a narrow span
+        spots += [(2 * chunk + 1, 2), (2 * chunk + 50, cols - 3)]  # a wide one
+        for r, c in spots:
+            dirty[r, c] = planted
+    thr = ScanSpec(clean.shape, clean.dtype, ("float16",)).thresholds.astype(dtype)
+    outs = []
+    for block in (clean, dirty):
+        xi = block.view(f"i{block.itemsize}")
+        args = [block.reshape(-1), xi.reshape(-1), rows, cols, cols]
+        args += _scan_args(block, xi, thr, 10, cols)[2:]
+        k_args, t_args = copy.deepcopy(args), copy.deepcopy(args)
+        kernels.scan_cols_pitched(*k_args)
+        TWINS["scan_cols_pitched"](*t_args)
+        COMPARE["scan_cols_pitched"](k_args, t_args, None, None)
+        outs.append(k_args)
+    touched = [c for _, c in spots]
+    kept = np.setdiff1d(np.arange(cols), touched)
+    for i in (7, 8):  # cstats, ccounts
+        np.testing.assert_array_equal(outs[0][i][:, kept], outs[1][i][:, kept])
+    assert outs[1][6].sum() >= len(spots)  # each planted value is one to report
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f8"])
 @pytest.mark.parametrize("shape", [(1000, 40), (400, 100), (93, 1000)])
 @pytest.mark.parametrize("planted", [np.nan, -np.inf, F16.overflow_threshold, F16.underflow_threshold, None])  # fmt: skip
 def test_short_rows_side_by_side_fold_into_their_columns(dtype, shape, planted):
