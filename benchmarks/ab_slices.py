@@ -13,6 +13,7 @@ import argparse
 
 import numpy as np
 from _common import best_times
+from bench_memory import make_array
 
 import fastfinite
 
@@ -24,9 +25,16 @@ def main() -> None:
     p.add_argument("order", choices=["C", "F"])
     p.add_argument("by", nargs="+", type=int, help="axes, one scan each")
     p.add_argument("--repeat", type=int, default=7)
+    p.add_argument(
+        "--planted", action="store_true",
+        help="bench_memory's data: NaN, inf, -inf (and float32 overflows) in the last 1%%",
+    )  # fmt: skip
     args = p.parse_args()
     shape = tuple(int(float(v)) for v in args.shape.split(","))
-    x = np.random.default_rng(0).standard_normal(shape).astype(args.dtype)
+    if args.planted:
+        x = make_array(shape[0] * shape[1], args.dtype).reshape(shape)
+    else:
+        x = np.random.default_rng(0).standard_normal(shape).astype(args.dtype)
     x = np.asarray(x, order=args.order)
     scans = {"plain": lambda: fastfinite.scan(x)}
     scans.update({f"by={b}": (lambda b=b: fastfinite.scan(x, by=b)) for b in args.by})
