@@ -1346,10 +1346,7 @@ def _dirty_span(s1, s2, mn, mx, mz, over, under, tiny):
     a = s1.shape[0]
     b = 0
     for j in range(s1.shape[0]):
-        ok = (abs(s1[j]) < np.inf) & (s2[j] < np.inf) & (mn[j] > -over) & (mx[j] < over)
-        if tiny:
-            ok &= mz[j] > under
-        if not ok:
+        if not _column_clean(s1, s2, mn, mx, mz, j, over, under, tiny):
             a = min(a, j)
             b = j + 1
     return a, b
@@ -1391,11 +1388,15 @@ def _added_clean(s1, s2, mn, mx, mz, over, under, tiny):
     ``over`` and, with ``tiny``, no non-zero magnitude ``mz`` lies at or under ``under``."""
     ok = True
     for j in range(s1.shape[0]):
-        ok &= (abs(s1[j]) < np.inf) & (s2[j] < np.inf) & (mn[j] > -over) & (mx[j] < over)
-    if tiny:
-        for j in range(s1.shape[0]):
-            ok &= mz[j] > under
+        ok &= _column_clean(s1, s2, mn, mx, mz, j, over, under, tiny)
     return ok
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _column_clean(s1, s2, mn, mx, mz, j, over, under, tiny):
+    """``_added_clean`` for column ``j`` alone (``_dirty_span`` asks the same)."""
+    ok = (abs(s1[j]) < np.inf) & (s2[j] < np.inf) & (mn[j] > -over) & (mx[j] < over)
+    return ok & ((not tiny) | (mz[j] > under))
 
 
 @njit(nogil=True, cache=True)

@@ -175,6 +175,9 @@ CANVAS_ROWS = (0, 1, 2, 3, 10, 11, 4, 5, 6)
 _SHIFTS = 7  # the canvas row of the kernels' shifts, then their two sums
 
 
+HUGE_FROM = 1 << 22  # bytes from which NumPy, too, asks for huge pages
+
+
 def zeroed(shape: tuple[int, ...]) -> np.ndarray:
     """An int64 array of zeros whose pages are not touched until written: the kernels add
     a slice's counts of NaN and infinities only where it holds some, so for clean data
@@ -189,9 +192,6 @@ def zeroed(shape: tuple[int, ...]) -> np.ndarray:
     if hasattr(mmap, "MADV_HUGEPAGE"):
         m.madvise(mmap.MADV_HUGEPAGE)
     return np.frombuffer(m, np.int64).reshape(shape)  # the array keeps the mapping
-
-
-HUGE_FROM = 1 << 22  # bytes from which NumPy, too, asks for huge pages
 
 
 class SliceCanvas:

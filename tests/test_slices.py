@@ -181,7 +181,7 @@ def test_canvas_lends_zero_counts_even_after_the_heap_held_other_values(size):
     del dirty
     canvas = SliceCanvas(size)
     run = canvas.lend(0, size)
-    stats, counts = run.kernel_outputs()
+    _, counts = run.kernel_outputs()
     assert counts.shape == (3, size) and not counts.any()
     counts[:, ::7] += 1  # writable, and only where written
     assert counts.sum() == 3 * len(range(0, size, 7))
