@@ -42,6 +42,15 @@ def widen_table(dtype: np.dtype) -> np.ndarray:
     return _TABLES[name]
 
 
+def read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a`` (``a`` itself untouched): the kernels see every input as
+    read-only, so Numba compiles each of them once per dtype, not again for writable
+    arrays."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
 def widen(bits: np.ndarray, table: np.ndarray) -> np.ndarray:
     """Narrow data's native bits (uint16 bfloat16, uint8 float8) as float32 values."""
     if bits.dtype.itemsize == 2:
@@ -292,7 +301,7 @@ class Block:
         flat = view.reshape(-1)  # a view when the layout allows, else one bounded copy
         if narrow_format(data.dtype):
             bits = np.ascontiguousarray(flat).view(f"u{data.dtype.itemsize}")
-            self.bits = bits if data.dtype.isnative else bits.byteswap()
+            self.bits = read_only(bits if data.dtype.isnative else bits.byteswap())
             self.table = widen_table(data.dtype)
             return
         comp = component_dtype(data.dtype)
@@ -300,17 +309,19 @@ class Block:
             flat = np.ascontiguousarray(flat.astype(flat.dtype.newbyteorder("="), copy=False))
             flat = flat.view(comp)
         x = flat.astype(comp if comp.itemsize >= 4 else np.float32, copy=False)
-        self._x = np.ascontiguousarray(x)
+        self._x = read_only(np.ascontiguousarray(x))
 
     @property
     def x(self) -> np.ndarray:
         if self._x is None and self.pitched is not None:  # rarely: a second look
             rows, cols, pitch, xf, _ = self.pitched
-            self._x = np.lib.stride_tricks.as_strided(
-                xf, (rows, cols), (pitch * xf.itemsize, xf.itemsize)
-            ).reshape(-1)
+            self._x = read_only(
+                np.lib.stride_tricks.as_strided(
+                    xf, (rows, cols), (pitch * xf.itemsize, xf.itemsize)
+                ).reshape(-1)
+            )
         elif self._x is None:
-            self._x = widen(self.bits, self.table)
+            self._x = read_only(widen(self.bits, self.table))
         return self._x
 
     @property

@@ -18,7 +18,7 @@ import numpy as np
 
 from ._format import fmt_index
 from .api import scan
-from .blocks import Block, narrow_format, object_numbers
+from .blocks import Block, narrow_format, object_numbers, read_only
 from .errors import NonFiniteError, SourceError, UnsupportedDtypeError
 from .options import parse_by, parse_cast, parse_choice, parse_int, parse_kinds
 from .sources import dlpack
@@ -169,7 +169,7 @@ class Guard:
         if arr.dtype.kind in "biu" and not self.cast:
             return True
         if arr.dtype in (_F4, _F8) and arr.flags.c_contiguous:  # the common case: no copy
-            x = arr.reshape(-1)
+            x = read_only(arr.reshape(-1))
             xi = x.view(_BITS[x.itemsize])
         else:
             block = Block(arr, (0,) * arr.ndim)

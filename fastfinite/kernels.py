@@ -658,7 +658,8 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
         Number of positions recorded per kind.
     """
     xf, xuf, lim, cnt, want = _rows_start(x, xi, thr)
-    _rows(xf, xuf, x.shape[0], x.shape[1], 0, x.shape[0], lim, thr, counts, cnt, want, rstats, 0, rcounts, locs, vals, nlocs)  # fmt: skip
+    z = np.int64(0)  # not the literal 0: a specialization of its own
+    _rows(xf, xuf, x.shape[0], x.shape[1], z, x.shape[0], lim, thr, counts, cnt, want, rstats, z, rcounts, locs, vals, nlocs)  # fmt: skip
 
 
 @njit(nogil=True, cache=True)
@@ -712,6 +713,7 @@ def _rows(xf, xuf, rows, n, r0, r1, lim, thr, counts, cnt, want, rstats, ro, rco
     short = n <= sub and rows > 1
     ntiny = lim[3]
     cap = locs.shape[1]
+    zero = np.int64(0)  # literal constants as arguments would be specializations of their own
     for r in range(r0, r1):
         off = r * n
         k = xf[off]
@@ -723,7 +725,7 @@ def _rows(xf, xuf, rows, n, r0, r1, lim, thr, counts, cnt, want, rstats, ro, rco
             else:
                 smn, smx, under, a1, a2 = _pass_many(xf, xuf, off, n, k, lim)
             if _plain(smn, smx, a1, lim) and _counted(under, counts, nlocs, cap):
-                _row_stats(rstats, r - ro, k, a1, a2, smn, smx, True)
+                _row_stats(rstats, r - ro, k, a1, a2, smn, smx, np.bool_(True))
                 continue  # else the row is taken again below, as a long row's sub-block
         # Shift by a finite value of the row: sums of (y - k) stay small for data with a
         # large offset, and the cancellation error is at most eps * n relative to M2.
@@ -738,7 +740,7 @@ def _rows(xf, xuf, rows, n, r0, r1, lim, thr, counts, cnt, want, rstats, ro, rco
         for s in range(off, off + n, sub):
             e = min(s + sub, off + n)
             smn, smx, a1, a2 = _sub_block(
-                xf, xuf, s, e, 0, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts
+                xf, xuf, s, e, zero, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts
             )
             s1 += a1
             s2 += a2
@@ -818,11 +820,13 @@ def scan_rows_narrow(src, lut, thr, counts, rstats, rcounts, locs, vals, nlocs):
             smn, smx, under, a1, a2 = _pass(srcf, lut, s, e - s, k, lim)
             if _plain(smn, smx, a1, lim):
                 if not _counted(under, counts, nlocs, cap):
-                    _under_positions(srcf, lut, s, e, 0, lim, under, counts, locs, vals, nlocs)
+                    _under_positions(
+                        srcf, lut, s, e, np.int64(0), lim, under, counts, locs, vals, nlocs
+                    )
             else:
                 _widen(srcf, lut, s, e, buf, bufu)  # the slow path, on float32 values
                 smn, smx, a1, a2 = _pieces(
-                    buf, bufu, 0, e - s, s, k, r, lim, thr, counts, cnt, want, locs, vals,
+                    buf, bufu, np.int64(0), e - s, s, k, r, lim, thr, counts, cnt, want, locs, vals,
                     nlocs, rcounts,
                 )  # fmt: skip
             s1 += a1
@@ -1118,7 +1122,8 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
     fold = _fold(rows, cols, pitch)
     if fold == 1:
         _scan_tiles(
-            xf, xi, rows, cols, pitch, 0, thr, counts, cstats, ccounts, locs, vals, nlocs, None
+            xf, xi, rows, cols, pitch, np.int64(0), thr, counts, cstats, ccounts, locs, vals, nlocs,
+            None,
         )  # fmt: skip
         return
     folded = rows // fold
@@ -1130,7 +1135,8 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
     for q in range(fold):
         wstats[0, q * cols : (q + 1) * cols] = k
     _scan_tiles(
-        xf, xi, folded, width, width, 0, thr, counts, wstats, wcounts, locs, vals, nlocs, None
+        xf, xi, folded, width, width, np.int64(0), thr, counts, wstats, wcounts, locs, vals, nlocs,
+        None,
     )  # fmt: skip
     start = folded * fold * cols  # the rows left over, after the folded ones
     _scan_tiles(
@@ -1216,7 +1222,7 @@ def scan_cols_pitched_finished(
         )  # fmt: skip
     _col_shifts(xf, rows, cols, pitch, k)
     fin = (n, mean, std, eps, z_threshold, thresholds, where, flags)
-    acc = _scan_tiles(xf, xi, rows, cols, pitch, 0, thr, counts, cstats, ccounts, locs, vals, nlocs, fin)  # fmt: skip
+    acc = _scan_tiles(xf, xi, rows, cols, pitch, np.int64(0), thr, counts, cstats, ccounts, locs, vals, nlocs, fin)  # fmt: skip
     return acc[:9]
 
 
@@ -1258,7 +1264,7 @@ def _scan_tiles(xf, xi, rows, cols, pitch, base, thr, counts, cstats, ccounts, l
         step = 8 if w >= WIDE_TILE else 4
         group = step * max(1, GROUP_VALUES // (step * w)) if w == cols else step
         chunk = wide_chunk(w) if step == 8 else rows
-        r = 0
+        r = np.int64(0)  # not the literal 0: a second specialization of _rows_checked
         while r < rows:
             n = min(chunk, (rows - r) // step * step)
             stop = r + n if n > 0 else rows
@@ -1444,7 +1450,7 @@ def _rows_checked(
         if clean and not _risky(smn, smx, smz, lo, hi, tiny_bits):
             continue
         _classify_and_record(
-            row, 0, w, base + r * cols + c0, thr, counts, cnt, want, locs, vals, nlocs
+            row, np.int64(0), w, base + r * cols + c0, thr, counts, cnt, want, locs, vals, nlocs
         )
 
 
@@ -1574,7 +1580,8 @@ def _finish_start():
     bits = np.empty(FLAG_BLOCK, np.int64)
     total = np.empty(FLAG_BLOCK)
     m2 = np.empty(FLAG_BLOCK)
-    return 0, 0.0, 0.0, np.inf, -np.inf, 0.0, 0, 0, 0, bits, total, m2
+    z = np.int64(0)  # not the literal 0: ``_finish_block`` would be compiled for both
+    return z, 0.0, 0.0, np.inf, -np.inf, 0.0, z, z, z, bits, total, m2
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
