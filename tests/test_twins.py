@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from fastfinite import kernels
 from fastfinite.anomalies import flag_limits
+from fastfinite.blocks import read_only
 from fastfinite.casts import TARGETS, source_thresholds
 from fastfinite.kinds import N_KINDS
 from fastfinite.scaled import limits_of
@@ -39,7 +40,21 @@ def blocks(draw, max_rows=4, max_cols=300):
     with np.errstate(over="ignore"):
         x = x.astype(dtype)
     thr = ScanSpec(x.shape, x.dtype, draw(CASTS)).thresholds.astype(dtype)
-    return x, x.view(np.int32 if dtype.itemsize == 4 else np.int64), thr
+    xi = x.view(np.int32 if dtype.itemsize == 4 else np.int64)
+    return read_only(x), read_only(xi), thr  # as a scan gives them to the kernels
+
+
+def _copies(args: list) -> list[list]:
+    """Two deep copies of a kernel's arguments (for the kernel and its twin), read-only
+    arrays kept read-only: the kernels are compiled for the inputs a scan gives them."""
+    out = []
+    for _ in range(2):
+        c = copy.deepcopy(args)
+        for a, b in zip(args, c):
+            if isinstance(a, np.ndarray) and not a.flags.writeable:
+                b.flags.writeable = False
+        out.append(c)
+    return out
 
 
 def _scan_args(x, xi, thr, cap, slices):
@@ -81,7 +96,7 @@ def scan_cols_pitched_args(draw):
         wide[:, cols:] = np.resize(np.array(SPECIAL).astype(x.dtype), (rows, pitch - cols))
     wide[:, :cols] = x
     xf = wide.reshape(-1)[: (rows - 1) * pitch + cols]
-    return [xf, xf.view(args[1].dtype), rows, cols, pitch, *args[2:]]
+    return [read_only(xf), read_only(xf.view(args[1].dtype)), rows, cols, pitch, *args[2:]]
 
 
 @st.composite
@@ -289,7 +304,7 @@ def test_every_kernel_twin_is_compared():
 @given(data=st.data())
 def test_kernel_equals_its_numpy_twin(name, data):
     args = data.draw(INPUTS[name])
-    k_args, t_args = copy.deepcopy(args), copy.deepcopy(args)
+    k_args, t_args = _copies(args)
     k_out = getattr(kernels, name)(*k_args)
     t_out = TWINS[name](*t_args)
     COMPARE[name](k_args, t_args, k_out, t_out)
@@ -305,10 +320,10 @@ def test_wide_rows_read_in_place_eight_at_a_time(dtype):
     wide[29, 17] = np.nan
     rows, cols, pitch = 37, 600, 700
     xf = wide.reshape(-1)[: (rows - 1) * pitch + cols]
-    xi = xf.view(f"i{xf.itemsize}")
+    xf, xi = read_only(xf), read_only(xf.view(f"i{xf.itemsize}"))
     thr = ScanSpec((rows, cols), xf.dtype, ("float16",)).thresholds.astype(dtype)
     args = [xf, xi, rows, cols, pitch, *_scan_args(xf[:cols].reshape(1, -1), xi, thr, 3, cols)[2:]]
-    k_args, t_args = copy.deepcopy(args), copy.deepcopy(args)
+    k_args, t_args = _copies(args)
     kernels.scan_cols_pitched(*k_args)
     TWINS["scan_cols_pitched"](*t_args)
     COMPARE["scan_cols_pitched"](k_args, t_args, None, None)
@@ -346,9 +361,9 @@ def test_wide_tiles_add_chunks_before_checking_them(dtype, planted):
     for block in (x, two_tiles):
         xi = block.view(f"i{block.itemsize}")
         rows_, cols_ = block.shape
-        flat, flat_i = block.reshape(-1), xi.reshape(-1)
+        flat, flat_i = read_only(block.reshape(-1)), read_only(xi.reshape(-1))
         args = [flat, flat_i, rows_, cols_, cols_, *_scan_args(block, xi, thr, 3, cols_)[2:]]
-        k_args, t_args = copy.deepcopy(args), copy.deepcopy(args)
+        k_args, t_args = _copies(args)
         kernels.scan_cols_pitched(*k_args)
         TWINS["scan_cols_pitched"](*t_args)
         COMPARE["scan_cols_pitched"](k_args, t_args, None, None)
@@ -376,9 +391,9 @@ def test_a_clean_columns_sums_do_not_depend_on_its_rows_elsewhere(dtype, planted
     outs = []
     for block in (clean, dirty):
         xi = block.view(f"i{block.itemsize}")
-        args = [block.reshape(-1), xi.reshape(-1), rows, cols, cols]
+        args = [read_only(block.reshape(-1)), read_only(xi.reshape(-1)), rows, cols, cols]
         args += _scan_args(block, xi, thr, 10, cols)[2:]
-        k_args, t_args = copy.deepcopy(args), copy.deepcopy(args)
+        k_args, t_args = _copies(args)
         kernels.scan_cols_pitched(*k_args)
         TWINS["scan_cols_pitched"](*t_args)
         COMPARE["scan_cols_pitched"](k_args, t_args, None, None)
@@ -405,10 +420,10 @@ def test_short_rows_side_by_side_fold_into_their_columns(dtype, shape, planted):
     if planted is not None:
         for r, c in ((3, 1), (fold + 2, cols - 1), (rows // 2, cols // 2), (rows - 1, 0), (rows - 2, 3)):  # fmt: skip
             x[r, c] = planted
-    xi = x.view(f"i{x.itemsize}")
+    x, xi = read_only(x), read_only(x.view(f"i{x.itemsize}"))
     thr = ScanSpec(x.shape, x.dtype, ("float16",)).thresholds.astype(dtype)
     args = _scan_args(x, xi, thr, 100, cols)  # every position kept: the leftover rows' too
-    k_args, t_args = copy.deepcopy(args), copy.deepcopy(args)
+    k_args, t_args = _copies(args)
     kernels.scan_cols(*k_args)
     TWINS["scan_cols"](*t_args)
     _compare_scan(k_args, t_args, None, None, True)
@@ -515,7 +530,8 @@ def test_columns_finished_tile_by_tile_equal_the_scan_then_its_finishing(args, p
     if pad:
         wide = np.zeros((rows, cols + pad), x.dtype)
         wide[:, :cols] = x
-        lead = (wide.reshape(-1), wide.view(xi.dtype).reshape(-1), rows, cols, cols + pad)
+        flat = wide.reshape(-1)
+        lead = (read_only(flat), read_only(flat.view(xi.dtype)), rows, cols, cols + pad)
         scan, fused = kernels.scan_cols_pitched, kernels.scan_cols_pitched_finished
     else:
         lead, scan, fused = (x, xi), kernels.scan_cols, kernels.scan_cols_finished
@@ -525,7 +541,7 @@ def test_columns_finished_tile_by_tile_equal_the_scan_then_its_finishing(args, p
         return [np.empty(cols, np.int64), np.empty(cols), np.empty(cols), *limits,
                 np.empty(cols, np.int64), np.empty(cols, np.int64)]  # fmt: skip
 
-    two, one = copy.deepcopy(args), copy.deepcopy(args)
+    two, one = _copies(args)
     f2, f1 = finishing(), finishing()
     scan(*lead, *two[2:])
     want = kernels.finish_whole_slices(rows, *two[4], *two[5], *f2[:3], two[4][0], *f2[3:])
