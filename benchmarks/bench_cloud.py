@@ -143,13 +143,14 @@ def main() -> None:
     args = p.parse_args()
     size = args.size_gb or (0.05 if args.quick else 1.0)
     repeat = 1 if args.quick else 3
+    latencies = (0, 30) if args.quick else (0, 30, 100)  # quick: one latency, for a smoke run
     print(machine())
     with moto_server() as endpoint:
         make_bucket(endpoint, "bkt")
         url = write_store(endpoint, size)
         print(f"store: {size:.2f} GB float32, zstd, 1 MB chunks, in moto's S3 server")
         results = {}
-        for latency in (0, 30, 100):
+        for latency in latencies:
             for method, label in METHODS.items():
                 if latency == 0 and method in ("zarr", "dask"):
                     continue
@@ -164,7 +165,7 @@ def main() -> None:
         print(f"  cluster of 2 workers: {cluster['requests']} requests, local {local}")
     base = results[0, "fastfinite"]["seconds"]
     lines = []
-    for latency in (30, 100):
+    for latency in latencies[1:]:
         ff = results[latency, "fastfinite"]["seconds"]
         lines.append(
             f"| {latency} ms | {ff / base:.2f}x | "

@@ -166,60 +166,55 @@ def main() -> None:
             write_section("\n".join(text), heading)
         return
     rows = []
-    for codec in ("zstd", "blosc-lz4"):
-        for chunk_mb in (1, 16):
-            path = tempfile.mkdtemp(dir=args.dir, prefix="fastfinite-bench-") + "/s.zarr"
-            try:
-                info = make(path, size, "float32", chunk_mb, codec)
-                gb = info["shape"][0] * info["shape"][1] * 4 / 1e9
-                stored = (
-                    sum(
-                        os.path.getsize(os.path.join(d, f))
-                        for d, _, fs in os.walk(path)
-                        for f in fs
-                    )
-                    / 1e9
-                )
-                print(f"\n{codec}, {chunk_mb} MB chunks: {gb:.2f} GB ({stored:.2f} GB stored)")
-                res = {m: measure(m, path, repeat) for m in METHODS}
-            finally:
-                shutil.rmtree(os.path.dirname(path), ignore_errors=True)
-            reads = [m for m in METHODS if m.startswith(("zarr-", "files-"))]
-            limit = min(res[m]["seconds"] for m in reads)
-            zarr_read = min(res[m]["seconds"] for m in reads if m.startswith("zarr-"))
-            ff = res["fastfinite"]["seconds"]
-            extra = res["fastfinite-localize"]["seconds"] / ff - 1
-            print(f"  fastfinite / zarr's own best read: {ff / zarr_read:.2f}")
+    stores = [(c, mb) for c in ("zstd", "blosc-lz4") for mb in (1, 16)]
+    for codec, chunk_mb in stores[::3] if args.quick else stores:  # quick: each codec once
+        path = tempfile.mkdtemp(dir=args.dir, prefix="fastfinite-bench-") + "/s.zarr"
+        try:
+            info = make(path, size, "float32", chunk_mb, codec)
+            gb = info["shape"][0] * info["shape"][1] * 4 / 1e9
+            stored = (
+                sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+                / 1e9
+            )
+            print(f"\n{codec}, {chunk_mb} MB chunks: {gb:.2f} GB ({stored:.2f} GB stored)")
+            res = {m: measure(m, path, repeat) for m in METHODS}
+        finally:
+            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+        reads = [m for m in METHODS if m.startswith(("zarr-", "files-"))]
+        limit = min(res[m]["seconds"] for m in reads)
+        zarr_read = min(res[m]["seconds"] for m in reads if m.startswith("zarr-"))
+        ff = res["fastfinite"]["seconds"]
+        extra = res["fastfinite-localize"]["seconds"] / ff - 1
+        print(f"  fastfinite / zarr's own best read: {ff / zarr_read:.2f}")
+        print(
+            f"  localize=True adds {extra * 100:+.1f}% (problems planted in "
+            f"{info['bad_chunks']} chunks, {len(info['unwritten_chunks'])} unwritten)"
+        )
+        rows.append(
+            f"\n**{codec}, {chunk_mb} MB chunks, {gb:.2f} GB float32 ({stored:.2f} GB stored)**\n"
+        )
+        rows.append(
+            "| method | time (s) | GB/s | time / best pure read | fastfinite "
+            "speed-up | peak RSS (MB) |"
+        )
+        rows.append("| --- | ---: | ---: | ---: | ---: | ---: |")
+        for m, label in METHODS.items():
+            r = res[m]
+            line = (
+                f"| {label} | {r['seconds']:.2f} | {gb / r['seconds']:.2f} | "
+                f"{r['seconds'] / limit:.2f} | {r['seconds'] / ff:.2f}x | "
+                f"{r['peak_mb']:.0f} |"
+            )
+            rows.append(line)
             print(
-                f"  localize=True adds {extra * 100:+.1f}% (problems planted in "
-                f"{info['bad_chunks']} chunks, {len(info['unwritten_chunks'])} unwritten)"
+                f"  {label:52s} {r['seconds']:7.2f} s {gb / r['seconds']:6.2f} GB/s  "
+                f"{r['seconds'] / limit:5.2f} of the read  peak RSS {r['peak_mb']:6.0f} MB"
             )
-            rows.append(
-                f"\n**{codec}, {chunk_mb} MB chunks, {gb:.2f} GB float32 "
-                f"({stored:.2f} GB stored)**\n"
-            )
-            rows.append(
-                "| method | time (s) | GB/s | time / best pure read | fastfinite "
-                "speed-up | peak RSS (MB) |"
-            )
-            rows.append("| --- | ---: | ---: | ---: | ---: | ---: |")
-            for m, label in METHODS.items():
-                r = res[m]
-                line = (
-                    f"| {label} | {r['seconds']:.2f} | {gb / r['seconds']:.2f} | "
-                    f"{r['seconds'] / limit:.2f} | {r['seconds'] / ff:.2f}x | "
-                    f"{r['peak_mb']:.0f} |"
-                )
-                rows.append(line)
-                print(
-                    f"  {label:52s} {r['seconds']:7.2f} s {gb / r['seconds']:6.2f} GB/s  "
-                    f"{r['seconds'] / limit:5.2f} of the read  peak RSS {r['peak_mb']:6.0f} MB"
-                )
-            rows.append(
-                f"\nfastfinite / zarr's own best read of the same chunks: {ff / zarr_read:.2f}. "
-                f"localize=True adds {extra * 100:+.1f}% to the scan (values planted in "
-                f"{info['bad_chunks']} chunks, {len(info['unwritten_chunks'])} chunks unwritten)."
-            )
+        rows.append(
+            f"\nfastfinite / zarr's own best read of the same chunks: {ff / zarr_read:.2f}. "
+            f"localize=True adds {extra * 100:+.1f}% to the scan (values planted in "
+            f"{info['bad_chunks']} chunks, {len(info['unwritten_chunks'])} chunks unwritten)."
+        )
 
     if args.write:
         heading = "## Zarr stores (issue 3)"
