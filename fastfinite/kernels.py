@@ -48,6 +48,9 @@ WIDE_TILE = 512  # scan_cols adds rows eight at a time in tiles at least this wi
 CHUNK_VALUES = 1 << 16  # values a wide tile of scan_cols adds before it checks them
 CHUNK_ROWS = 512  # and rows at least: each chunk also saves and checks the tile's sums
 NARROW_SPAN = 8  # a chunk's columns taken again under 1/8 of its tile: not a failure
+# a 0 the kernels pass each other: a literal 0 would be typed Literal[int](0), and each
+# kernel compiled once more for it (an int64 global is typed int64)
+_ZERO = np.int64(0)
 FOLD_VALUES = 4096  # scan_cols takes shorter rows side by side as one row at least this long
 FLAG_BLOCK = SLICE_BLOCK  # slices slice_flags takes in vectors before it looks for flagged ones
 
@@ -658,8 +661,7 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
         Number of positions recorded per kind.
     """
     xf, xuf, lim, cnt, want = _rows_start(x, xi, thr)
-    z = np.int64(0)  # not the literal 0: a specialization of its own
-    _rows(xf, xuf, x.shape[0], x.shape[1], z, x.shape[0], lim, thr, counts, cnt, want, rstats, z, rcounts, locs, vals, nlocs)  # fmt: skip
+    _rows(xf, xuf, x.shape[0], x.shape[1], _ZERO, x.shape[0], lim, thr, counts, cnt, want, rstats, _ZERO, rcounts, locs, vals, nlocs)  # fmt: skip
 
 
 @njit(nogil=True, cache=True)
@@ -713,7 +715,6 @@ def _rows(xf, xuf, rows, n, r0, r1, lim, thr, counts, cnt, want, rstats, ro, rco
     short = n <= sub and rows > 1
     ntiny = lim[3]
     cap = locs.shape[1]
-    zero = np.int64(0)  # literal constants as arguments would be specializations of their own
     for r in range(r0, r1):
         off = r * n
         k = xf[off]
@@ -740,7 +741,7 @@ def _rows(xf, xuf, rows, n, r0, r1, lim, thr, counts, cnt, want, rstats, ro, rco
         for s in range(off, off + n, sub):
             e = min(s + sub, off + n)
             smn, smx, a1, a2 = _sub_block(
-                xf, xuf, s, e, zero, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts
+                xf, xuf, s, e, _ZERO, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts
             )
             s1 += a1
             s2 += a2
@@ -820,13 +821,11 @@ def scan_rows_narrow(src, lut, thr, counts, rstats, rcounts, locs, vals, nlocs):
             smn, smx, under, a1, a2 = _pass(srcf, lut, s, e - s, k, lim)
             if _plain(smn, smx, a1, lim):
                 if not _counted(under, counts, nlocs, cap):
-                    _under_positions(
-                        srcf, lut, s, e, np.int64(0), lim, under, counts, locs, vals, nlocs
-                    )
+                    _under_positions(srcf, lut, s, e, _ZERO, lim, under, counts, locs, vals, nlocs)
             else:
                 _widen(srcf, lut, s, e, buf, bufu)  # the slow path, on float32 values
                 smn, smx, a1, a2 = _pieces(
-                    buf, bufu, np.int64(0), e - s, s, k, r, lim, thr, counts, cnt, want, locs, vals,
+                    buf, bufu, _ZERO, e - s, s, k, r, lim, thr, counts, cnt, want, locs, vals,
                     nlocs, rcounts,
                 )  # fmt: skip
             s1 += a1
@@ -1122,8 +1121,7 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
     fold = _fold(rows, cols, pitch)
     if fold == 1:
         _scan_tiles(
-            xf, xi, rows, cols, pitch, np.int64(0), thr, counts, cstats, ccounts, locs, vals, nlocs,
-            None,
+            xf, xi, rows, cols, pitch, _ZERO, thr, counts, cstats, ccounts, locs, vals, nlocs, None
         )  # fmt: skip
         return
     folded = rows // fold
@@ -1135,8 +1133,7 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
     for q in range(fold):
         wstats[0, q * cols : (q + 1) * cols] = k
     _scan_tiles(
-        xf, xi, folded, width, width, np.int64(0), thr, counts, wstats, wcounts, locs, vals, nlocs,
-        None,
+        xf, xi, folded, width, width, _ZERO, thr, counts, wstats, wcounts, locs, vals, nlocs, None
     )  # fmt: skip
     start = folded * fold * cols  # the rows left over, after the folded ones
     _scan_tiles(
@@ -1222,7 +1219,7 @@ def scan_cols_pitched_finished(
         )  # fmt: skip
     _col_shifts(xf, rows, cols, pitch, k)
     fin = (n, mean, std, eps, z_threshold, thresholds, where, flags)
-    acc = _scan_tiles(xf, xi, rows, cols, pitch, np.int64(0), thr, counts, cstats, ccounts, locs, vals, nlocs, fin)  # fmt: skip
+    acc = _scan_tiles(xf, xi, rows, cols, pitch, _ZERO, thr, counts, cstats, ccounts, locs, vals, nlocs, fin)  # fmt: skip
     return acc[:9]
 
 
@@ -1264,12 +1261,12 @@ def _scan_tiles(xf, xi, rows, cols, pitch, base, thr, counts, cstats, ccounts, l
         step = 8 if w >= WIDE_TILE else 4
         group = step * max(1, GROUP_VALUES // (step * w)) if w == cols else step
         chunk = wide_chunk(w) if step == 8 else rows
-        r = np.int64(0)  # not the literal 0: a second specialization of _rows_checked
+        r = _ZERO
         while r < rows:
             n = min(chunk, (rows - r) // step * step)
             stop = r + n if n > 0 else rows
             if step == 8 and n > 0 and skip == 0 and not tainted:
-                _keep_tile(scratch, ext, 0, w, False)
+                _keep_tile(scratch, ext, _ZERO, w, False)
                 for q in range(r, stop, 8):
                     if tiny:
                         _col_update8_tiny(xf, q * pitch + c0, pitch, kt, s1t, s2t, mnt, mxt, mzt)
@@ -1450,7 +1447,7 @@ def _rows_checked(
         if clean and not _risky(smn, smx, smz, lo, hi, tiny_bits):
             continue
         _classify_and_record(
-            row, np.int64(0), w, base + r * cols + c0, thr, counts, cnt, want, locs, vals, nlocs
+            row, _ZERO, w, base + r * cols + c0, thr, counts, cnt, want, locs, vals, nlocs
         )
 
 
@@ -1580,7 +1577,7 @@ def _finish_start():
     bits = np.empty(FLAG_BLOCK, np.int64)
     total = np.empty(FLAG_BLOCK)
     m2 = np.empty(FLAG_BLOCK)
-    z = np.int64(0)  # not the literal 0: ``_finish_block`` would be compiled for both
+    z = _ZERO
     return z, 0.0, 0.0, np.inf, -np.inf, 0.0, z, z, z, bits, total, m2
 
 
