@@ -709,45 +709,89 @@ def _rows_start(x, xi, thr):
 @njit(nogil=True, cache=True)
 def _rows(xf, xuf, rows, n, r0, r1, lim, thr, counts, cnt, want, rstats, ro, rcounts, locs, vals, nlocs):  # fmt: skip
     """Rows ``r0:r1`` of ``scan_rows``'s block of ``rows`` rows of ``n`` values (``xf``:
-    flat), row ``r``'s statistics in column ``r - ro`` of ``rstats``."""
-    T = xf.dtype.type
-    sub = SUB_BLOCK_BYTES // xf.itemsize
-    short = n <= sub and rows > 1
+    flat), row ``r``'s statistics in column ``r - ro`` of ``rstats``. Short rows are read
+    ``SLICE_BLOCK`` at a time by the fast pass alone (``_short_rows``); only those it shows
+    something to report go through ``_row`` after it, in order."""
+    if not (n <= SUB_BLOCK_BYTES // xf.itemsize and rows > 1):
+        for r in range(r0, r1):
+            _row(xf, xuf, n, r, np.bool_(False), lim, thr, counts, cnt, want, rstats, ro, rcounts, locs, vals, nlocs)  # fmt: skip
+        return
+    todo = np.empty(min(SLICE_BLOCK, r1 - r0), np.int64)
+    for b0 in range(r0, r1, SLICE_BLOCK):
+        b1 = min(b0 + SLICE_BLOCK, r1)
+        for j in range(_short_rows(xf, xuf, n, b0, b1, lim, rstats, ro, todo)):
+            _row(xf, xuf, n, todo[j], np.bool_(True), lim, thr, counts, cnt, want, rstats, ro, rcounts, locs, vals, nlocs)  # fmt: skip
+
+
+@njit(nogil=True, cache=True)
+def _short_rows(xf, xuf, n, r0, r1, lim, rstats, ro, todo):
+    """The fast pass (``_pass``) over each short row of ``r0:r1``, its statistics written
+    as a clean row's, with no branch but the loop's: the rows whose pass shows a non-finite
+    value, a cast risk or an underflow are listed in ``todo`` (their number returned), for
+    ``_row`` to take again."""
     ntiny = lim[3]
-    cap = locs.shape[1]
+    m = 0
     for r in range(r0, r1):
         off = r * n
-        k = xf[off]
-        if short and (k - k) == 0:  # a short row in one call of its own loop (see ``_pass``)
-            if ntiny == 0:
-                smn, smx, under, a1, a2 = _pass_none(xf, xuf, off, n, k, lim)
-            elif ntiny == 1:
-                smn, smx, under, a1, a2 = _pass_one(xf, xuf, off, n, k, lim)
-            else:
-                smn, smx, under, a1, a2 = _pass_many(xf, xuf, off, n, k, lim)
-            if _plain(smn, smx, a1, lim) and _counted(under, counts, nlocs, cap):
-                _row_stats(rstats, r - ro, k, a1, a2, smn, smx, np.bool_(True))
-                continue  # else the row is taken again below, as a long row's sub-block
-        # Shift by a finite value of the row: sums of (y - k) stay small for data with a
-        # large offset, and the cancellation error is at most eps * n relative to M2.
-        first = 0
-        while first < n and not (xf[off + first] - xf[off + first]) == 0:
-            first += 1
-        k = xf[off + first] if first < n else T(0)
-        s1 = 0.0
-        s2 = 0.0
-        mn = T(np.inf)
-        mx = T(-np.inf)
-        for s in range(off, off + n, sub):
-            e = min(s + sub, off + n)
-            smn, smx, a1, a2 = _sub_block(
-                xf, xuf, s, e, _ZERO, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts
-            )
-            s1 += a1
-            s2 += a2
-            mn = min(mn, smn)
-            mx = max(mx, smx)
-        _row_stats(rstats, r - ro, k, s1, s2, mn, mx, first < n)
+        k = xf[off]  # a non-finite shift makes the sums non-finite: the row is listed
+        if ntiny == 0:
+            smn, smx, under, a1, a2 = _pass_none(xf, xuf, off, n, k, lim)
+        elif ntiny == 1:
+            smn, smx, under, a1, a2 = _pass_one(xf, xuf, off, n, k, lim)
+        else:
+            smn, smx, under, a1, a2 = _pass_many(xf, xuf, off, n, k, lim)
+        c = r - ro
+        rstats[0, c] = np.float64(k)
+        rstats[1, c] = a1
+        rstats[2, c] = a2
+        rstats[3, c] = np.float64(smn)
+        rstats[4, c] = np.float64(smx)
+        u = under[0] | under[1] | under[2] | under[3] | under[4]
+        todo[m] = r
+        m += (u != 0) | (not _plain(smn, smx, a1, lim))
+    return m
+
+
+@njit(nogil=True, cache=True)
+def _row(xf, xuf, n, r, short, lim, thr, counts, cnt, want, rstats, ro, rcounts, locs, vals, nlocs):  # fmt: skip
+    """Row ``r`` of ``_rows``: a short row's fast pass when it proves the row clean (its
+    underflows counted: ``_counted``), else the row in sub-blocks, each with its slow path
+    when it has something to report."""
+    T = xf.dtype.type
+    sub = SUB_BLOCK_BYTES // xf.itemsize
+    ntiny = lim[3]
+    off = r * n
+    k = xf[off]
+    if short and (k - k) == 0:
+        if ntiny == 0:
+            smn, smx, under, a1, a2 = _pass_none(xf, xuf, off, n, k, lim)
+        elif ntiny == 1:
+            smn, smx, under, a1, a2 = _pass_one(xf, xuf, off, n, k, lim)
+        else:
+            smn, smx, under, a1, a2 = _pass_many(xf, xuf, off, n, k, lim)
+        if _plain(smn, smx, a1, lim) and _counted(under, counts, nlocs, locs.shape[1]):
+            _row_stats(rstats, r - ro, k, a1, a2, smn, smx, np.bool_(True))
+            return  # else the row is taken again below, as a long row's sub-block
+    # Shift by a finite value of the row: sums of (y - k) stay small for data with a
+    # large offset, and the cancellation error is at most eps * n relative to M2.
+    first = 0
+    while first < n and not (xf[off + first] - xf[off + first]) == 0:
+        first += 1
+    k = xf[off + first] if first < n else T(0)
+    s1 = 0.0
+    s2 = 0.0
+    mn = T(np.inf)
+    mx = T(-np.inf)
+    for s in range(off, off + n, sub):
+        e = min(s + sub, off + n)
+        smn, smx, a1, a2 = _sub_block(
+            xf, xuf, s, e, _ZERO, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts
+        )
+        s1 += a1
+        s2 += a2
+        mn = min(mn, smn)
+        mx = max(mx, smx)
+    _row_stats(rstats, r - ro, k, s1, s2, mn, mx, first < n)
 
 
 @njit(nogil=True, cache=True)

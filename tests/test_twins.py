@@ -65,9 +65,10 @@ def _scan_args(x, xi, thr, cap, slices):
 
 @st.composite
 def scan_rows_args(draw):
-    # many short rows (each in one call of its own loop, taken again when it has findings)
-    # or a few past one sub-block
-    shape = draw(st.sampled_from([(4, 300), (30, 40), (3, 20000)]))
+    # many short rows (each in one call of its own loop, taken again when it has findings),
+    # past one batch of SLICE_BLOCK rows (dirty rows taken again after each batch, in order,
+    # the positions' cap reached in one batch), or a few rows past one sub-block
+    shape = draw(st.sampled_from([(4, 300), (30, 40), (2 * kernels.SLICE_BLOCK + 76, 3), (3, 20000)]))  # fmt: skip
     x, xi, thr = draw(blocks(*shape))
     return _scan_args(x, xi, thr, draw(st.sampled_from([0, 1, 3, 100])), x.shape[0])
 
