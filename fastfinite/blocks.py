@@ -184,16 +184,20 @@ def memory_regions(
     slice, and each region's statistics of all of them would be merged in turn; the
     regions then cut the first of them instead, each taking the other axes whole (so its
     slices are a run of the flat slice index), when its runs in memory stay at least
-    ``MIN_SLICE_RUN_BYTES`` long."""
+    ``MIN_SLICE_RUN_BYTES`` long; to make them so, a region may hold up to twice
+    ``budget``."""
     view, order, flips = memory_view(data)
     axes = tuple(range(data.ndim))
     k = len(across or ())
     if k and data.ndim > k and order[-k:] == tuple(across):
         cut = data.ndim - k  # the first of ``across``, in the view's axes
         inner = math.prod(view.shape[cut + 1 :])
-        run = budget // max(1, math.prod(view.shape[:cut]) * inner)
-        if run * inner * data.itemsize >= MIN_SLICE_RUN_BYTES:
+        per_index = max(1, math.prod(view.shape[:cut]) * inner)  # elements of one index of it
+        need = -(-MIN_SLICE_RUN_BYTES // (inner * data.itemsize))  # indices of a long run
+        run = max(budget // per_index, need)
+        if run * per_index <= 2 * budget:
             axes = (cut, *axes[:cut], *axes[cut + 1 :])
+            budget = max(budget, run * per_index)
     for part in plan_regions(view.shape, axes, budget):
         yield _flip_box(part, order, flips, data.shape)
 

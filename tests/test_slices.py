@@ -123,19 +123,20 @@ def test_many_slices_in_many_regions_equal_numpy(by, shape, order, whole, dtype)
 
 
 @pytest.mark.parametrize("dtype", ["f8", "f4"])
-@pytest.mark.parametrize("by, order, runs", [
-    ((1, 2), "C", True),  # the slice axes innermost, in order: the first of them is cut
-    ((0, 2), "C", True),  # the layout's regions already hold runs of slices
-    ((0, 1), "F", False),  # innermost, in the other order: every region holds every slice
+@pytest.mark.parametrize("by, order, runs, shape", [
+    ((1, 2), "C", True, (10, 300, 300)),  # the slice axes innermost, in order: cut the first
+    ((0, 2), "C", True, (10, 300, 300)),  # the layout's regions already hold runs of slices
+    ((0, 1), "F", False, (300, 300, 10)),  # innermost, other order: each region holds all
+    # runs of 50 KB in the budget: the regions grow (up to twice it) so that they reach 64 KB
+    ((1, 2), "C", True, (20, 200, 300)),
 ])  # fmt: skip
-def test_slices_over_several_axes_in_many_regions_equal_numpy(by, order, runs, dtype):
+def test_slices_over_several_axes_in_many_regions_equal_numpy(by, order, runs, shape, dtype):
     """``by`` a tuple: where its axes are the innermost in memory the regions cut the first
     of them and take the other axes whole, so each region's slices are a run of the flat
     slice index (lent by the canvas); else they are merged. The report is the oracle's,
     and one region's."""
     from fastfinite.blocks import memory_regions
 
-    shape = (10, 300, 300) if order == "C" else (300, 300, 10)
     x = np.asarray(_data(shape, seed=5, dtype=dtype).reshape(shape), order=order)
     regions = list(memory_regions(x, (1 << 20) // x.itemsize, across=by))
     whole = [a for a in range(3) if a != by[0]]  # a run of slices: all but by[0] whole
