@@ -40,6 +40,34 @@ def bandwidth_kernel():
     return count_self_unequal
 
 
+def fill_kernel():
+    from numba import njit, prange
+
+    @njit(parallel=True, nogil=True, cache=True)
+    def fill_rows(out, v):
+        for r in prange(out.shape[0]):
+            for i in range(out.shape[1]):
+                out[r, i] = v
+
+    return fill_rows
+
+
+def read_and_write_floor(x: np.ndarray, slices: int):
+    """The machine's floor for a scan with ``slices`` per-slice results: every byte of
+    ``x`` read (the bandwidth kernel), then the seven float64 rows a scan that finishes its
+    slices writes (index, count, mean, std, min, max, largest |z|) into fresh memory taken
+    as the scan takes it (``summary.zeroed``: huge pages, faulted in by the writes)."""
+    from fastfinite.summary import zeroed
+
+    bw, fill = bandwidth_kernel(), fill_kernel()
+    flat = x.reshape(-1, order="A")
+
+    def run():
+        fill(zeroed((7, slices)).view(np.float64), float(bw(flat)))
+
+    return run
+
+
 def make_array(n: int, dtype) -> np.ndarray:
     rng = np.random.default_rng(0)
     x = rng.standard_normal(n).astype(dtype)
@@ -138,13 +166,16 @@ def run_slices(n: int, repeat: int, peers: bool = True) -> list[str]:
     """``by=0`` and ``by=-1`` against the plain scan on the same data (float32 and float64, C
     and Fortran order), and against NumPy's and bottleneck's per-axis statistics. Beside
     them, the machine's floor for the per-slice output: the report's nine per-slice columns
-    (``SliceReport``, 8 bytes a slice each) written once into fresh memory."""
+    (``SliceReport``, 8 bytes a slice each) written once into fresh memory; and the floor
+    of the whole scan, every byte read then the finished slices' rows written
+    (``read_and_write_floor``)."""
     rows = [
         "",
         "| data | plain scan (s) | by=0 / plain | by=-1 / plain | columns by=0 / plain "
-        "| columns by=-1 / plain | NumPy by=0 / fastfinite | NumPy by=-1 / fastfinite "
+        "| columns by=-1 / plain | floor by=0 / plain | floor by=-1 / plain "
+        "| NumPy by=0 / fastfinite | NumPy by=-1 / fastfinite "
         "| bottleneck by=0 / fastfinite | bottleneck by=-1 / fastfinite |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for dtype in (np.float32, np.float64):
         for shape in slice_shapes(n):
@@ -157,6 +188,8 @@ def run_slices(n: int, repeat: int, peers: bool = True) -> list[str]:
                     "by=-1": lambda y=y: fastfinite.scan(y, by=-1),
                     "columns by=0": lambda m=shape[0]: np.empty((9, m), np.int64).fill(1),
                     "columns by=-1": lambda m=shape[1]: np.empty((9, m), np.int64).fill(1),
+                    "floor by=0": read_and_write_floor(y, shape[0]),
+                    "floor by=-1": read_and_write_floor(y, shape[1]),
                 }
                 if peers:
                     for by in (0, -1):
@@ -167,8 +200,12 @@ def run_slices(n: int, repeat: int, peers: bool = True) -> list[str]:
                 t0 = t["plain"]
                 label = f"{np.dtype(dtype).name} {shape} {order}"
                 cells = [
-                    f"{t[k] / t0:.2f}" for k in ("by=0", "by=-1", "columns by=0", "columns by=-1")
-                ]
+                    f"{t[k] / t0:.2f}"
+                    for k in (
+                        "by=0", "by=-1", "columns by=0", "columns by=-1", "floor by=0",
+                        "floor by=-1",
+                    )
+                ]  # fmt: skip
                 for name in ("numpy", "bottleneck"):
                     for by in (0, -1):
                         key = f"{name} by={by}"
