@@ -1165,7 +1165,8 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
     fold = _fold(rows, cols, pitch)
     if fold == 1:
         _scan_tiles(
-            xf, xi, rows, cols, pitch, _ZERO, thr, counts, cstats, ccounts, locs, vals, nlocs, None
+            xf, xi, rows, cols, pitch, _ZERO, thr, counts, cstats[0], cstats[1], cstats[2],
+            cstats[3], cstats[4], ccounts[0], ccounts[1], ccounts[2], locs, vals, nlocs, None,
         )  # fmt: skip
         return
     folded = rows // fold
@@ -1177,12 +1178,14 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
     for q in range(fold):
         wstats[0, q * cols : (q + 1) * cols] = k
     _scan_tiles(
-        xf, xi, folded, width, width, _ZERO, thr, counts, wstats, wcounts, locs, vals, nlocs, None
+        xf, xi, folded, width, width, _ZERO, thr, counts, wstats[0], wstats[1], wstats[2],
+        wstats[3], wstats[4], wcounts[0], wcounts[1], wcounts[2], locs, vals, nlocs, None,
     )  # fmt: skip
     start = folded * fold * cols  # the rows left over, after the folded ones
     _scan_tiles(
-        xf[start:], xi[start:], rows - folded * fold, cols, cols, start, thr, counts, cstats,
-        ccounts, locs, vals, nlocs, None,
+        xf[start:], xi[start:], rows - folded * fold, cols, cols, start, thr, counts, cstats[0],
+        cstats[1], cstats[2], cstats[3], cstats[4], ccounts[0], ccounts[1], ccounts[2], locs,
+        vals, nlocs, None,
     )  # fmt: skip
     for q in range(fold):
         at = q * cols
@@ -1229,51 +1232,61 @@ def _fold(rows, cols, pitch):
 
 @njit(nogil=True, cache=True)
 def scan_cols_finished(
-    x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs,
+    x, xi, thr, counts, z, mn, mx, ccounts, cnan, cpos, cneg, locs, vals, nlocs,
     n, mean, std, eps, z_threshold, thresholds, where, flags,
 ):  # fmt: skip
     """``scan_cols_pitched_finished`` of a C-contiguous 2-D block (``scan_cols``'s)."""
     rows, cols = x.shape
     return scan_cols_pitched_finished(
-        x.reshape(x.size), xi.reshape(xi.size), rows, cols, cols, thr, counts, cstats, ccounts,
-        locs, vals, nlocs, n, mean, std, eps, z_threshold, thresholds, where, flags,
+        x.reshape(x.size), xi.reshape(xi.size), rows, cols, cols, thr, counts, z, mn, mx,
+        ccounts, cnan, cpos, cneg, locs, vals, nlocs, n, mean, std, eps, z_threshold,
+        thresholds, where, flags,
     )  # fmt: skip
 
 
 @njit(nogil=True, cache=True)
 def scan_cols_pitched_finished(
-    xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, locs, vals, nlocs,
-    n, mean, std, eps, z_threshold, thresholds, where, flags,
+    xf, xi, rows, cols, pitch, thr, counts, z, mn, mx, ccounts, cnan, cpos, cneg, locs, vals,
+    nlocs, n, mean, std, eps, z_threshold, thresholds, where, flags,
 ):  # fmt: skip
     """``scan_cols_pitched`` on columns that are whole slices (nothing else will be merged
     into them), then ``finish_whole_slices`` on its outputs: each tile of columns finished
     right after it is read, ``SLICE_BLOCK`` columns at a time (``COL_TILE`` is a multiple of
     it: the blocks of ``finish_whole_slices``, the same bits), its sums in cache and never
-    written out (of ``cstats`` the shifts, which become the largest |z|, and the extrema
-    are written). Returns ``finish_whole_slices``'s results."""
-    k = cstats[0]
+    written out. As ``scan_rows_finished``, of the stats only the extrema (``mn``, ``mx``)
+    are kept, and the largest |z| in ``z`` (the shifts' row: each tile's shifts are read
+    first); ``cnan``, ``cpos``, ``cneg``: the rows of ``ccounts``, each passed on its own so
+    that it is contiguous (a canvas's 2-D views are not: the loops over them would not run
+    in vectors). Returns ``finish_whole_slices``'s results."""
     if _fold(rows, cols, pitch) > 1:  # short rows, folded into their columns after the scan
         local = np.empty((5, cols))
         scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, local, ccounts, locs, vals, nlocs)
-        cstats[3, :] = local[3]
-        cstats[4, :] = local[4]
+        mn[:] = local[3]
+        mx[:] = local[4]
         return _finish(
-            rows, local[0], local[1], local[2], cstats[3], cstats[4], ccounts[0], ccounts[1],
-            ccounts[2], n, mean, std, True, k, eps, z_threshold, thresholds, where, flags,
+            rows, local[0], local[1], local[2], mn, mx, cnan, cpos, cneg, n, mean, std, True,
+            z, eps, z_threshold, thresholds, where, flags,
         )  # fmt: skip
-    _col_shifts(xf, rows, cols, pitch, k)
+    _col_shifts(xf, rows, cols, pitch, z)
     fin = (n, mean, std, eps, z_threshold, thresholds, where, flags)
-    acc = _scan_tiles(xf, xi, rows, cols, pitch, _ZERO, thr, counts, cstats, ccounts, locs, vals, nlocs, fin)  # fmt: skip
+    unused = np.empty(0)  # the sums: kept in the tiles, never written out
+    acc = _scan_tiles(
+        xf, xi, rows, cols, pitch, _ZERO, thr, counts, z, unused, unused, mn, mx, cnan, cpos,
+        cneg, locs, vals, nlocs, fin,
+    )  # fmt: skip
     return acc[:9]
 
 
 @njit(nogil=True, cache=True)
-def _scan_tiles(xf, xi, rows, cols, pitch, base, thr, counts, cstats, ccounts, locs, vals, nlocs, fin):  # fmt: skip
-    """The body of ``scan_cols_pitched``, tile by tile, with the shifts ``cstats[0]`` given;
-    positions are ``base`` plus the flat index in the ``(rows, cols)`` block. With ``fin``
-    (``scan_cols_finished``'s finishing arguments, else None) each tile is finished instead
-    of its sums written out; returns the totals ``_finish_block`` carries."""
-    k, s1, s2, mn, mx = cstats[0], cstats[1], cstats[2], cstats[3], cstats[4]
+def _scan_tiles(
+    xf, xi, rows, cols, pitch, base, thr, counts, k, s1, s2, mn, mx, cnan, cpos, cneg, locs,
+    vals, nlocs, fin,
+):  # fmt: skip
+    """The body of ``scan_cols_pitched``, tile by tile, with the shifts ``k`` given (the
+    rows of ``cstats`` and ``ccounts`` each on its own); positions are ``base`` plus the flat
+    index in the ``(rows, cols)`` block. With ``fin`` (``scan_cols_finished``'s finishing
+    arguments, else None) each tile is finished instead of its sums written out (``s1``,
+    ``s2`` unused); returns the totals ``_finish_block`` carries."""
     work = _work(xf, xi, thr)
     over, under = _limits(thr)
     tiny = work[7]
@@ -1299,7 +1312,7 @@ def _scan_tiles(xf, xi, rows, cols, pitch, base, thr, counts, cstats, ccounts, l
         mxt[:] = -np.inf
         mzt[:] = np.inf
         tainted = False  # the tile holds a value the check after a chunk would see again
-        cnan, cpos, cneg = ccounts[0, c0:c1], ccounts[1, c0:c1], ccounts[2, c0:c1]
+        tnan, tpos, tneg = cnan[c0:c1], cpos[c0:c1], cneg[c0:c1]
         # rows added four or, in wide tiles, eight at a time; checked in groups (more of
         # them for short rows)
         step = 8 if w >= WIDE_TILE else 4
@@ -1329,7 +1342,7 @@ def _scan_tiles(xf, xi, rows, cols, pitch, base, thr, counts, cstats, ccounts, l
                     skip = (1 << min(fails, 20)) - 1
                 _rows_checked(
                     xf, xi, pitch, cols, base, r, stop, c0 + a, step, group, kt[a:b],
-                    s1t[a:b], s2t[a:b], mnt[a:b], mxt[a:b], cnan[a:b], cpos[a:b], cneg[a:b],
+                    s1t[a:b], s2t[a:b], mnt[a:b], mxt[a:b], tnan[a:b], tpos[a:b], tneg[a:b],
                     work, thr, counts, locs, vals, nlocs,
                 )  # fmt: skip
                 tainted = not _added_clean(s1t, s2t, mnt, mxt, mzt, over, under, tiny)
@@ -1339,7 +1352,7 @@ def _scan_tiles(xf, xi, rows, cols, pitch, base, thr, counts, cstats, ccounts, l
                 skip -= 1
             _rows_checked(
                 xf, xi, pitch, cols, base, r, stop, c0, step, group, kt, s1t, s2t, mnt,
-                mxt, cnan, cpos, cneg, work, thr, counts, locs, vals, nlocs,
+                mxt, tnan, tpos, tneg, work, thr, counts, locs, vals, nlocs,
             )  # fmt: skip
             tainted = step == 8 and not _added_clean(s1t, s2t, mnt, mxt, mzt, over, under, tiny)
             r = stop
@@ -1354,9 +1367,9 @@ def _scan_tiles(xf, xi, rows, cols, pitch, base, thr, counts, cstats, ccounts, l
             b1 = min(b0 + SLICE_BLOCK, c1)
             b, t = slice(b0, b1), slice(b0 - c0, b1 - c0)
             acc = _finish_block(
-                rows, kt[t], s1t[t], s2t[t], mn[b], mx[b], ccounts[0, b], ccounts[1, b],
-                ccounts[2, b], cnt[b], mean[b], std[b], b0, True, k[b], eps, z_threshold,
-                thresholds, where, flags, acc,
+                rows, kt[t], s1t[t], s2t[t], mn[b], mx[b], cnan[b], cpos[b], cneg[b],
+                cnt[b], mean[b], std[b], b0, True, k[b], eps, z_threshold, thresholds, where,
+                flags, acc,
             )  # fmt: skip
     return acc
 

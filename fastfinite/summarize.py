@@ -181,7 +181,7 @@ def _scan(
         ends = (lent.n, lent.mean, lent.std, *limits, where, flags)
     if size:
         out = (sstats, scounts) if moments else ()
-        if limits is not None and rows_are_slices:  # the columns one by one (contiguous)
+        if limits is not None:  # the columns one by one (contiguous)
             out = (sstats[0], sstats[3], sstats[4], scounts, *scounts)
         done = run(thr, counts, *out, locs, vals, nlocs, *(ends if limits is not None else ()))
     s = Summary(counts=counts, elements=size // block.ncomp)

@@ -546,7 +546,9 @@ def test_columns_finished_tile_by_tile_equal_the_scan_then_its_finishing(args, p
     f2, f1 = finishing(), finishing()
     scan(*lead, *two[2:])
     want = kernels.finish_whole_slices(rows, *two[4], *two[5], *f2[:3], two[4][0], *f2[3:])
-    got = fused(*lead, *one[2:], *f1)
+    thr_, counts, cstats, ccounts, locs, vals, nlocs = one[2:]
+    stats = (cstats[0], cstats[3], cstats[4])  # the rows the fused kernel writes, contiguous
+    got = fused(*lead, thr_, counts, *stats, ccounts, *ccounts, locs, vals, nlocs, *f1)
     np.testing.assert_array_equal(np.array(got, float), np.array(want, float))
     # the stats' largest |z| (over the shifts) and extrema: the sums are not written out
     np.testing.assert_array_equal(one[4][[0, 3, 4]], two[4][[0, 3, 4]])
