@@ -759,16 +759,10 @@ def _row(xf, xuf, n, r, short, lim, thr, counts, cnt, want, rstats, ro, rcounts,
     when it has something to report."""
     T = xf.dtype.type
     sub = SUB_BLOCK_BYTES // xf.itemsize
-    ntiny = lim[3]
     off = r * n
     k = xf[off]
-    if short and (k - k) == 0:
-        if ntiny == 0:
-            smn, smx, under, a1, a2 = _pass_none(xf, xuf, off, n, k, lim)
-        elif ntiny == 1:
-            smn, smx, under, a1, a2 = _pass_one(xf, xuf, off, n, k, lim)
-        else:
-            smn, smx, under, a1, a2 = _pass_many(xf, xuf, off, n, k, lim)
+    if short and (k - k) == 0:  # a row ``_short_rows`` listed: rare, so not inlined
+        smn, smx, under, a1, a2 = _pass(xf, xuf, off, n, k, lim)
         if _plain(smn, smx, a1, lim) and _counted(under, counts, nlocs, locs.shape[1]):
             _row_stats(rstats, r - ro, k, a1, a2, smn, smx, np.bool_(True))
             return  # else the row is taken again below, as a long row's sub-block
