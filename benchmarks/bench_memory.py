@@ -12,6 +12,7 @@ Problems are planted in the last 1% of each array, so functions that stop at the
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import subprocess
 import sys
@@ -27,6 +28,7 @@ import fastfinite
 from fastfinite import slow
 
 
+@functools.cache
 def bandwidth_kernel():
     from numba import njit, prange
 
@@ -40,6 +42,7 @@ def bandwidth_kernel():
     return count_self_unequal
 
 
+@functools.cache
 def fill_kernel():
     from numba import njit, prange
 

@@ -660,8 +660,8 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
     nlocs : int64 array of ``N_KINDS``
         Number of positions recorded per kind.
     """
-    xf, xuf, lim, cnt, want = _rows_start(x, xi, thr)
-    _rows(xf, xuf, x.shape[0], x.shape[1], _ZERO, x.shape[0], lim, thr, counts, cnt, want, rstats, _ZERO, rcounts, locs, vals, nlocs)  # fmt: skip
+    xf, xuf, lim, cnt, want, todo = _rows_start(x, xi, thr)
+    _rows(xf, xuf, x.shape[0], x.shape[1], _ZERO, x.shape[0], lim, thr, counts, cnt, want, todo, rstats, _ZERO, rcounts, locs, vals, nlocs)  # fmt: skip
 
 
 @njit(nogil=True, cache=True)
@@ -677,13 +677,13 @@ def scan_rows_finished(
     own, so that it is contiguous (its loops then run in vectors). Returns
     ``finish_whole_slices``'s results."""
     rows, length = x.shape
-    xf, xuf, lim, cnt, want = _rows_start(x, xi, thr)
+    xf, xuf, lim, cnt, want, todo = _rows_start(x, xi, thr)
     acc = _finish_start()
     sums = np.empty((5, SLICE_BLOCK))
     for r0 in range(0, rows, SLICE_BLOCK):
         r1 = min(r0 + SLICE_BLOCK, rows)
         m = r1 - r0
-        _rows(xf, xuf, rows, length, r0, r1, lim, thr, counts, cnt, want, sums, r0, rcounts, locs, vals, nlocs)  # fmt: skip
+        _rows(xf, xuf, rows, length, r0, r1, lim, thr, counts, cnt, want, todo, sums, r0, rcounts, locs, vals, nlocs)  # fmt: skip
         bmn, bmx = mn[r0:r1], mx[r0:r1]
         for j in range(m):
             bmn[j] = sums[3, j]
@@ -698,16 +698,18 @@ def scan_rows_finished(
 
 @njit(nogil=True, cache=True)
 def _rows_start(x, xi, thr):
-    """``scan_rows``'s flat views, bounds and scratch: ``(xf, xuf, lim, cnt, want)``."""
+    """``scan_rows``'s flat views, bounds and scratch: ``(xf, xuf, lim, cnt, want, todo)``
+    (``todo``: the rows of a batch ``_short_rows`` lists)."""
     cnt = np.zeros(N_KINDS, dtype=np.int64)
     want = np.zeros(N_KINDS, dtype=np.bool_)
+    todo = np.empty(SLICE_BLOCK, np.int64)
     xf = x.reshape(x.size)  # flat, with offsets: a view per short row costs reference counts
     xuf = _unsigned(xi.reshape(xi.size))
-    return xf, xuf, _bounds(x, xuf, thr), cnt, want
+    return xf, xuf, _bounds(x, xuf, thr), cnt, want, todo
 
 
 @njit(nogil=True, cache=True)
-def _rows(xf, xuf, rows, n, r0, r1, lim, thr, counts, cnt, want, rstats, ro, rcounts, locs, vals, nlocs):  # fmt: skip
+def _rows(xf, xuf, rows, n, r0, r1, lim, thr, counts, cnt, want, todo, rstats, ro, rcounts, locs, vals, nlocs):  # fmt: skip
     """Rows ``r0:r1`` of ``scan_rows``'s block of ``rows`` rows of ``n`` values (``xf``:
     flat), row ``r``'s statistics in column ``r - ro`` of ``rstats``. Short rows are read
     ``SLICE_BLOCK`` at a time by the fast pass alone (``_short_rows``); only those it shows
@@ -716,7 +718,6 @@ def _rows(xf, xuf, rows, n, r0, r1, lim, thr, counts, cnt, want, rstats, ro, rco
         for r in range(r0, r1):
             _row(xf, xuf, n, r, np.bool_(False), lim, thr, counts, cnt, want, rstats, ro, rcounts, locs, vals, nlocs)  # fmt: skip
         return
-    todo = np.empty(min(SLICE_BLOCK, r1 - r0), np.int64)
     for b0 in range(r0, r1, SLICE_BLOCK):
         b1 = min(b0 + SLICE_BLOCK, r1)
         for j in range(_short_rows(xf, xuf, n, b0, b1, lim, rstats, ro, todo)):
@@ -1159,8 +1160,8 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
     fold = _fold(rows, cols, pitch)
     if fold == 1:
         _scan_tiles(
-            xf, xi, rows, cols, pitch, _ZERO, thr, counts, cstats[0], cstats[1], cstats[2],
-            cstats[3], cstats[4], ccounts[0], ccounts[1], ccounts[2], locs, vals, nlocs, None,
+            xf, xi, rows, cols, pitch, _ZERO, thr, counts, *_each_row(cstats, ccounts), locs,
+            vals, nlocs, None,
         )  # fmt: skip
         return
     folded = rows // fold
@@ -1172,14 +1173,13 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
     for q in range(fold):
         wstats[0, q * cols : (q + 1) * cols] = k
     _scan_tiles(
-        xf, xi, folded, width, width, _ZERO, thr, counts, wstats[0], wstats[1], wstats[2],
-        wstats[3], wstats[4], wcounts[0], wcounts[1], wcounts[2], locs, vals, nlocs, None,
+        xf, xi, folded, width, width, _ZERO, thr, counts, *_each_row(wstats, wcounts), locs,
+        vals, nlocs, None,
     )  # fmt: skip
     start = folded * fold * cols  # the rows left over, after the folded ones
     _scan_tiles(
-        xf[start:], xi[start:], rows - folded * fold, cols, cols, start, thr, counts, cstats[0],
-        cstats[1], cstats[2], cstats[3], cstats[4], ccounts[0], ccounts[1], ccounts[2], locs,
-        vals, nlocs, None,
+        xf[start:], xi[start:], rows - folded * fold, cols, cols, start, thr, counts,
+        *_each_row(cstats, ccounts), locs, vals, nlocs, None,
     )  # fmt: skip
     for q in range(fold):
         at = q * cols
@@ -1190,6 +1190,14 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
             cstats[4, j] = max(cstats[4, j], wstats[4, at + j])
             for c in range(3):
                 ccounts[c, j] += wcounts[c, at + j]
+
+
+@njit(nogil=True, cache=True)
+def _each_row(cstats, ccounts):
+    """The rows of ``cstats`` (5) and ``ccounts`` (3), as ``_scan_tiles`` takes them."""
+    return (
+        cstats[0], cstats[1], cstats[2], cstats[3], cstats[4], ccounts[0], ccounts[1], ccounts[2]
+    )  # fmt: skip
 
 
 @njit(nogil=True, cache=True)
