@@ -110,6 +110,37 @@ def test_graph_building_computes_nothing_and_keys_are_deterministic():
     assert len(calls) == 16 and report.nan > 0
 
 
+def _labelled_twins():
+    """Pairs of inputs that hold the same values under other labels (row labels, coordinates,
+    names): their reports differ only in those labels."""
+    pd, xr = pytest.importorskip("pandas"), pytest.importorskip("xarray")
+    x = _data((12, 3), seed=5)
+    return {
+        "DataFrame": [pd.DataFrame(x, index=np.arange(12) + k) for k in (0, 100)],
+        "Series": [pd.Series(x.ravel(), index=[f"{k}{i}" for i in range(36)]) for k in "ab"],
+        "xarray": [xr.DataArray(x, dims=("t", "f"), coords={"t": np.arange(12) * k})
+                   for k in (1, 10)],
+        "xarray on dask": [xr.DataArray(x, dims=("t", "f"), coords={"t": np.arange(12) * k})
+                           .chunk({"t": 5}) for k in (1, 10)],
+        "names": [xr.DataArray(x, dims=("t", "f"), name=n) for n in "ab"],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["DataFrame", "Series", "xarray", "xarray on dask", "names"])
+def test_same_values_under_other_labels_make_other_keys(cluster, kind):
+    """A report's key covers its name and labels: two inputs of equal values and other labels in one
+    graph on one cluster get each its own report, not the one whose key came first."""
+    a, b = _labelled_twins()[kind]
+    refs = [fastfinite.scan(v) for v in (a, b)]
+    assert refs[0].locations and refs[0].to_dict() != refs[1].to_dict()
+    lazy = [fastfinite.scan(v, compute=False) for v in (a, b)]
+    assert lazy[0].key != lazy[1].key
+    assert lazy[0].key == fastfinite.scan(a, compute=False).key
+    with distributed.Client(cluster) as client:
+        got = client.compute(lazy, sync=True)
+    assert [r.to_dict() for r in got] == [r.to_dict() for r in refs]
+
+
 def test_task_count_and_fan_in():
     x = da.from_array(np.zeros((40, 40)), chunks=(5, 4))  # 80 blocks
     lazy = fastfinite.scan(x, compute=False, split_every=4)

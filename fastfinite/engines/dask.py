@@ -141,8 +141,9 @@ def _member_graph(member: Member, plan: ScanPlan):
             dsk[(name, j // fan)] = (_combine, spec.max_locations, *below[j : j + fan])
             keys.append((name, j // fan))
         level += 1
-    final = f"fastfinite-report-{token}"
-    dsk[final] = (_finish_member, keys[0], missing, spec, report_meta(source))
+    meta = report_meta(source)  # the values' token does not cover the name and labels
+    final = f"fastfinite-report-{tokenize(token, {**meta, 'labels': source.labels_token()})}"
+    dsk[final] = (_finish_member, keys[0], missing, spec, meta)
     deps = [x] if x is not None else []
     return Delayed(final, HighLevelGraph.from_collections(final, dsk, dependencies=deps))
 

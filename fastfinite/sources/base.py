@@ -110,6 +110,14 @@ class Source(ABC):
         (an array in RAM), so it cannot be cached."""
         return None
 
+    def labels_token(self) -> Any:
+        """What ``labels`` depend on, for ``dask.base.tokenize``: a report's Dask key covers
+        it, so that arrays of equal values under other labels (row labels, coordinates) never
+        share one report on a cluster. By default ``labels`` itself (a bound method is
+        hashed with its whole source); a source whose labels come from a small part of it
+        names that part."""
+        return self.labels
+
     def fingerprints(self) -> Any:
         """The ``fingerprints.Fingerprints`` of the units, taken now (before any is read);
         None when the source has none."""

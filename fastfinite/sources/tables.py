@@ -71,6 +71,11 @@ class _RowLabels:
             out["column"] = self.column
         return out
 
+    def __dask_tokenize__(self):
+        from dask.base import normalize_token
+
+        return "fastfinite-row-labels", normalize_token(self.index), self.column
+
 
 def series_source(s, name: str | None = None) -> ArraySource:
     col = name if name is not None else (s.name if s.name is not None else "series")
@@ -132,6 +137,9 @@ class TableSource(Source):
         first = self.columns[0][1]
         row = first.labels(position[:1])["row"] if first.labels else position[0]
         return {"row": row, "column": self.names[position[1]]}
+
+    def labels_token(self):
+        return self.columns[0][1].labels_token(), self.names
 
     def verify(self) -> None:
         for _, source in self.columns:

@@ -66,6 +66,14 @@ class XarraySource(Source):
                 out[dim] = v.item() if hasattr(v, "item") else v
         return out
 
+    def labels_token(self):
+        """The coordinates ``labels`` reads: those of a dimension, one value per position."""
+        from dask.base import normalize_token
+
+        coords = self.da.coords
+        return [(d, normalize_token(coords[d].values)) for d in self.dims
+                if d in coords and coords[d].ndim == 1]  # fmt: skip
+
 
 def dataset_variables(ds: Any) -> list[tuple[str, Any]]:
     """The data variables of a Dataset as ``(name, factory)``."""
