@@ -216,6 +216,24 @@ def test_npy_path_and_memmap(tmp_path):
     assert fastfinite.scan(fortran).locations[0].index == (4, 7)
 
 
+def test_a_npy_scan_imports_nothing_it_does_not_read(tmp_path):
+    """``import fastfinite`` and a scan of a ``.npy`` stay fast: the modules of other inputs
+    (zarr and its data types from ml_dtypes, dask, h5py, the tables) are not imported."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "a.npy"
+    np.save(path, np.array([1.0, np.nan]))
+    heavy = ("zarr", "ml_dtypes", "dask", "distributed", "h5py", "xarray", "pandas", "pyarrow")
+    code = (
+        f"import sys, fastfinite; assert fastfinite.scan({str(path)!r}).nan == 1; "
+        f"print(*[m for m in {heavy!r} if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == []
+
+
 def test_assert_finite():
     x = np.ones((3, 3))
     assert fastfinite.assert_finite(x).ok

@@ -205,6 +205,9 @@ def test_through_zarr_and_dask(tmp_path):
     import dask.array as da
     import zarr
 
+    from fastfinite.sources.zarr_dtypes import register
+
+    assert register()  # zarr-python writes these formats once they are registered
     rng = np.random.default_rng(1)
     for name in ("bfloat16", "float8_e4m3fn"):
         x = (rng.standard_normal((64, 30)) * 300).astype(cast_dtype(name))
@@ -218,6 +221,34 @@ def test_through_zarr_and_dask(tmp_path):
             fastfinite.scan(da.from_array(x, chunks=(16, 15)), cast=TARGET_SETS[0]),
         ):
             assert_matches_oracle(got, x, cast=TARGET_SETS[0])
+
+
+def test_an_array_of_a_narrow_format_unpickled_where_zarr_never_heard_of_it():
+    """A source of a zarr array the caller opened (in memory here) goes to a Dask worker
+    with its array: its data type's class pickles by name, and a fresh process that looks
+    the name up registers the formats then."""
+    import pickle
+    import subprocess
+    import sys
+
+    import zarr
+
+    from fastfinite.sources.open import open_source
+    from fastfinite.sources.zarr_dtypes import register
+
+    assert register()
+    x = np.array([[1.5, np.nan], [3e38, -2.0]], ml.bfloat16)
+    a = zarr.create_array(store=zarr.storage.MemoryStore(), shape=x.shape, dtype=x.dtype)
+    a[:] = x
+    blob = pickle.dumps(open_source(a))
+    code = (
+        "import pickle, sys\n"
+        "s = pickle.loads(sys.stdin.buffer.read())\n"
+        "sys.stdout.buffer.write(s.read((slice(0, 2), slice(0, 2))).tobytes())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True)
+    assert out.returncode == 0, out.stderr.decode()
+    np.testing.assert_array_equal(np.frombuffer(out.stdout, x.dtype).reshape(x.shape), x)
 
 
 def test_a_store_written_by_tensorstore(tmp_path):

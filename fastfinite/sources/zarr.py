@@ -26,7 +26,8 @@ from .chunked import ChunkGrid, key_parser
 from .zarr_dtypes import register as register_dtypes
 from .zarr_files import ChunkFiles, local_folder
 
-register_dtypes()  # before any store is opened or source unpickled: bfloat16, float8
+# zarr learns bfloat16 and float8 (register_dtypes) where this module opens a store, and
+# where a pickle names one of their classes; not at import: ml_dtypes takes most of a second
 
 
 class ZarrSource(Source):
@@ -70,6 +71,7 @@ class ZarrSource(Source):
     def _open(self) -> Any:
         import zarr
 
+        register_dtypes()
         try:
             return zarr.open_array(
                 store=self.url, mode="r", storage_options=self.options, zarr_format=self._format
@@ -270,6 +272,7 @@ def open_zarr(path: str, storage_options: dict | None = None) -> Any:
     """
     import zarr
 
+    register_dtypes()
     store: Any = path
     inner = ""
     if "://" not in path:  # absolute: a task elsewhere (a cluster worker) opens the same
@@ -319,6 +322,7 @@ def open_store_node(store: Any) -> Any:
     """The array or group at the root of a zarr store object, read-only."""
     import zarr
 
+    register_dtypes()
     try:
         return zarr.open(store=store, mode="r")
     except Exception as e:

@@ -32,12 +32,20 @@ def register() -> bool:
     from zarr.core.dtype import Float16, data_type_registry
 
     for name in NARROW:
-        if name in data_type_registry.contents:
-            continue
-        dtype = np.dtype(getattr(ml_dtypes, name))
-        data_type_registry.register(name, _zdtype(Float16, name, dtype))
+        cls = _zdtype(Float16, name, np.dtype(getattr(ml_dtypes, name)))
+        globals()[cls.__name__] = cls  # pickled by name: an array goes to Dask workers
+        if name not in data_type_registry.contents:
+            data_type_registry.register(name, cls)
     _done = True
     return True
+
+
+def __getattr__(attr: str) -> Any:
+    """A class of ``register`` named by a pickle, in a process that has not registered them
+    yet (a Dask worker unpickling a zarr array of bfloat16)."""
+    if not _done and attr[:1].isupper() and register() and attr in globals():
+        return globals()[attr]
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
 
 
 def _zdtype(base: type, name: str, dtype: np.dtype) -> type:
