@@ -12,33 +12,15 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from . import kinds
 from .blocks import Block, Region, widen
+from .pools import shared_pool
 from .summary import SliceStats, Summary, rescued
-
-_pool: ThreadPoolExecutor | None = None
-_pool_size = 0
-_pool_lock = threading.Lock()
-
-
-def part_pool(threads: int) -> ThreadPoolExecutor:
-    """The shared pool, with at least ``threads`` threads (started once per process)."""
-    global _pool, _pool_size
-    with _pool_lock:
-        if _pool is None or _pool_size < threads:
-            old = _pool
-            _pool = ThreadPoolExecutor(threads, thread_name_prefix="fastfinite-part")
-            _pool_size = threads
-            if old is not None:
-                old.shutdown(wait=False)
-        return _pool
 
 
 def default_workers() -> int:
@@ -62,18 +44,8 @@ def in_parts(call: Callable[[int, int], object], size: int, threads: int | None 
         call(0, size)
         return
     bounds = [size * i // threads for i in range(threads + 1)]
-    for f in [part_pool(threads).submit(call, a, b) for a, b in zip(bounds, bounds[1:])]:
+    for f in [shared_pool("part", threads).submit(call, a, b) for a, b in zip(bounds, bounds[1:])]:
         f.result()
-
-
-def _forget_pool() -> None:
-    """In a forked child the pool's threads do not exist: start a new pool when needed."""
-    global _pool, _pool_size, _pool_lock
-    _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
 
 
 class PartedScan:
@@ -105,7 +77,7 @@ class PartedScan:
         from . import kernels
         from .slow.twins import scan_rows as twin
 
-        pool = part_pool(self.threads)
+        pool = shared_pool("part", self.threads)
         b, cap, nparts = self.bounds - self.bounds[0], locs.shape[1], len(self.bounds) - 1
         slots = min(nparts, 2 * self.threads)
         pc = np.empty((slots, kinds.N_KINDS), np.int64)

@@ -132,20 +132,34 @@ def test_localize_replays_the_flagged_parts():
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
 def test_a_forked_child_scans_with_a_pool_of_its_own():
-    """The part threads do not survive a fork: a child that scans must not wait on them."""
+    """The pools' threads do not survive a fork: a child that scans must not wait on them."""
     import multiprocessing
 
     x = np.random.default_rng(4).standard_normal(100_000)
     x[77] = np.nan
-    assert fastfinite.scan(x, **PARTED).nan == 1  # the parent's pool now exists
+    assert _scan_nan(x) == 2  # the parent's pools now exist
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(1) as pool:
         nan = pool.apply_async(_scan_nan, (x,)).get(timeout=60)
-    assert nan == 1
+    assert nan == 2  # a plain scan (parts) and one by=0 (regions)
 
 
 def _scan_nan(x: np.ndarray) -> int:
-    return fastfinite.scan(x, **PARTED).nan
+    return fastfinite.scan(x, **PARTED).nan + fastfinite.scan(x, **PARTED, by=0).nan
+
+
+def test_scans_start_their_threads_once(monkeypatch):
+    """Every scan's regions and parts run on two pools started once per process (starting
+    threads costs about as much as scanning a few megabytes), however many scans there are."""
+    x = np.random.default_rng(5).standard_normal((400, 300))
+    x[3, 4] = np.nan
+    first = [fastfinite.scan(x, **PARTED, by=b).nan for b in (None, 0, -1)]
+    started = []
+    start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda t: started.append(t) or start(t))
+    again = [fastfinite.scan(x, **PARTED, by=b).nan for b in (None, 0, -1) for _ in range(3)]
+    assert first == [1, 1, 1] and again == [1] * 9
+    assert started == []
 
 
 def test_per_slice_statistics_stay_on_the_threaded_engine():

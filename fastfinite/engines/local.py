@@ -12,13 +12,14 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TypeVar
 
 from ..blocks import Block
 from ..build import build_report, finish, report_meta
 from ..parts import default_workers
 from ..plan import Member, ScanPlan
+from ..pools import shared_pool
 from ..recall import Step
 from ..report import ScanReport
 from ..sources.base import SMALL_BYTES
@@ -49,22 +50,24 @@ def run(plan: ScanPlan) -> ScanReport:
 
 
 def bounded_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
-    """``map(fn, items)`` in order, on ``workers`` threads, at most ``2 * workers`` in flight."""
+    """``map(fn, items)`` in order, on ``workers`` threads of the shared pool, at most
+    ``2 * workers`` in flight."""
     if workers <= 1:
         yield from map(fn, items)
         return
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fastfinite") as pool:
-        pending: deque = deque()
-        try:
-            for item in items:
-                pending.append(pool.submit(fn, item))
-                if len(pending) >= 2 * workers:
-                    yield pending.popleft().result()
-            while pending:
+    pool = shared_pool("region", workers)
+    pending: deque = deque()
+    try:
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= 2 * workers:
                 yield pending.popleft().result()
-        finally:
-            for f in pending:
-                f.cancel()
+        while pending:
+            yield pending.popleft().result()
+    finally:  # stopped early: nothing of this scan runs on after it returns
+        for f in pending:
+            f.cancel()
+        wait(pending)
 
 
 def scan_member(member: Member, plan: ScanPlan) -> ScanReport:

@@ -1,0 +1,36 @@
+"""Thread pools started once per process: starting one costs about as much as scanning a few
+megabytes. A scan's regions and the parts a region is split into (``parts.in_parts``,
+``PartedScan``) have a pool each, because a region's task waits on its parts: one pool for
+both could fill with regions that wait."""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+_pools: dict[str, tuple[ThreadPoolExecutor, int]] = {}
+_lock = threading.Lock()
+
+
+def shared_pool(kind: str, threads: int) -> ThreadPoolExecutor:
+    """The pool of ``kind`` ("region" or "part"), with at least ``threads`` threads."""
+    with _lock:
+        pool, size = _pools.get(kind, (None, 0))
+        if pool is None or size < threads:
+            if pool is not None:  # what it runs finishes; new work goes to the larger one
+                pool.shutdown(wait=False)
+            pool = ThreadPoolExecutor(threads, thread_name_prefix=f"fastfinite-{kind}")
+            _pools[kind] = (pool, threads)
+        return pool
+
+
+def _forget_pools() -> None:
+    """In a forked child the pools' threads do not exist: new pools are started when needed."""
+    global _lock
+    _pools.clear()
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools)
