@@ -7,4 +7,4 @@ from collections.abc import Sequence
 
 def fmt_index(index: Sequence[int]) -> str:
     """An index or a shape as Python writes a tuple: ``(2, 1)``, ``(5,)``, ``()``."""
-    return "(" + ", ".join(str(int(i)) for i in index) + ("," if len(index) == 1 else "") + ")"
+    return repr(tuple(map(int, index)))  # Python's ints: NumPy 2's repr names its types

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -105,20 +106,43 @@ def slice_findings(
         at, bits = _flagged(
             (count, mean, std, max_z, nan, pos, neg), dtypes, z_threshold, eps, threads
         )
-    shape = slices.count.shape
+    if limit is not None:  # each flagged slice gives a finding at least
+        at, bits = at[:limit], bits[:limit]
+    # what the messages say, gathered for the flagged slices at once: a store whose
+    # unwritten chunks read as NaN can flag 1e4 slices, and a report lists each
+    lo, hi = (np.ascontiguousarray(a).reshape(-1)[at] for a in (slices.min, slices.max))
+    with np.errstate(over="ignore", invalid="ignore"):
+        total, m2 = mean[at] * count[at], std[at] * std[at] * count[at]
+    gathered = (*(a[at] for a in (count, mean, std, nan, pos, neg, max_z)), lo, hi, total, m2)
+    values = map(_Values._make, zip(*(a.tolist() for a in gathered)))
+    coords = zip(*(c.tolist() for c in np.unravel_index(at, slices.count.shape)))
     out = []
-    for i, f in zip(at.tolist(), bits.tolist()):
-        where = tuple(int(j) for j in np.unravel_index(i, shape))
+    raised: dict[int, list[str]] = {}  # the kinds of each set of bits
+    for i, f, where, v in zip(at.tolist(), bits.tolist(), coords, values):
         w = fmt_index(where) + (f" ({slices.names[i]!r})" if slices.names else "")
-        with np.errstate(over="ignore", invalid="ignore"):
-            total, m2 = mean[i] * count[i], std[i] * std[i] * count[i]
-        for bit, kind in enumerate(kinds):
-            if not (f >> bit) & 1:
-                continue
-            out.append(Finding(kind, where, _message(kind, w, slices, i, total, m2, z_threshold)))
+        if f not in raised:
+            raised[f] = [kind for bit, kind in enumerate(kinds) if (f >> bit) & 1]
+        for kind in raised[f]:
+            out.append(Finding(kind, where, _message(kind, w, v, z_threshold)))
             if limit is not None and len(out) >= limit:
                 return out
     return out
+
+
+class _Values(NamedTuple):
+    """One flagged slice's statistics, as its messages quote them."""
+
+    count: int
+    mean: float
+    std: float
+    nan: int
+    posinf: int
+    neginf: int
+    max_z: float
+    min: float
+    max: float
+    total: float  # mean * count
+    m2: float  # std**2 * count
 
 
 def _flagged(cols, dtypes, z_threshold, eps, threads) -> tuple[np.ndarray, np.ndarray]:
@@ -142,12 +166,12 @@ def _flagged(cols, dtypes, z_threshold, eps, threads) -> tuple[np.ndarray, np.nd
     return at, np.concatenate([bits[p] for p in parts])
 
 
-def _message(kind, w, s, i, total, m2, z_threshold) -> str:
-    cnt, mean, std = int(s.count.flat[i]), float(s.mean.flat[i]), float(s.std.flat[i])
+def _message(kind: str, w: str, v: _Values, z_threshold: float) -> str:
+    cnt, mean, std, total, m2 = v.count, v.mean, v.std, v.total, v.m2
     if kind == "nonfinite":
         return (
-            f"slice {w} holds {int(s.nan.flat[i])} NaN, {int(s.posinf.flat[i])} +inf and "
-            f"{int(s.neginf.flat[i])} -inf: its mean, std and every standardized value "
+            f"slice {w} holds {v.nan} NaN, {v.posinf} +inf and "
+            f"{v.neginf} -inf: its mean, std and every standardized value "
             "become NaN or inf"
         )
     if kind == "zero_variance":
@@ -180,9 +204,8 @@ def _message(kind, w, s, i, total, m2, z_threshold) -> str:
             f"{TARGETS[t].max:.4g}: its std computed in {t} overflows to inf although every "
             "value is finite"
         )
-    z = float(s.max_z.flat[i])
     return (
-        f"slice {w} has a value {z:.3g} standard deviations from its mean (threshold "
-        f"{z_threshold:g}; min {float(s.min.flat[i]):.6g}, max {float(s.max.flat[i]):.6g}, "
+        f"slice {w} has a value {v.max_z:.3g} standard deviations from its mean (threshold "
+        f"{z_threshold:g}; min {v.min:.6g}, max {v.max:.6g}, "
         f"mean {mean:.6g}, std {std:.6g}): one value dominates the slice's statistics"
     )

@@ -254,6 +254,18 @@ def test_every_finding_kind():
     np.testing.assert_array_equal(r.mask(), [False, True, True, True, True, True, True, False])
     for f in r.findings:
         assert str(f.where[0]) in f.message and len(f.message) > 30
+    # each message quotes its own slice's statistics (gathered for all flagged slices at once)
+    said = {(f.kind, f.where[0]): f.message for f in r.findings}
+    s = r.slices
+    assert "slice (1,) holds 1 NaN, 0 +inf and 0 -inf" in said["nonfinite", 1]
+    assert f"all {s.count[2]} finite values of slice (2,) equal 4:" in said["zero_variance", 2]
+    assert f"of its mean {s.mean[3]:.6g} over {s.count[3]} values" in said["near_zero_variance", 3]
+    assert f"slice (4,) is {s.mean[4] * s.count[4]:.4g}," in said["sum_overflow:float32", 4]
+    m2 = s.std[5] ** 2 * s.count[5]
+    assert f"slice (5,) is {m2:.4g}," in said["variance_overflow:float32", 5]
+    quoted = f"min {s.min[6]:.6g}, max {s.max[6]:.6g}, mean {s.mean[6]:.6g}, std {s.std[6]:.6g}"
+    assert f"slice (6,) has a value {s.max_z[6]:.3g} standard" in said["outlier", 6]
+    assert quoted in said["outlier", 6]
     # np.std in float32 really does overflow where predicted
     with np.errstate(over="ignore"):
         assert np.isinf(x[5].std()) and np.isinf(x[4].sum())
