@@ -107,7 +107,7 @@ def _member_graph(member: Member, plan: ScanPlan):
         ]
     elif not source.reads_in_tasks:  # values in this process: the graph carries them
         blocks = [(r, source.read(r)) for r in member.regions()]
-        token = tokenize("fastfinite-blocks", [b for _, b in blocks], spec, opts.split_every)
+        token = tokenize("fastfinite-blocks", blocks, spec, opts.split_every)  # regions, values
         leaves = [
             (_leaf_block, view, tuple(s.start for s in r), spec, order, flips)
             for r, (view, order, flips) in ((r, memory_view(b)) for r, b in blocks)
