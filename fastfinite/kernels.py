@@ -48,6 +48,7 @@ WIDE_TILE = 512  # scan_cols adds rows eight at a time in tiles at least this wi
 CHUNK_VALUES = 1 << 16  # values a wide tile of scan_cols adds before it checks them
 CHUNK_ROWS = 512  # and rows at least: each chunk also saves and checks the tile's sums
 NARROW_SPAN = 8  # a chunk's columns taken again under 1/8 of its tile: not a failure
+RUN_GAP = 64  # dirty columns closer than this are taken again as one run (_dirty_runs)
 # a 0 the kernels pass each other: a literal 0 would be typed Literal[int](0), and each
 # kernel compiled once more for it (an int64 global is typed int64)
 _ZERO = np.int64(0)
@@ -1298,6 +1299,7 @@ def _scan_tiles(
     # work; exact: a float32 converts to float64 without rounding)
     scratch = np.empty((5, min(COL_TILE, cols)))
     ext = np.empty((6, min(COL_TILE, cols)), xf.dtype)
+    runs = np.empty((2, min(COL_TILE, cols)), np.int64)  # a chunk's runs of dirty columns
     acc = _finish_start()
     fails = 0
     skip = 0
@@ -1335,18 +1337,25 @@ def _scan_tiles(
                     fails = max(fails - 1, 0)
                     r = stop
                     continue
-                # only the columns from the first to the last one not clean are taken
-                # again, checked: the others hold nothing to report, and keep their sums
-                a, b = _dirty_span(s1t, s2t, mnt, mxt, mzt, over, under, tiny)
-                _keep_tile(scratch, ext, a, b, True)
-                if (b - a) * NARROW_SPAN > w:  # a wide one costs a second pass: back off
+                # only the runs of columns that are not clean are taken again, checked:
+                # the others hold nothing to report, and keep their sums
+                m, width = _dirty_runs(s1t, s2t, mnt, mxt, mzt, over, under, tiny, runs)
+                for i in range(m):
+                    _keep_tile(scratch, ext, runs[0, i], runs[1, i], True)
+                if width * NARROW_SPAN > w:  # a wide one costs a second pass: back off
                     fails += 1
                     skip = (1 << min(fails, 20)) - 1
-                _rows_checked(
-                    xf, xi, pitch, cols, base, r, stop, c0 + a, step, group, kt[a:b],
-                    s1t[a:b], s2t[a:b], mnt[a:b], mxt[a:b], tnan[a:b], tpos[a:b], tneg[a:b],
-                    work, thr, counts, locs, vals, nlocs,
-                )  # fmt: skip
+                # run by run within each row, so that positions are found in C order
+                rs, re = (r, stop) if m == 1 else (r, r + 1)
+                while rs < stop:
+                    for i in range(m):
+                        a, b = runs[0, i], runs[1, i]
+                        _rows_checked(
+                            xf, xi, pitch, cols, base, rs, re, c0 + a, step, group, kt[a:b],
+                            s1t[a:b], s2t[a:b], mnt[a:b], mxt[a:b], tnan[a:b], tpos[a:b],
+                            tneg[a:b], work, thr, counts, locs, vals, nlocs,
+                        )  # fmt: skip
+                    rs, re = re, re + 1
                 tainted = not _added_clean(s1t, s2t, mnt, mxt, mzt, over, under, tiny)
                 r = stop
                 continue
@@ -1402,16 +1411,25 @@ def _keep_tile(scratch, ext, a, b, restore):
 
 
 @njit(nogil=True, cache=True)
-def _dirty_span(s1, s2, mn, mx, mz, over, under, tiny):
-    """``(first, stop)``: the columns from the first to the last one that ``_added_clean``
-    would not pass (at least one does not)."""
-    a = s1.shape[0]
-    b = 0
+def _dirty_runs(s1, s2, mn, mx, mz, over, under, tiny, runs):
+    """The runs of columns that ``_added_clean`` would not pass (at least one does not),
+    into ``runs`` (starts, stops): runs less than ``RUN_GAP`` columns apart are one. Returns
+    their number and their width in all. A column with a NaN in every row is one run, or one
+    per copy of it when short rows are folded side by side (``scan_cols_pitched``)."""
+    m = 0
+    width = 0
     for j in range(s1.shape[0]):
-        if not _column_clean(s1, s2, mn, mx, mz, j, over, under, tiny):
-            a = min(a, j)
-            b = j + 1
-    return a, b
+        if _column_clean(s1, s2, mn, mx, mz, j, over, under, tiny):
+            continue
+        if m and j - runs[1, m - 1] < RUN_GAP:
+            width += j + 1 - runs[1, m - 1]
+            runs[1, m - 1] = j + 1
+        else:
+            runs[0, m] = j
+            runs[1, m] = j + 1
+            width += 1
+            m += 1
+    return m, width
 
 
 @njit(nogil=True, cache=True, fastmath={"contract"})
@@ -1456,7 +1474,7 @@ def _added_clean(s1, s2, mn, mx, mz, over, under, tiny):
 
 @njit(nogil=True, cache=True, inline="always")
 def _column_clean(s1, s2, mn, mx, mz, j, over, under, tiny):
-    """``_added_clean`` for column ``j`` alone (``_dirty_span`` asks the same)."""
+    """``_added_clean`` for column ``j`` alone (``_dirty_runs`` asks the same)."""
     ok = (abs(s1[j]) < np.inf) & (s2[j] < np.inf) & (mn[j] > -over) & (mx[j] < over)
     return ok & ((not tiny) | (mz[j] > under))
 

@@ -431,6 +431,30 @@ def test_short_rows_side_by_side_fold_into_their_columns(dtype, shape, planted):
     assert (k_args[3].sum() > 0) == (planted is not None)
 
 
+@pytest.mark.parametrize("dtype", ["f4", "f8"])
+@pytest.mark.parametrize("shape", [(3 * 520 + 5, kernels.WIDE_TILE + 300), (2000, 1000)])
+def test_columns_dirty_in_every_row_are_taken_again_alone(dtype, shape):
+    """A feature with a NaN in every row (and another far from it: two runs of dirty
+    columns; four copies of each when short rows are folded side by side) is taken again
+    on its own, not the tile across: the twin's counts, sums and first positions, which
+    interleave the runs row by row in C order (a cap of 3 NaN: rows 0 and 1)."""
+    rows, cols = shape
+    x = np.random.default_rng(9).uniform(-3, 3, shape).astype(dtype)
+    x[:, 5] = np.nan
+    x[:, cols - 7] = np.nan
+    x[::3, cols // 2] = -np.inf
+    x[rows // 2, 9] = F16.overflow_threshold
+    x, xi = read_only(x), read_only(x.view(f"i{x.itemsize}"))
+    thr = ScanSpec(x.shape, x.dtype, ("float16",)).thresholds.astype(dtype)
+    args = _scan_args(x, xi, thr, 3, cols)
+    k_args, t_args = _copies(args)
+    kernels.scan_cols(*k_args)
+    TWINS["scan_cols"](*t_args)
+    _compare_scan(k_args, t_args, None, None, True)
+    first = k_args[6][0, :3]  # NaN
+    assert list(first) == [5, cols - 7, cols + 5]
+
+
 def test_flagged_slices_are_found_in_every_block():
     """``slice_flags`` takes ``FLAG_BLOCK`` slices at a time and looks only into blocks
     with a flagged slice: a slice of each kind at the first and last place of blocks, and
