@@ -375,7 +375,71 @@ def _underflows(a, under):
 
 @njit(nogil=True, cache=True, fastmath=_FLAGS)
 def _classify(x, thr, cnt):
-    """Exact counts over ``x`` of NaN, +inf, -inf and the cast risks, added to ``cnt``."""
+    """Exact counts over ``x`` of NaN, +inf, -inf and the cast risks, set in ``cnt``. Slots
+    past the last cast target with a risk (an overflow threshold below inf, an underflow
+    one at least 0) count none: a loop without them (data of float32 checked against the
+    default float32 has none; float64's has one) runs several times faster."""
+    used = 0
+    for t in range(N_TARGET_SLOTS):
+        if thr[2 * t] < np.inf or thr[2 * t + 1] >= 0:
+            used = t + 1
+    if used > 1:
+        _classify_all(x, thr, cnt)
+        return
+    for kind in range(N_KINDS):
+        cnt[kind] = 0
+    if used == 1:
+        _classify_first(x, thr, cnt)
+    else:
+        _classify_nonfinite(x, cnt)
+
+
+@njit(nogil=True, cache=True, fastmath=_FLAGS)
+def _classify_nonfinite(x, cnt):
+    """``_classify`` with no cast target at risk: NaN, +inf and -inf."""
+    inf = np.inf
+    c_nan = 0
+    c_pos = 0
+    c_neg = 0
+    for i in range(x.shape[0]):
+        v = x[i]
+        c_nan += v != v
+        c_pos += v == inf
+        c_neg += v == -inf
+    cnt[0] = c_nan
+    cnt[1] = c_pos
+    cnt[2] = c_neg
+
+
+@njit(nogil=True, cache=True, fastmath=_FLAGS)
+def _classify_first(x, thr, cnt):
+    """``_classify`` with the first cast target alone at risk."""
+    inf = np.inf
+    o0, u0 = thr[0], thr[1]
+    c_nan = 0
+    c_pos = 0
+    c_neg = 0
+    c_o0 = 0
+    c_u0 = 0
+    for i in range(x.shape[0]):
+        v = x[i]
+        a = abs(v)
+        fin = (v - v) == 0
+        c_nan += v != v
+        c_pos += v == inf
+        c_neg += v == -inf
+        c_o0 += _overflows(a, fin, o0)
+        c_u0 += _underflows(a, u0)
+    cnt[0] = c_nan
+    cnt[1] = c_pos
+    cnt[2] = c_neg
+    cnt[3] = c_o0
+    cnt[4] = c_u0
+
+
+@njit(nogil=True, cache=True, fastmath=_FLAGS)
+def _classify_all(x, thr, cnt):
+    """``_classify`` over every cast target slot."""
     inf = np.inf
     o0, u0, o1, u1, o2, u2 = thr[0], thr[1], thr[2], thr[3], thr[4], thr[5]
     o3, u3, o4, u4 = thr[6], thr[7], thr[8], thr[9]
