@@ -1409,17 +1409,18 @@ def _scan_tiles(
                 if width * NARROW_SPAN > w:  # a wide one costs a second pass: back off
                     fails += 1
                     skip = (1 << min(fails, 20)) - 1
-                # run by run within each row, so that positions are found in C order
-                rs, re = (r, stop) if m == 1 else (r, r + 1)
-                while rs < stop:
-                    for i in range(m):
-                        a, b = runs[0, i], runs[1, i]
-                        _rows_checked(
-                            xf, xi, pitch, cols, base, rs, re, c0 + a, step, group, kt[a:b],
-                            s1t[a:b], s2t[a:b], mnt[a:b], mxt[a:b], tnan[a:b], tpos[a:b],
-                            tneg[a:b], work, thr, counts, locs, vals, nlocs,
-                        )  # fmt: skip
-                    rs, re = re, re + 1
+                if m == 1:
+                    a, b = runs[0, 0], runs[1, 0]
+                    _rows_checked(
+                        xf, xi, pitch, cols, base, r, stop, c0 + a, step, group, kt[a:b],
+                        s1t[a:b], s2t[a:b], mnt[a:b], mxt[a:b], tnan[a:b], tpos[a:b],
+                        tneg[a:b], work, thr, counts, locs, vals, nlocs,
+                    )  # fmt: skip
+                else:
+                    _runs_checked(
+                        xf, xi, pitch, cols, base, r, stop, c0, runs, m, kt, s1t, s2t, mnt,
+                        mxt, tnan, tpos, tneg, work, thr, counts, locs, vals, nlocs,
+                    )  # fmt: skip
                 tainted = not _added_clean(s1t, s2t, mnt, mxt, mzt, over, under, tiny)
                 r = stop
                 continue
@@ -1590,6 +1591,60 @@ def _rows_checked(
         _classify_and_record(
             row, _ZERO, w, base + r * cols + c0, thr, counts, cnt, want, locs, vals, nlocs
         )
+
+
+@njit(nogil=True, cache=True, fastmath={"contract"})
+def _runs_checked(
+    xf, xi, pitch, cols, base, r0, stop, c0, runs, m, kt, s1t, s2t, mnt, mxt, cnan, cpos,
+    cneg, work, thr, counts, locs, vals, nlocs,
+):  # fmt: skip
+    """``_rows_checked`` over ``m`` runs of a tile's columns (``runs``: starts and stops in
+    the tile from ``c0``), row by row and run after run, so that positions are found in C
+    order; each row of a run takes ``_rows_checked``'s path for a row on its own, the same
+    operations, with offsets rather than views (a run may be one column of a folded row,
+    and a view per run and row would cost more than its values)."""
+    cnt, want, big, inf_bits, lo, hi, tiny_bits, tiny = work
+    T = xi.dtype.type
+    for r in range(r0, stop):
+        o = r * pitch + c0
+        for i in range(m):
+            a, b = runs[0, i], runs[1, i]
+            smn, smx, smz = big, T(~big), big  # _keys (_keys_tiny) of the run's values
+            for j in range(a, b):
+                bits = xi[o + j]
+                key = T(bits ^ big) if bits < T(0) else bits
+                smn = min(smn, key)
+                smx = max(smx, key)
+                if tiny:
+                    mag = T(bits & big)
+                    smz = min(smz, mag if mag > T(0) else big)
+            clean = _clean(smn, smx, inf_bits)
+            for j in range(a, b):
+                u = xf[o + j]
+                if clean:  # _col_update
+                    d = np.float64(u) - kt[j]
+                    s1t[j] += d
+                    s2t[j] += d * d
+                    mnt[j] = u if u < mnt[j] else mnt[j]
+                    mxt[j] = u if u > mxt[j] else mxt[j]
+                elif (u - u) == 0:  # _col_update_finite
+                    d = np.float64(u) - kt[j]
+                    s1t[j] += d
+                    s2t[j] += d * d
+                    mnt[j] = min(mnt[j], u)
+                    mxt[j] = max(mxt[j], u)
+                elif u != u:
+                    cnan[j] += 1
+                elif u > 0:
+                    cpos[j] += 1
+                else:
+                    cneg[j] += 1
+            if clean and not _risky(smn, smx, smz, lo, hi, tiny_bits):
+                continue
+            _classify_and_record(
+                xf, o + a, o + b, base + r * (cols - pitch), thr, counts, cnt, want, locs, vals,
+                nlocs,
+            )  # fmt: skip
 
 
 @njit(nogil=True, cache=True)

@@ -453,6 +453,20 @@ def test_columns_dirty_in_every_row_are_taken_again_alone(dtype, shape):
     _compare_scan(k_args, t_args, None, None, True)
     first = k_args[6][0, :3]  # NaN
     assert list(first) == [5, cols - 7, cols + 5]
+    # the same rows read in place from a wider array (a NaN in the columns between them)
+    wide = np.full((rows, cols + 13), np.nan, x.dtype)
+    wide[:, :cols] = x
+    flat, flat_i = read_only(wide.reshape(-1)), read_only(wide.view(xi.dtype).reshape(-1))
+    args = [flat, flat_i, rows, cols, cols + 13, *_scan_args(x, xi, thr, 3, cols)[2:]]
+    p_args, q_args = _copies(args)
+    kernels.scan_cols_pitched(*p_args)
+    TWINS["scan_cols_pitched"](*q_args)
+    COMPARE["scan_cols_pitched"](p_args, q_args, None, None)
+    np.testing.assert_array_equal(p_args[9][0, :3], first)  # positions in the block
+    for i in (6, 8, 11):  # counts, per-column counts, numbers of positions: as read packed
+        np.testing.assert_array_equal(p_args[i], k_args[i - 3])
+    for kind, n in enumerate(k_args[8]):  # the same first positions of every kind
+        np.testing.assert_array_equal(p_args[9][kind, :n], k_args[6][kind, :n])
 
 
 def test_flagged_slices_are_found_in_every_block():
