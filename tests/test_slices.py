@@ -231,6 +231,24 @@ def test_clean_gaussian_flags_nothing():
         assert not r.mask().any()
 
 
+def test_findings_leave_the_cycle_collector_as_they_found_it():
+    """Findings are made with Python's cycle collector paused; it is on again after, and a
+    caller's own choice to keep it off is kept."""
+    import gc
+
+    x = np.random.default_rng(1).standard_normal((50, 20))
+    x[:, 3] = np.nan  # every row flagged
+    assert gc.isenabled()
+    assert len(fastfinite.scan(x, by=0).findings) == 50
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert len(fastfinite.scan(x, by=0).findings) == 50
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_every_finding_kind():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((8, 200)).astype(np.float32)
