@@ -375,117 +375,44 @@ def _underflows(a, under):
 
 @njit(nogil=True, cache=True, fastmath=_FLAGS)
 def _classify(x, thr, cnt):
-    """Exact counts over ``x`` of NaN, +inf, -inf and the cast risks, set in ``cnt``. Slots
-    past the last cast target with a risk (an overflow threshold below inf, an underflow
-    one at least 0) count none: a loop without them (data of float32 checked against the
-    default float32 has none; float64's has one) runs several times faster."""
+    """Exact counts over ``x`` of NaN, +inf, -inf and the cast risks, set in ``cnt``: the
+    non-finite values in one loop, then each cast target's risks in a loop of its own, for
+    the targets up to the last one at risk (an overflow threshold below inf, an underflow
+    one at least 0). Float32 data checked against the default float32 has none, float64
+    data one: counting all five slots in every loop made it several times slower."""
+    inf = np.inf
+    c_nan = 0
+    c_pos = 0
+    c_neg = 0
+    for i in range(x.shape[0]):
+        v = x[i]
+        c_nan += v != v
+        c_pos += v == inf
+        c_neg += v == -inf
+    cnt[0] = c_nan
+    cnt[1] = c_pos
+    cnt[2] = c_neg
     used = 0
     for t in range(N_TARGET_SLOTS):
-        if thr[2 * t] < np.inf or thr[2 * t + 1] >= 0:
+        if thr[2 * t] < inf or thr[2 * t + 1] >= 0:
             used = t + 1
-    if used > 1:
-        _classify_all(x, thr, cnt)
-        return
-    for kind in range(N_KINDS):
-        cnt[kind] = 0
-    if used == 1:
-        _classify_first(x, thr, cnt)
-    else:
-        _classify_nonfinite(x, cnt)
+    for t in range(N_TARGET_SLOTS):
+        cnt[3 + 2 * t], cnt[4 + 2 * t] = (
+            _risks(x, thr[2 * t], thr[2 * t + 1]) if t < used else (0, 0)
+        )
 
 
 @njit(nogil=True, cache=True, fastmath=_FLAGS)
-def _classify_nonfinite(x, cnt):
-    """``_classify`` with no cast target at risk: NaN, +inf and -inf."""
-    inf = np.inf
-    c_nan = 0
-    c_pos = 0
-    c_neg = 0
-    for i in range(x.shape[0]):
-        v = x[i]
-        c_nan += v != v
-        c_pos += v == inf
-        c_neg += v == -inf
-    cnt[0] = c_nan
-    cnt[1] = c_pos
-    cnt[2] = c_neg
-
-
-@njit(nogil=True, cache=True, fastmath=_FLAGS)
-def _classify_first(x, thr, cnt):
-    """``_classify`` with the first cast target alone at risk."""
-    inf = np.inf
-    o0, u0 = thr[0], thr[1]
-    c_nan = 0
-    c_pos = 0
-    c_neg = 0
-    c_o0 = 0
-    c_u0 = 0
+def _risks(x, over, under):
+    """The values of ``x`` a cast target of these thresholds overflows and underflows."""
+    c_o = 0
+    c_u = 0
     for i in range(x.shape[0]):
         v = x[i]
         a = abs(v)
-        fin = (v - v) == 0
-        c_nan += v != v
-        c_pos += v == inf
-        c_neg += v == -inf
-        c_o0 += _overflows(a, fin, o0)
-        c_u0 += _underflows(a, u0)
-    cnt[0] = c_nan
-    cnt[1] = c_pos
-    cnt[2] = c_neg
-    cnt[3] = c_o0
-    cnt[4] = c_u0
-
-
-@njit(nogil=True, cache=True, fastmath=_FLAGS)
-def _classify_all(x, thr, cnt):
-    """``_classify`` over every cast target slot."""
-    inf = np.inf
-    o0, u0, o1, u1, o2, u2 = thr[0], thr[1], thr[2], thr[3], thr[4], thr[5]
-    o3, u3, o4, u4 = thr[6], thr[7], thr[8], thr[9]
-    c_nan = 0
-    c_pos = 0
-    c_neg = 0
-    c_o0 = 0
-    c_u0 = 0
-    c_o1 = 0
-    c_u1 = 0
-    c_o2 = 0
-    c_u2 = 0
-    c_o3 = 0
-    c_u3 = 0
-    c_o4 = 0
-    c_u4 = 0
-    for i in range(x.shape[0]):
-        v = x[i]
-        a = abs(v)
-        fin = (v - v) == 0
-        c_nan += v != v
-        c_pos += v == inf
-        c_neg += v == -inf
-        c_o0 += _overflows(a, fin, o0)
-        c_u0 += _underflows(a, u0)
-        c_o1 += _overflows(a, fin, o1)
-        c_u1 += _underflows(a, u1)
-        c_o2 += _overflows(a, fin, o2)
-        c_u2 += _underflows(a, u2)
-        c_o3 += _overflows(a, fin, o3)
-        c_u3 += _underflows(a, u3)
-        c_o4 += _overflows(a, fin, o4)
-        c_u4 += _underflows(a, u4)
-    cnt[0] = c_nan
-    cnt[1] = c_pos
-    cnt[2] = c_neg
-    cnt[3] = c_o0
-    cnt[4] = c_u0
-    cnt[5] = c_o1
-    cnt[6] = c_u1
-    cnt[7] = c_o2
-    cnt[8] = c_u2
-    cnt[9] = c_o3
-    cnt[10] = c_u3
-    cnt[11] = c_o4
-    cnt[12] = c_u4
+        c_o += _overflows(a, (v - v) == 0, over)
+        c_u += _underflows(a, under)
+    return c_o, c_u
 
 
 @njit(nogil=True, cache=True)
@@ -1169,12 +1096,14 @@ def _span_plain(xi, big, inf_bits, lo, hi, tiny_bits, tiny):
 
 
 @njit(nogil=True, cache=True, fastmath={"contract"})
-def _col_update_finite(row, k, s1, s2, mn, mx, cnan, cpos, cneg):
-    """``_col_update`` for a row holding NaN or inf: those are counted per column instead.
-    Its finite values are added by ``_col_update``'s operations (the square fused into the
-    sum): a column's sums do not depend on what the other columns of its rows hold."""
-    for j in range(row.shape[0]):
-        v = row[j]
+def _col_update_finite(x, o, a, b, k, s1, s2, mn, mx, cnan, cpos, cneg):
+    """``_col_update`` for columns ``a:b`` of a row holding NaN or inf (``x[o + j]`` is
+    column ``j``'s value: offsets, not a view, for runs of one column): those are counted
+    per column instead. Its finite values are added by ``_col_update``'s operations (the
+    square fused into the sum): a column's sums do not depend on what the other columns of
+    its rows hold."""
+    for j in range(a, b):
+        v = x[o + j]
         if (v - v) == 0:
             w = np.float64(v)
             d = w - k[j]
@@ -1585,7 +1514,7 @@ def _rows_checked(
         if clean:
             _col_update(row, kt, s1t, s2t, mnt, mxt)
         else:
-            _col_update_finite(row, kt, s1t, s2t, mnt, mxt, cnan, cpos, cneg)
+            _col_update_finite(xf, o + c0, 0, w, kt, s1t, s2t, mnt, mxt, cnan, cpos, cneg)
         if clean and not _risky(smn, smx, smz, lo, hi, tiny_bits):
             continue
         _classify_and_record(
@@ -1593,16 +1522,17 @@ def _rows_checked(
         )
 
 
-@njit(nogil=True, cache=True, fastmath={"contract"})
+@njit(nogil=True, cache=True)
 def _runs_checked(
     xf, xi, pitch, cols, base, r0, stop, c0, runs, m, kt, s1t, s2t, mnt, mxt, cnan, cpos,
     cneg, work, thr, counts, locs, vals, nlocs,
 ):  # fmt: skip
     """``_rows_checked`` over ``m`` runs of a tile's columns (``runs``: starts and stops in
     the tile from ``c0``), row by row and run after run, so that positions are found in C
-    order; each row of a run takes ``_rows_checked``'s path for a row on its own, the same
-    operations, with offsets rather than views (a run may be one column of a folded row,
-    and a view per run and row would cost more than its values)."""
+    order; each row of a run takes ``_rows_checked``'s path for a row on its own (its
+    finite values added by ``_col_update_finite``, clean or not), with offsets rather than
+    views (a run may be one column of a folded row, and a view per run and row would cost
+    more than its values)."""
     cnt, want, big, inf_bits, lo, hi, tiny_bits, tiny = work
     T = xi.dtype.type
     for r in range(r0, stop):
@@ -1612,33 +1542,14 @@ def _runs_checked(
             smn, smx, smz = big, T(~big), big  # _keys (_keys_tiny) of the run's values
             for j in range(a, b):
                 bits = xi[o + j]
-                key = T(bits ^ big) if bits < T(0) else bits
+                key = _key(bits, big)
                 smn = min(smn, key)
                 smx = max(smx, key)
                 if tiny:
                     mag = T(bits & big)
                     smz = min(smz, mag if mag > T(0) else big)
             clean = _clean(smn, smx, inf_bits)
-            for j in range(a, b):
-                u = xf[o + j]
-                if clean:  # _col_update
-                    d = np.float64(u) - kt[j]
-                    s1t[j] += d
-                    s2t[j] += d * d
-                    mnt[j] = u if u < mnt[j] else mnt[j]
-                    mxt[j] = u if u > mxt[j] else mxt[j]
-                elif (u - u) == 0:  # _col_update_finite
-                    d = np.float64(u) - kt[j]
-                    s1t[j] += d
-                    s2t[j] += d * d
-                    mnt[j] = min(mnt[j], u)
-                    mxt[j] = max(mxt[j], u)
-                elif u != u:
-                    cnan[j] += 1
-                elif u > 0:
-                    cpos[j] += 1
-                else:
-                    cneg[j] += 1
+            _col_update_finite(xf, o, a, b, kt, s1t, s2t, mnt, mxt, cnan, cpos, cneg)
             if clean and not _risky(smn, smx, smz, lo, hi, tiny_bits):
                 continue
             _classify_and_record(
