@@ -6,14 +6,13 @@ from __future__ import annotations
 import gc
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import NamedTuple
 
 import numpy as np
 
 from ._format import fmt_index
 from .blocks import component_dtype
 from .casts import TARGETS
-from .report import Finding
+from .report import findings_of
 
 EPS64 = float(np.finfo(np.float64).eps)
 
@@ -110,26 +109,73 @@ def slice_findings(
         )
     if limit is not None:  # each flagged slice gives a finding at least
         at, bits = at[:limit], bits[:limit]
-    # what the messages say, gathered for the flagged slices at once: a store whose
-    # unwritten chunks read as NaN can flag 1e4 slices, and a report lists each
-    lo, hi = (np.ascontiguousarray(a).reshape(-1)[at] for a in (slices.min, slices.max))
-    with np.errstate(over="ignore", invalid="ignore"):
-        total, m2 = mean[at] * count[at], std[at] * std[at] * count[at]
-    gathered = (*(a[at] for a in (count, mean, std, nan, pos, neg, max_z)), lo, hi, total, m2)
-    values = map(_Values._make, zip(*(a.tolist() for a in gathered)))
-    coords = zip(*(c.tolist() for c in np.unravel_index(at, slices.count.shape)))
-    out: list[Finding] = []
-    raised: dict[int, list[str]] = {}  # the kinds of each set of bits
+    # Made kind by kind, in bulk: a table with a NaN feature flags every sample (1e6
+    # findings). A slice's findings follow those of the slices before it, in kind order:
+    # the finding of bit b of slice j goes to start[j] plus the bits of j below b.
+    nkinds = _ones(bits, len(kinds))
+    start = np.cumsum(nkinds) - nkinds
+    size = int(nkinds.sum()) if limit is None else min(int(nkinds.sum()), limit)
+    wheres = list(zip(*(c.tolist() for c in np.unravel_index(at, slices.count.shape))))
+    texts = _where_texts(wheres, at, slices.names)
+    lo, hi = (np.ascontiguousarray(a).reshape(-1) for a in (slices.min, slices.max))
+    cols = {
+        "count": count, "mean": mean, "std": std, "nan": nan, "posinf": pos, "neginf": neg,
+        "max_z": max_z, "min": lo, "max": hi,
+    }  # fmt: skip
+    out: list = [None] * size
     with _collector_paused():
-        for i, f, where, v in zip(at.tolist(), bits.tolist(), coords, values):
-            w = fmt_index(where) + (f" ({slices.names[i]!r})" if slices.names else "")
-            if f not in raised:
-                raised[f] = [kind for bit, kind in enumerate(kinds) if (f >> bit) & 1]
-            for kind in raised[f]:
-                out.append(Finding(kind, where, _message(kind, w, v, z_threshold)))
-                if limit is not None and len(out) >= limit:
-                    return out
+        for b, kind in enumerate(kinds):
+            js = np.flatnonzero((bits >> b) & 1)
+            places = start[js] + _ones(bits[js], b)
+            js, places = js[places < size], places[places < size]
+            if not len(js):
+                continue
+            jl = js.tolist()
+            said = _messages(kind, [texts[j] for j in jl], _Gather(cols, at[js]), z_threshold)
+            made = findings_of(kind, [wheres[j] for j in jl], said)
+            first = int(places[0])
+            if places[-1] - first == len(places) - 1:  # in a run: one kind per slice, mostly
+                out[first : first + len(made)] = made
+            else:
+                for p, f in zip(places.tolist(), made):
+                    out[p] = f
     return out
+
+
+def _ones(bits: np.ndarray, below: int) -> np.ndarray:
+    """How many of the bits ``0 .. below - 1`` each element of ``bits`` has set."""
+    n = np.zeros(len(bits), np.int64)
+    for b in range(below):
+        n += (bits >> b) & 1
+    return n
+
+
+def _where_texts(wheres: list[tuple[int, ...]], at: np.ndarray, names) -> list[str]:
+    """How messages name each slice: its index as Python writes a tuple (``fmt_index``),
+    then its label when the slices have names."""
+    if len(wheres) and len(wheres[0]) == 1:
+        texts = [f"({i},)" for i in at.tolist()]  # fmt_index of (i,), 1e6 times at once
+    else:
+        texts = [fmt_index(w) for w in wheres]
+    if names:
+        texts = [f"{t} ({names[i]!r})" for t, i in zip(texts, at.tolist())]
+    return texts
+
+
+class _Gather:
+    """The statistics of the slices at ``at`` that a kind's messages quote (``cols``: the
+    report's columns, flat), each column gathered and made Python numbers only when asked
+    for; ``"total"`` and ``"m2"`` are what the sum and the sum of squares come to."""
+
+    def __init__(self, cols: dict[str, np.ndarray], at: np.ndarray):
+        self.cols, self.at = cols, at
+
+    def __call__(self, name: str) -> list:
+        if name in ("total", "m2"):
+            n, m, sd = (self.cols[c][self.at] for c in ("count", "mean", "std"))
+            with np.errstate(over="ignore", invalid="ignore"):
+                return (m * n if name == "total" else sd * sd * n).tolist()
+        return self.cols[name][self.at].tolist()
 
 
 @contextmanager
@@ -144,22 +190,6 @@ def _collector_paused():
     finally:
         if was:
             gc.enable()
-
-
-class _Values(NamedTuple):
-    """One flagged slice's statistics, as its messages quote them."""
-
-    count: int
-    mean: float
-    std: float
-    nan: int
-    posinf: int
-    neginf: int
-    max_z: float
-    min: float
-    max: float
-    total: float  # mean * count
-    m2: float  # std**2 * count
 
 
 def _flagged(cols, dtypes, z_threshold, eps, threads) -> tuple[np.ndarray, np.ndarray]:
@@ -183,25 +213,28 @@ def _flagged(cols, dtypes, z_threshold, eps, threads) -> tuple[np.ndarray, np.nd
     return at, np.concatenate([bits[p] for p in parts])
 
 
-def _message(kind: str, w: str, v: _Values, z_threshold: float) -> str:
-    cnt, mean, std, total, m2 = v.count, v.mean, v.std, v.total, v.m2
+def _messages(kind: str, w: list[str], v: _Gather, z_threshold: float) -> list[str]:
+    """The messages of findings of ``kind`` about slices named ``w`` (``_where_texts``),
+    quoting their statistics ``v``."""
     if kind == "nonfinite":
-        return (
-            f"slice {w} holds {v.nan} NaN, {v.posinf} +inf and "
-            f"{v.neginf} -inf: its mean, std and every standardized value "
-            "become NaN or inf"
-        )
+        return [
+            f"slice {s} holds {a} NaN, {b} +inf and {c} -inf: its mean, std and every "
+            "standardized value become NaN or inf"
+            for s, a, b, c in zip(w, v("nan"), v("posinf"), v("neginf"))
+        ]
     if kind == "zero_variance":
-        return (
-            f"all {cnt} finite values of slice {w} equal {mean:.6g}: std is 0, so "
+        return [
+            f"all {n} finite values of slice {s} equal {m:.6g}: std is 0, so "
             "standardizing divides by eps (0/0 = NaN when eps is 0)"
-        )
+            for s, n, m in zip(w, v("count"), v("mean"))
+        ]
     if kind == "near_zero_variance":
-        return (
-            f"slice {w} has std {std:.3g}, below the rounding noise of its mean "
-            f"{mean:.6g} over {cnt} values (scikit-learn's constant-feature bound): its std "
+        return [
+            f"slice {s} has std {sd:.3g}, below the rounding noise of its mean "
+            f"{m:.6g} over {n} values (scikit-learn's constant-feature bound): its std "
             "is numerical noise, and standardizing blows the noise up"
-        )
+            for s, sd, m, n in zip(w, v("std"), v("mean"), v("count"))
+        ]
     if kind.startswith("sum_overflow:"):
         t = kind.split(":", 1)[1]
         what = (
@@ -210,19 +243,22 @@ def _message(kind: str, w: str, v: _Values, z_threshold: float) -> str:
             if t == "float16"
             else f"x.sum() and x.mean() in {t} overflow to inf"
         )
-        return (
-            f"the sum of slice {w} is {total:.4g}, beyond the {t} maximum {TARGETS[t].max:.4g}"
+        return [
+            f"the sum of slice {s} is {total:.4g}, beyond the {t} maximum {TARGETS[t].max:.4g}"
             f": {what} although every value is finite"
-        )
+            for s, total in zip(w, v("total"))
+        ]
     if kind.startswith("variance_overflow:"):
         t = kind.split(":", 1)[1]
-        return (
-            f"the sum of squared deviations of slice {w} is {m2:.4g}, beyond the {t} maximum "
+        return [
+            f"the sum of squared deviations of slice {s} is {m2:.4g}, beyond the {t} maximum "
             f"{TARGETS[t].max:.4g}: its std computed in {t} overflows to inf although every "
             "value is finite"
-        )
-    return (
-        f"slice {w} has a value {v.max_z:.3g} standard deviations from its mean (threshold "
-        f"{z_threshold:g}; min {v.min:.6g}, max {v.max:.6g}, "
-        f"mean {mean:.6g}, std {std:.6g}): one value dominates the slice's statistics"
-    )
+            for s, m2 in zip(w, v("m2"))
+        ]
+    return [
+        f"slice {s} has a value {z:.3g} standard deviations from its mean (threshold "
+        f"{z_threshold:g}; min {lo:.6g}, max {hi:.6g}, "
+        f"mean {m:.6g}, std {sd:.6g}): one value dominates the slice's statistics"
+        for s, z, lo, hi, m, sd in zip(w, v("max_z"), v("min"), v("max"), v("mean"), v("std"))
+    ]

@@ -293,6 +293,73 @@ def test_every_finding_kind():
     assert fastfinite.scan(x, by=0, z_threshold=100).bad_slices() == [1, 2, 3, 4, 5]
 
 
+@pytest.mark.parametrize("by", [(0,), (0, 1)])
+def test_findings_come_in_slice_order_then_kind_order_and_a_limit_cuts_there(by):
+    """Findings are made kind by kind, in bulk, then put in place: slice order, then the
+    order of ``slice_kinds``, as the NumPy twin's flags give them, with slices holding
+    several kinds; ``limit`` keeps the first of them, whatever the kinds."""
+    from fastfinite.anomalies import (
+        _thresholds,
+        overflow_dtypes,
+        rounding_eps,
+        slice_findings,
+        slice_kinds,
+    )
+    from fastfinite.slow import twins
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((12, 3, 50)).astype(np.float32)
+    x[0] = np.float32(3e36)  # zero variance, its sum overflows float32, float16, bfloat16
+    x[2, 1, 4] = np.nan
+    x[5, :, :] = 2.0
+    x[5, 2, 0] = np.inf  # non-finite, and zero variance where it holds no inf
+    x[7, 0, :] = rng.standard_normal(50).astype(np.float32) * np.float32(1e20)
+    x[9, 2, 3] = 1e4  # an outlier
+    cast = ("float16", "bfloat16")
+    r = fastfinite.scan(x, by=by, cast=cast)
+    s = r.slices
+    dtypes = overflow_dtypes(x.dtype, cast)
+    eps, cols = rounding_eps(x.dtype), [s.count, s.mean, s.std, s.max_z, s.nan, s.posinf, s.neginf]
+    cols = [np.ascontiguousarray(c).reshape(-1) for c in cols]
+    at, bits = np.empty(len(cols[0]), np.int64), np.empty(len(cols[0]), np.int64)
+    k = twins.slice_flags(*cols, eps, r.z_threshold, _thresholds(dtypes), at, bits)
+    kinds = slice_kinds(dtypes)
+    shape = s.count.shape
+    want = [
+        (kind, tuple(int(c) for c in np.unravel_index(i, shape)))
+        for i, f in zip(at[:k], bits[:k])
+        for b, kind in enumerate(kinds)
+        if (f >> b) & 1
+    ]
+    got = [(f.kind, f.where) for f in r.findings]
+    assert got == want
+    assert len({w for _, w in want}) < len(want)  # some slices hold several kinds
+    for limit in range(len(want) + 2):
+        cut = slice_findings(s, dtypes, r.z_threshold, eps, limit=limit)
+        assert cut == r.findings[:limit]
+
+
+def test_findings_made_in_bulk_are_the_findings_a_constructor_makes():
+    """``findings_of`` fills each instance as the frozen dataclass's ``__init__`` does:
+    equal, with equal hashes, reprs, dicts and pickles, still frozen; a ``__post_init__``
+    it would skip does not exist."""
+    import dataclasses
+    import pickle
+
+    from fastfinite.report import Finding, findings_of
+
+    wheres, said = [(3,), (1, 2)], ["slice (3,) holds 1 NaN", "slice (1, 2) ..."]
+    made = findings_of("nonfinite", wheres, said)
+    built = [Finding("nonfinite", w, m) for w, m in zip(wheres, said)]
+    assert made == built and [hash(f) for f in made] == [hash(f) for f in built]
+    assert [repr(f) for f in made] == [repr(f) for f in built]
+    assert [f.to_dict() for f in made] == [f.to_dict() for f in built]
+    assert pickle.loads(pickle.dumps(made)) == built
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made[0].kind = "other"
+    assert not hasattr(Finding, "__post_init__")
+
+
 def test_overflowed_variance_is_not_near_zero():
     x = np.full((2, 100), 1e200)
     x[:, ::2] = -1e200  # squares overflow float64: M2 is inf
