@@ -29,6 +29,10 @@ def main() -> None:
         "--planted", action="store_true",
         help="bench_memory's data: NaN, inf, -inf (and float32 overflows) in the last 1%%",
     )  # fmt: skip
+    p.add_argument(
+        "--nan-feature", action="store_true",
+        help="a NaN in every row of column 1: by=0 flags every row (a finding each)",
+    )  # fmt: skip
     args = p.parse_args()
     shape = tuple(int(float(v)) for v in args.shape.split(","))
     if args.planted:
@@ -36,6 +40,8 @@ def main() -> None:
     else:
         x = np.random.default_rng(0).standard_normal(shape).astype(args.dtype)
     x = np.asarray(x, order=args.order)
+    if args.nan_feature:
+        x[:, 1] = np.nan
     scans = {"plain": lambda: fastfinite.scan(x)}
     scans.update({f"by={b}": (lambda b=b: fastfinite.scan(x, by=b)) for b in args.by})
     best = best_times(scans, args.repeat)
