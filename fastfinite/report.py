@@ -82,7 +82,7 @@ class Finding:
 
 
 def findings_of(kind: str, wheres: list, messages: list[str]) -> list[Finding]:
-    """``[Finding(kind, w, m) for w, m in zip(wheres, messages)]``, 2.5x faster: the
+    """``[Finding(kind, w, m) for w, m in zip(wheres, messages)]``, twice as fast: the
     fields set in each instance's ``__dict__``, as a frozen dataclass's ``__init__`` does
     through ``object.__setattr__`` (a table with a NaN feature flags every sample, and
     the report lists 1e6 findings)."""
