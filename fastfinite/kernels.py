@@ -112,6 +112,20 @@ def _clean(mn, mx, inf_bits):
     return mn > type(mn)(~inf_bits) and mx < inf_bits
 
 
+@njit(nogil=True, cache=True)
+def _all_nan(mn, mx, inf_bits):
+    """Whether extrema keys ``mn``/``mx`` are those of NaNs alone, all of one sign (the
+    keys of NaNs lie beyond those of the infinities): nothing but NaN to count."""
+    return mn > inf_bits or mx < type(mx)(~inf_bits)
+
+
+@njit(nogil=True, cache=True)
+def _count_each(c, a, b):
+    """One more in each of ``c[a:b]``: a value of the kind ``c`` counts in every column."""
+    for j in range(a, b):
+        c[j] += 1
+
+
 def _extremum(name: str):
     """``llvm.minnum`` or ``llvm.maxnum`` of two floats with ``nnan`` and ``nsz`` on this one
     call: the only way LLVM vectorizes a float min/max reduction. The flags say nothing
@@ -1197,7 +1211,9 @@ def _each_row(cstats, ccounts):
 @njit(nogil=True, cache=True)
 def _col_shifts(xf, rows, cols, pitch, k):
     """Each column's shift ``k``: its first finite value (0 when it has none). The first
-    row in vectors; the rows after it only for columns where it is not finite."""
+    row in vectors; the rows after it only for the columns still without one, row by row
+    (a region of NaN, as a chunk never written reads, is then read in memory order: down
+    each column it cost a cache miss a value)."""
     if rows == 0:
         k[:] = 0.0
         return
@@ -1209,13 +1225,38 @@ def _col_shifts(xf, rows, cols, pitch, k):
         missing += np.int64(not finite)
     if missing == 0:
         return
+    todo = np.empty(missing, np.int64)  # the columns still without a finite value, in order
+    m = 0
     for j in range(cols):
         if not (xf[j] - xf[j]) == 0:
-            for r in range(1, rows):
-                v = xf[r * pitch + j]
-                if (v - v) == 0:
-                    k[j] = v
-                    break
+            todo[m] = j
+            m += 1
+    r = 1
+    while m > 0 and r < rows:
+        o = r * pitch
+        r += 1
+        if m == cols and _finite_count(xf, o, cols) == 0:  # a row of nothing but NaN or inf
+            continue
+        left = 0
+        for i in range(m):
+            j = todo[i]
+            v = xf[o + j]
+            if (v - v) == 0:
+                k[j] = v
+            else:
+                todo[left] = j
+                left += 1
+        m = left
+
+
+@njit(nogil=True, cache=True)
+def _finite_count(xf, o, n):
+    """The finite values of ``xf[o:o + n]`` (in vectors)."""
+    c = 0
+    for i in range(n):
+        v = xf[o + i]
+        c += (v - v) == 0
+    return c
 
 
 @njit(nogil=True, cache=True)
@@ -1486,9 +1527,8 @@ def _rows_checked(
     cnt, want, big, inf_bits, lo, hi, tiny_bits, tiny = work
     w = kt.shape[0]
     c1 = c0 + w
-    r = r0 - 1
-    while r + 1 < stop:
-        r += 1
+    r = r0
+    while r < stop:
         n = min(group, (stop - r) // step * step)
         if n == 0 and stop - r >= 4:  # the last rows of eight-row groups: four at once
             n = 4
@@ -1501,25 +1541,32 @@ def _rows_checked(
                     _col_update8(xf, q * pitch + c0, pitch, kt, s1t, s2t, mnt, mxt)
                 else:
                     _col_update4(xf, q * pitch + c0, pitch, kt, s1t, s2t, mnt, mxt)
-            r += n - 1
+            r += n
             continue
-        o = r * pitch
-        row = xf[o + c0 : o + c1]
-        smz = big
-        if tiny:
-            smn, smx, smz = _keys_tiny(xi[o + c0 : o + c1], big)
-        else:
-            smn, smx = _keys(xi[o + c0 : o + c1], big)
-        clean = _clean(smn, smx, inf_bits)
-        if clean:
-            _col_update(row, kt, s1t, s2t, mnt, mxt)
-        else:
-            _col_update_finite(xf, o + c0, 0, w, kt, s1t, s2t, mnt, mxt, cnan, cpos, cneg)
-        if clean and not _risky(smn, smx, smz, lo, hi, tiny_bits):
-            continue
-        _classify_and_record(
-            row, _ZERO, w, base + r * cols + c0, thr, counts, cnt, want, locs, vals, nlocs
-        )
+        # each row of a group that is not plain on its own (the same bits as in the group):
+        # checking a group again from each next row read every row of NaN group times
+        end = r + max(n, 1)
+        for q in range(r, end):
+            o = q * pitch
+            row = xf[o + c0 : o + c1]
+            smz = big
+            if tiny:
+                smn, smx, smz = _keys_tiny(xi[o + c0 : o + c1], big)
+            else:
+                smn, smx = _keys(xi[o + c0 : o + c1], big)
+            clean = _clean(smn, smx, inf_bits)
+            if clean:
+                _col_update(row, kt, s1t, s2t, mnt, mxt)
+            elif _all_nan(smn, smx, inf_bits):  # a row of a chunk never written, mostly
+                _count_each(cnan, 0, w)
+            else:
+                _col_update_finite(xf, o + c0, 0, w, kt, s1t, s2t, mnt, mxt, cnan, cpos, cneg)
+            if clean and not _risky(smn, smx, smz, lo, hi, tiny_bits):
+                continue
+            _classify_and_record(
+                row, _ZERO, w, base + q * cols + c0, thr, counts, cnt, want, locs, vals, nlocs
+            )
+        r = end
 
 
 @njit(nogil=True, cache=True)
@@ -1549,7 +1596,10 @@ def _runs_checked(
                     mag = T(bits & big)
                     smz = min(smz, mag if mag > T(0) else big)
             clean = _clean(smn, smx, inf_bits)
-            _col_update_finite(xf, o, a, b, kt, s1t, s2t, mnt, mxt, cnan, cpos, cneg)
+            if _all_nan(smn, smx, inf_bits):
+                _count_each(cnan, a, b)
+            else:
+                _col_update_finite(xf, o, a, b, kt, s1t, s2t, mnt, mxt, cnan, cpos, cneg)
             if clean and not _risky(smn, smx, smz, lo, hi, tiny_bits):
                 continue
             _classify_and_record(

@@ -469,6 +469,46 @@ def test_columns_dirty_in_every_row_are_taken_again_alone(dtype, shape):
         np.testing.assert_array_equal(p_args[9][kind, :n], k_args[6][kind, :n])
 
 
+@pytest.mark.parametrize("dtype", ["f4", "f8"])
+@pytest.mark.parametrize("cols", [kernels.WIDE_TILE + 40, 37])
+def test_columns_under_rows_of_nan_take_their_first_finite_value(dtype, cols):
+    """Rows of nothing but NaN (a chunk never written, at the top and between), of -NaN,
+    of +inf, and columns whose first finite value comes late or never: each column's
+    shift is its first finite value (0 for none), found row by row; its NaN counted
+    without its sums; the twin's shifts, counts, sums and first positions, read packed
+    and in place."""
+    chunk = kernels.wide_chunk(kernels.WIDE_TILE + 40)
+    rows = 2 * chunk + 9
+    x = np.random.default_rng(4).uniform(-3, 3, (rows, cols)).astype(dtype)
+    x[: chunk // 2] = np.nan  # never written
+    x[chunk // 2] = np.nan
+    x[chunk // 2, 2] = 1.25  # then a row with one finite value: column 2's shift
+    x[chunk + 3 : chunk + 40] = np.nan
+    x[chunk + 50] = np.copysign(np.nan, -1.0)  # NaN with its sign bit set
+    x[chunk + 51] = np.inf
+    for j, depth in [(0, chunk // 2 + 1), (3, chunk + 45), (cols - 1, rows - 1), (7, rows)]:
+        x[:depth, j] = np.nan  # the first finite value further down, or none (column 7)
+    thr = ScanSpec(x.shape, x.dtype, ("float16",)).thresholds.astype(dtype)
+    xi = x.view(f"i{x.itemsize}")
+    k_args, t_args = _copies(_scan_args(read_only(x), read_only(xi), thr, 3, cols))
+    kernels.scan_cols(*k_args)
+    TWINS["scan_cols"](*t_args)
+    _compare_scan(k_args, t_args, None, None, True)
+    shifts = k_args[4][0]
+    assert shifts[7] == 0 and shifts[cols - 1] == x[rows - 1, cols - 1]
+    assert shifts[3] == x[chunk + 45, 3] and shifts[2] == 1.25
+    np.testing.assert_array_equal(k_args[5][0], np.isnan(x).sum(axis=0))
+    wide = np.full((rows, cols + 5), np.nan, x.dtype)  # in place, NaN between the rows
+    wide[:, :cols] = x
+    flat, flat_i = wide.reshape(-1), wide.view(xi.dtype).reshape(-1)
+    args = [read_only(flat), read_only(flat_i), rows, cols, cols + 5]
+    p_args, q_args = _copies(args + _scan_args(x, xi, thr, 3, cols)[2:])
+    kernels.scan_cols_pitched(*p_args)
+    TWINS["scan_cols_pitched"](*q_args)
+    COMPARE["scan_cols_pitched"](p_args, q_args, None, None)
+    np.testing.assert_array_equal(p_args[7][0], shifts)
+
+
 def test_flagged_slices_are_found_in_every_block():
     """``slice_flags`` takes ``FLAG_BLOCK`` slices at a time and looks only into blocks
     with a flagged slice: a slice of each kind at the first and last place of blocks, and
