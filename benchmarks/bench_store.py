@@ -149,9 +149,13 @@ def main() -> None:
     p.add_argument(
         "--slices", action="store_true", help="only by=0 and by=-1 against the plain scan"
     )
+    p.add_argument(
+        "--repeat", type=int, default=None,
+        help="scans of each method, the best kept (default 3; 1 with --quick): more on a noisy host",
+    )  # fmt: skip
     args = p.parse_args()
     size = args.size_gb or (0.1 if args.quick else 4.0)
-    repeat = 1 if args.quick else 3
+    repeat = args.repeat or (1 if args.quick else 3)
     print(machine())
     if args.slices:
         rows = run_slices(size, repeat, args.dir)
