@@ -775,9 +775,7 @@ def _row(xf, xuf, n, r, short, lim, thr, counts, cnt, want, rstats, ro, rcounts,
             return  # else the row is taken again below, as a long row's sub-block
     # Shift by a finite value of the row: sums of (y - k) stay small for data with a
     # large offset, and the cancellation error is at most eps * n relative to M2.
-    first = 0
-    while first < n and not (xf[off + first] - xf[off + first]) == 0:
-        first += 1
+    first = _first_finite(xf, off, n)
     k = xf[off + first] if first < n else T(0)
     s1 = 0.0
     s2 = 0.0
@@ -796,6 +794,22 @@ def _row(xf, xuf, n, r, short, lim, thr, counts, cnt, want, rstats, ro, rcounts,
 
 
 @njit(nogil=True, cache=True)
+def _first_finite(x, off, n):
+    """The first ``i < n`` with ``x[off + i]`` finite, else ``n``: blocks of 256 values
+    counted in vectors first (a row of NaN, as a chunk never written reads, is otherwise
+    a scalar loop over all of it)."""
+    first = 0
+    while first < n:
+        m = min(256, n - first)
+        if _finite_count(x[off + first : off + first + m]):
+            break
+        first += m
+    while first < n and not (x[off + first] - x[off + first]) == 0:
+        first += 1
+    return first
+
+
+@njit(nogil=True, cache=True)
 def _sub_block(x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts):
     """``x[s:e]``, a sub-block of row ``r``: the fast pass, and the slow one when it shows
     something to report (positions ``base + i``). Returns ``(min, max, s1, s2)``."""
@@ -804,7 +818,34 @@ def _sub_block(x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals,
         if not _counted(under, counts, nlocs, locs.shape[1]):
             _under_positions(x, xu, s, e, base, lim, under, counts, locs, vals, nlocs)
         return smn, smx, a1, a2
+    if _nan_count(x[s:e]) == e - s:  # nothing but NaN: a chunk never written, mostly
+        _nan_run(x, s, e, base, r, counts, locs, vals, nlocs, rcounts)
+        return k, k, 0.0, 0.0  # what _pieces gives when no value is finite
     return _pieces(x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts)
+
+
+@njit(nogil=True, cache=True)
+def _nan_count(x):
+    """The NaNs of ``x`` (in vectors: a view, its loop from 0)."""
+    c = 0
+    for i in range(x.shape[0]):
+        v = x[i]
+        c += v != v
+    return c
+
+
+@njit(nogil=True, cache=True)
+def _nan_run(x, s, e, base, r, counts, locs, vals, nlocs, rcounts):
+    """``_pieces``'s counts and positions for ``x[s:e]`` of row ``r`` when every value is
+    NaN, without its passes: each value a NaN, the first positions ``base + i`` recorded
+    up to the cap."""
+    n = e - s
+    counts[NAN] += n
+    rcounts[0, r] += n
+    for i in range(s, min(e, s + locs.shape[1] - nlocs[NAN])):
+        locs[NAN, nlocs[NAN]] = base + i
+        vals[NAN, nlocs[NAN]] = x[i]
+        nlocs[NAN] += 1
 
 
 @njit(nogil=True, cache=True)
@@ -1235,7 +1276,7 @@ def _col_shifts(xf, rows, cols, pitch, k):
     while m > 0 and r < rows:
         o = r * pitch
         r += 1
-        if m == cols and _finite_count(xf, o, cols) == 0:  # a row of nothing but NaN or inf
+        if m == cols and _finite_count(xf[o : o + cols]) == 0:  # a row of nothing but NaN or inf
             continue
         left = 0
         for i in range(m):
@@ -1250,11 +1291,11 @@ def _col_shifts(xf, rows, cols, pitch, k):
 
 
 @njit(nogil=True, cache=True)
-def _finite_count(xf, o, n):
-    """The finite values of ``xf[o:o + n]`` (in vectors)."""
+def _finite_count(x):
+    """The finite values of ``x`` (in vectors: a view, its loop from 0)."""
     c = 0
-    for i in range(n):
-        v = xf[o + i]
+    for i in range(x.shape[0]):
+        v = x[i]
         c += (v - v) == 0
     return c
 

@@ -509,6 +509,34 @@ def test_columns_under_rows_of_nan_take_their_first_finite_value(dtype, cols):
     np.testing.assert_array_equal(p_args[7][0], shifts)
 
 
+@pytest.mark.parametrize("dtype", ["f4", "f8"])
+@pytest.mark.parametrize("cap", [3, 100])
+def test_long_rows_of_nan_are_counted_without_the_slow_path(dtype, cap):
+    """Sub-blocks of nothing but NaN (a chunk never written) are counted and their first
+    positions recorded without ``_pieces``; rows whose first finite value comes after 255,
+    256, 300 or no NaN at all (found 256 values at a time): the twin's counts, shifts, sums
+    and positions, in order."""
+    sub = kernels.SUB_BLOCK_BYTES // np.dtype(dtype).itemsize
+    n = 3 * sub + 77
+    x = np.random.default_rng(6).uniform(-3, 3, (6, n)).astype(dtype)
+    x[0, : 2 * sub] = np.nan  # two whole sub-blocks of NaN, then values
+    x[1, :] = np.nan  # nothing but NaN: shift 0, no finite value
+    x[2, :255] = np.nan
+    x[3, :256] = np.nan
+    x[4, :300] = np.nan
+    x[4, 300 + sub : 300 + 2 * sub] = np.nan  # NaN across two sub-blocks, with an inf in it
+    x[4, 300 + sub + 5] = np.inf
+    x[5, sub : 2 * sub] = np.copysign(np.nan, -1.0)
+    thr = ScanSpec(x.shape, x.dtype, ("float16",)).thresholds.astype(dtype)
+    xi = x.view(f"i{x.itemsize}")
+    k_args, t_args = _copies(_scan_args(read_only(x), read_only(xi), thr, cap, 6))
+    kernels.scan_rows(*k_args)
+    TWINS["scan_rows"](*t_args)
+    COMPARE["scan_rows"](k_args, t_args, None, None)
+    np.testing.assert_array_equal(k_args[5][0], np.isnan(x).sum(axis=1))
+    assert k_args[4][0, 1] == 0 and k_args[4][0, 3] == x[3, 256]
+
+
 def test_flagged_slices_are_found_in_every_block():
     """``slice_flags`` takes ``FLAG_BLOCK`` slices at a time and looks only into blocks
     with a flagged slice: a slice of each kind at the first and last place of blocks, and
