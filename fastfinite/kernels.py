@@ -798,6 +798,8 @@ def _first_finite(x, off, n):
     """The first ``i < n`` with ``x[off + i]`` finite, else ``n``: blocks of 256 values
     counted in vectors first (a row of NaN, as a chunk never written reads, is otherwise
     a scalar loop over all of it)."""
+    if n == 0 or (x[off] - x[off]) == 0:  # mostly: no pass for a row whose first is finite
+        return 0
     first = 0
     while first < n:
         m = min(256, n - first)
@@ -818,7 +820,7 @@ def _sub_block(x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals,
         if not _counted(under, counts, nlocs, locs.shape[1]):
             _under_positions(x, xu, s, e, base, lim, under, counts, locs, vals, nlocs)
         return smn, smx, a1, a2
-    if _nan_count(x[s:e]) == e - s:  # nothing but NaN: a chunk never written, mostly
+    if x[s] != x[s] and _nan_count(x[s:e]) == e - s:  # nothing but NaN: never written
         _nan_run(x, s, e, base, r, counts, locs, vals, nlocs, rcounts)
         return k, k, 0.0, 0.0  # what _pieces gives when no value is finite
     return _pieces(x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts)
