@@ -38,6 +38,28 @@ from numba.extending import intrinsic, overload
 from .kinds import N_KINDS, N_TARGET_SLOTS, NAN, NEGINF, POSINF
 from .stats import SLICE_BLOCK, TINY
 
+
+def _codegen_as_default() -> bool:
+    """Whether numba generates code with its default settings. Only then are the kernels
+    read from and written to numba's cache, which is keyed on the source and the CPU, not
+    on these settings (numba/numba#10821): a kernel compiled for a profiler (no inlining,
+    so its loops not in vectors) would be loaded by every later process, 20x slower."""
+    from numba.core import config
+
+    return (
+        int(config.OPT) == 3
+        and not getattr(config.OPT, "is_opt_max", False)
+        and not config.DEBUGINFO_DEFAULT
+        and not config.ENABLE_PROFILING  # set by numba itself under a profiler it detects
+        and bool(config.LOOP_VECTORIZE)
+        and not config.SLP_VECTORIZE
+        and not config.BOUNDSCHECK
+        and not config.EXTEND_VARIABLE_LIFETIMES
+    )
+
+
+_CACHE = _codegen_as_default()
+
 SUB_BLOCK_BYTES = 65536
 PIECE_BYTES = 2048  # a dirty sub-block is taken again in pieces of this size
 RUN = 256  # values ``_under_positions`` checks at once for an underflow
@@ -63,13 +85,13 @@ _FLAGS = {"reassoc", "contract"}
 # images of floats: sign-magnitude bits folded to two's complement (an involution).
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _key(b, big):
     T = type(b)
     return T(b ^ big) if b < T(0) else b
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _keys(xi, big):
     """Fast pass over the bits ``xi`` of a float block: ``(min_key, max_key)``.
 
@@ -88,7 +110,7 @@ def _keys(xi, big):
     return mn, mx
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _keys_tiny(xi, big):
     """``_keys`` plus the magnitude bits of the smallest non-zero value (underflow check)."""
     T = xi.dtype.type
@@ -105,21 +127,21 @@ def _keys_tiny(xi, big):
     return mn, mx, mz
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _clean(mn, mx, inf_bits):
     """Whether extrema keys ``mn``/``mx`` are those of finite values only: -inf's key is
     ``~inf_bits``, NaN's lie beyond the infinities'."""
     return mn > type(mn)(~inf_bits) and mx < inf_bits
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _all_nan(mn, mx, inf_bits):
     """Whether extrema keys ``mn``/``mx`` are those of NaNs alone, all of one sign (the
     keys of NaNs lie beyond those of the infinities): nothing but NaN to count."""
     return mn > inf_bits or mx < type(mx)(~inf_bits)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _count_each(c, a, b):
     """One more in each of ``c[a:b]``: a value of the kind ``c`` counts in every column."""
     for j in range(a, b):
@@ -181,7 +203,7 @@ def _load(x, xu, i):
     widened to float32 and that float's bits."""
 
 
-@overload(_load, jit_options={"cache": True})
+@overload(_load, jit_options={"cache": _CACHE})
 def _load_impl(x, xu, i):
     if isinstance(x.dtype, types.Float):
         return lambda x, xu, i: (x[i], xu[i])
@@ -200,7 +222,7 @@ def _load_impl(x, xu, i):
     return f8
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _pass(x, xu, off, n, k, lim):
     """One read of values ``off:off + n`` of a block (``_load``): ``(min, max, under,
     sum(x - k), sum((x - k)**2))``, the sums in float64. A non-finite value makes the first
@@ -219,7 +241,7 @@ def _pass(x, xu, off, n, k, lim):
     return _pass_many(x, xu, off, n, k, lim)
 
 
-@njit(nogil=True, cache=True, fastmath=_FLAGS)
+@njit(nogil=True, cache=_CACHE, fastmath=_FLAGS)
 def _pass_none(x, xu, off, n, k, lim):
     """``_pass`` without an underflow target."""
     inf = lim[5]
@@ -241,7 +263,7 @@ def _pass_none(x, xu, off, n, k, lim):
     return mn, mx, (z, z, z, z, z), s1, s2
 
 
-@njit(nogil=True, cache=True, fastmath=_FLAGS)
+@njit(nogil=True, cache=_CACHE, fastmath=_FLAGS)
 def _pass_one(x, xu, off, n, k, lim):
     """``_pass`` with one underflow target: one count."""
     _, big, ub, _, slots, inf = lim
@@ -268,7 +290,7 @@ def _pass_one(x, xu, off, n, k, lim):
     return mn, mx, _in_slot(np.int64(c0), first), s1, s2
 
 
-@njit(nogil=True, cache=True, fastmath=_FLAGS)
+@njit(nogil=True, cache=_CACHE, fastmath=_FLAGS)
 def _pass_many(x, xu, off, n, k, lim):
     """``_pass`` with several underflow targets: count under the largest bound, and keep
     the smallest ``m - 1``; a slot under which no value lies counts none, and rarely (a
@@ -307,7 +329,7 @@ def _pass_many(x, xu, off, n, k, lim):
     return mn, mx, under, s1, s2
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _count_under(x, xu, off, n, big, bound):
     """The values of ``off:off + n`` whose ``m - 1`` is under ``bound`` (``_pass``)."""
     U = type(big)
@@ -319,7 +341,7 @@ def _count_under(x, xu, off, n, big, bound):
     return np.int64(c)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _set(counts, t, c):
     """The 5-tuple ``counts`` with slot ``t`` set to ``c``."""
     c = np.int64(c)
@@ -332,7 +354,7 @@ def _set(counts, t, c):
     )
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _in_slot(c, slot):
     z = type(c)(0)
     return (
@@ -344,7 +366,7 @@ def _in_slot(c, slot):
     )
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _extrema_finite(x, k):
     """``_pass``'s extrema for a piece holding NaN or inf: those of its finite values and of
     ``k``, a finite value of the same row, which stands in for the others (with an infinity
@@ -359,7 +381,7 @@ def _extrema_finite(x, k):
     return mn, mx
 
 
-@njit(nogil=True, cache=True, fastmath=_FLAGS)
+@njit(nogil=True, cache=_CACHE, fastmath=_FLAGS)
 def _sums_finite(x, k):
     """The sums of ``_pass`` over the finite values: non-finite ones are replaced by the
     finite shift ``k``, so they add nothing."""
@@ -375,19 +397,19 @@ def _sums_finite(x, k):
     return s1, s2
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _overflows(a, fin, over):
     """The cast-overflow predicate on ``a = |v|``: finite and at least the threshold."""
     return (a >= over) & fin
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _underflows(a, under):
     """The cast-underflow predicate on ``a = |v|``: non-zero and at most the threshold."""
     return (a <= under) & (a > 0)
 
 
-@njit(nogil=True, cache=True, fastmath=_FLAGS)
+@njit(nogil=True, cache=_CACHE, fastmath=_FLAGS)
 def _classify(x, thr, cnt):
     """Exact counts over ``x`` of NaN, +inf, -inf and the cast risks, set in ``cnt``: the
     non-finite values in one loop, then each cast target's risks in a loop of its own, for
@@ -416,7 +438,7 @@ def _classify(x, thr, cnt):
         )
 
 
-@njit(nogil=True, cache=True, fastmath=_FLAGS)
+@njit(nogil=True, cache=_CACHE, fastmath=_FLAGS)
 def _risks(x, over, under):
     """The values of ``x`` a cast target of these thresholds overflows and underflows."""
     c_o = 0
@@ -429,7 +451,7 @@ def _risks(x, over, under):
     return c_o, c_u
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _limits(thr):
     """``(over, under)`` of thresholds ``thr``: a finite ``|v| >= over`` risks a cast
     overflow, a non-zero ``|v| <= under`` an underflow (unused slots hold ``(inf, -1)``)."""
@@ -441,13 +463,13 @@ def _unsigned(a):
     return a.view(np.uint32 if a.itemsize == 4 else np.uint64)
 
 
-@overload(_unsigned, jit_options={"cache": True})
+@overload(_unsigned, jit_options={"cache": _CACHE})
 def _unsigned_impl(a):
     u = np.uint32 if a.dtype.bitwidth == 32 else np.uint64
     return lambda a: a.view(u)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _bounds(x, xu, thr):
     """What ``_pass`` and ``_plain`` compare with: ``(over, big, under_bits, ntiny, slots,
     inf)``, the integers unsigned like ``xu``, ``x``'s bits. A finite ``|v| >= over`` risks
@@ -473,7 +495,7 @@ def _bounds(x, xu, thr):
     return over, U(~U(0) >> U(1)), ub, ntiny, (max(first, 0), last), x.dtype.type(np.inf)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _record(x, s, e, base, thr, want, locs, vals, nlocs):
     """Slow path: record positions ``base + i`` of ``x[i]``, ``s <= i < e``, for the kinds
     flagged in ``want``."""
@@ -504,14 +526,14 @@ def _record(x, s, e, base, thr, want, locs, vals, nlocs):
                 nlocs[kind] += 1
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _risky(smn, smx, smz, lo, hi, tiny_bits):
     """Whether extrema keys ``smn``/``smx`` or the smallest magnitude bits ``smz`` cross a
     cast threshold: the thresholds as keys and bits (``_work``), so no float is rebuilt."""
     return smn <= lo or smx >= hi or smz <= tiny_bits
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _classify_and_record(x, s, e, base, thr, counts, cnt, want, locs, vals, nlocs):
     """The slow path of a dirty sub-block ``x[s:e]``: exact counts added to ``counts`` (and
     left in ``cnt``), positions ``base + i`` recorded for kinds still short of the cap."""
@@ -526,7 +548,7 @@ def _classify_and_record(x, s, e, base, thr, counts, cnt, want, locs, vals, nloc
         _record(x, s, e, base, thr, want, locs, vals, nlocs)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _work(x, xi, thr):
     """Per-block constants and scratch arrays of the key kernels (``scan_cols``,
     ``quick_check``), made once per block (an allocation per short row would cost more than
@@ -549,7 +571,7 @@ def _work(x, xi, thr):
     return cnt, want, big, inf_bits, lo, hi, tiny_bits, under_max >= 0
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _plain(mn, mx, s1, lim):
     """Whether ``_pass``'s results show no non-finite value and no overflow risk: a finite
     sum (no NaN or inf; or, rarely, finite values whose sum overflowed) and extrema inside
@@ -558,7 +580,7 @@ def _plain(mn, mx, s1, lim):
     return (s1 - s1) == 0 and mn > -over and mx < over
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _counted(under, counts, nlocs, cap):
     """Underflows ``_pass`` counted that need no positions (their kinds have all theirs):
     added to ``counts``. False when a position is still wanted: the slow path records it."""
@@ -570,7 +592,7 @@ def _counted(under, counts, nlocs, cap):
     return True
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _under_positions(x, xu, s, e, base, lim, under, counts, locs, vals, nlocs):
     """A sub-block ``x[s:e]`` whose only findings are underflows, counted by ``_pass``:
     the counts added, and the positions (``base + i``) of the kinds that still want them
@@ -611,7 +633,7 @@ def _under_positions(x, xu, s, e, base, lim, under, counts, locs, vals, nlocs):
         c = ce
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _pieces(x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts):
     """The slow path of a sub-block ``x[s:e]`` of row ``r`` that has something to report:
     taken again in pieces of ``PIECE_BYTES``, of which only those that have go through
@@ -642,7 +664,7 @@ def _pieces(x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals, nl
     return mn, mx, s1, s2
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
     """Scan a C-contiguous 2-D block in one pass, keeping statistics per row.
 
@@ -670,7 +692,7 @@ def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs):
     _rows(xf, xuf, x.shape[0], x.shape[1], _ZERO, x.shape[0], lim, thr, counts, cnt, want, todo, rstats, _ZERO, rcounts, locs, vals, nlocs)  # fmt: skip
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def scan_rows_finished(
     x, xi, thr, counts, z, mn, mx, rcounts, cnan, cpos, cneg, locs, vals, nlocs,
     n, mean, std, eps, z_threshold, thresholds, where, flags,
@@ -702,7 +724,7 @@ def scan_rows_finished(
     return acc[:9]
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _rows_start(x, xi, thr):
     """``scan_rows``'s flat views, bounds and scratch: ``(xf, xuf, lim, cnt, want, todo)``
     (``todo``: the rows of a batch ``_short_rows`` lists)."""
@@ -714,7 +736,7 @@ def _rows_start(x, xi, thr):
     return xf, xuf, _bounds(x, xuf, thr), cnt, want, todo
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _rows(xf, xuf, rows, n, r0, r1, lim, thr, counts, cnt, want, todo, rstats, ro, rcounts, locs, vals, nlocs):  # fmt: skip
     """Rows ``r0:r1`` of ``scan_rows``'s block of ``rows`` rows of ``n`` values (``xf``:
     flat), row ``r``'s statistics in column ``r - ro`` of ``rstats``. Short rows are read
@@ -730,7 +752,7 @@ def _rows(xf, xuf, rows, n, r0, r1, lim, thr, counts, cnt, want, todo, rstats, r
             _row(xf, xuf, n, todo[j], np.bool_(True), lim, thr, counts, cnt, want, rstats, ro, rcounts, locs, vals, nlocs)  # fmt: skip
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _short_rows(xf, xuf, n, r0, r1, lim, rstats, ro, todo):
     """The fast pass (``_pass``) over each short row of ``r0:r1``, its statistics written
     as a clean row's, with no branch but the loop's: the rows whose pass shows a non-finite
@@ -759,7 +781,7 @@ def _short_rows(xf, xuf, n, r0, r1, lim, rstats, ro, todo):
     return m
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _row(xf, xuf, n, r, short, lim, thr, counts, cnt, want, rstats, ro, rcounts, locs, vals, nlocs):  # fmt: skip
     """Row ``r`` of ``_rows``: a short row's fast pass when it proves the row clean (its
     underflows counted: ``_counted``), else the row in sub-blocks, each with its slow path
@@ -793,7 +815,7 @@ def _row(xf, xuf, n, r, short, lim, thr, counts, cnt, want, rstats, ro, rcounts,
     _row_stats(rstats, r - ro, k, s1, s2, mn, mx, first < n)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _first_finite(x, off, n):
     """The first ``i < n`` with ``x[off + i]`` finite, else ``n``: blocks of 256 values
     counted in vectors first (a row of NaN, as a chunk never written reads, is otherwise
@@ -811,7 +833,7 @@ def _first_finite(x, off, n):
     return first
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _sub_block(x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts):
     """``x[s:e]``, a sub-block of row ``r``: the fast pass, and the slow one when it shows
     something to report (positions ``base + i``). Returns ``(min, max, s1, s2)``."""
@@ -826,7 +848,7 @@ def _sub_block(x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals,
     return _pieces(x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _nan_count(x):
     """The NaNs of ``x`` (in vectors: a view, its loop from 0)."""
     c = 0
@@ -836,7 +858,7 @@ def _nan_count(x):
     return c
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _nan_run(x, s, e, base, r, counts, locs, vals, nlocs, rcounts):
     """``_pieces``'s counts and positions for ``x[s:e]`` of row ``r`` when every value is
     NaN, without its passes: each value a NaN, the first positions ``base + i`` recorded
@@ -850,7 +872,7 @@ def _nan_run(x, s, e, base, r, counts, locs, vals, nlocs, rcounts):
         nlocs[NAN] += 1
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _row_stats(rstats, r, k, s1, s2, mn, mx, any_finite):
     rstats[0, r] = np.float64(k)
     rstats[1, r] = s1
@@ -859,7 +881,7 @@ def _row_stats(rstats, r, k, s1, s2, mn, mx, any_finite):
     rstats[4, r] = np.float64(mx) if any_finite else -np.inf
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _widen(src, lut, s, e, out, outu):
     """``src[s:e]``, bfloat16 or float8 bits, as float32 values in ``out[:e - s]``
     (``outu``: the same memory as uint32): bfloat16 is float32's top half; a float8
@@ -874,7 +896,7 @@ def _widen(src, lut, s, e, out, outu):
             out[i] = lut[src[s + i]]
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def scan_rows_narrow(src, lut, thr, counts, rstats, rcounts, locs, vals, nlocs):
     """``scan_rows`` over bfloat16 or float8 data: ``src``, a C-contiguous 2-D array of
     its bits (uint16 or uint8), read once at its own width. The fast pass widens each value
@@ -923,7 +945,7 @@ def scan_rows_narrow(src, lut, thr, counts, rstats, rcounts, locs, vals, nlocs):
         _row_stats(rstats, r, k, s1, s2, mn, mx, first < off + n)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def scaled_counts(x, lim, counts, locs, nlocs):
     """A scaled cast's risks over ``x`` (float32 or float64, flat), on ``f = |float32(v)|``
     against ``lim``, float32 ``(over, under, normal)`` such that the scaled value ``f *
@@ -966,7 +988,7 @@ def scaled_counts(x, lim, counts, locs, nlocs):
                         nlocs[row] += 1
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def fold_part(offset, pc, pl, pv, pn, counts, locs, vals, nlocs):
     """Fold the counts ``pc`` and positions ``pl``/``pv``/``pn`` that ``scan_rows`` gave for
     a part of a block starting at flat position ``offset`` into the block's (parts in
@@ -984,7 +1006,7 @@ def fold_part(offset, pc, pl, pv, pn, counts, locs, vals, nlocs):
     return found
 
 
-@njit(nogil=True, cache=True, fastmath={"contract"})
+@njit(nogil=True, cache=_CACHE, fastmath={"contract"})
 def _col_update(row, k, s1, s2, mn, mx):
     """Add a row of finite values to per-column shifted sums and extrema (the operations of
     ``_col_update4`` for one row: no reassociation, so either gives the same bits)."""
@@ -998,7 +1020,7 @@ def _col_update(row, k, s1, s2, mn, mx):
         mx[j] = u if u > mx[j] else mx[j]
 
 
-@njit(nogil=True, cache=True, fastmath={"contract"})
+@njit(nogil=True, cache=_CACHE, fastmath={"contract"})
 def _col_update4(xf, off, cols, k, s1, s2, mn, mx):
     """``_col_update`` of four rows of finite values, in row order: the accumulators are
     read and written once for the four. The rows start at ``off`` in the flat block,
@@ -1048,7 +1070,7 @@ def _col_update4(xf, off, cols, k, s1, s2, mn, mx):
         mx[j] = hi
 
 
-@njit(nogil=True, cache=True, fastmath={"contract"})
+@njit(nogil=True, cache=_CACHE, fastmath={"contract"})
 def _col_update8(xf, off, cols, k, s1, s2, mn, mx):
     """``_col_update4`` of eight rows: for wide tiles, whose accumulators then cost half
     the loads and stores (the same operations in the same order: the same bits)."""
@@ -1128,7 +1150,7 @@ def _col_update8(xf, off, cols, k, s1, s2, mn, mx):
         mx[j] = hi
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _rows_plain(xi, pitch, cols, r, n, c0, c1, big, inf_bits, lo, hi, tiny_bits, tiny):
     """Whether rows ``r`` to ``r + n - 1`` (columns ``c0:c1``) of a block whose rows start
     ``pitch`` values apart in the 1-D ``xi`` are clean and risk no cast: their keys in one
@@ -1142,7 +1164,7 @@ def _rows_plain(xi, pitch, cols, r, n, c0, c1, big, inf_bits, lo, hi, tiny_bits,
     return True
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _span_plain(xi, big, inf_bits, lo, hi, tiny_bits, tiny):
     if tiny:
         smn, smx, smz = _keys_tiny(xi, big)
@@ -1152,7 +1174,7 @@ def _span_plain(xi, big, inf_bits, lo, hi, tiny_bits, tiny):
     return _clean(smn, smx, inf_bits) and not _risky(smn, smx, smz, lo, hi, tiny_bits)
 
 
-@njit(nogil=True, cache=True, fastmath={"contract"})
+@njit(nogil=True, cache=_CACHE, fastmath={"contract"})
 def _col_update_finite(x, o, a, b, k, s1, s2, mn, mx, cnan, cpos, cneg):
     """``_col_update`` for columns ``a:b`` of a row holding NaN or inf (``x[o + j]`` is
     column ``j``'s value: offsets, not a view, for runs of one column): those are counted
@@ -1176,7 +1198,7 @@ def _col_update_finite(x, o, a, b, k, s1, s2, mn, mx, cnan, cpos, cneg):
             cneg[j] += 1
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def scan_cols(x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs):
     """Scan a C-contiguous 2-D block in one pass, keeping statistics per column.
 
@@ -1191,7 +1213,7 @@ def scan_cols(x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs):
     )  # fmt: skip
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, locs, vals, nlocs):
     """``scan_cols`` of a block read in place: ``rows`` rows of ``cols`` values, row ``r``
     at ``xf[r * pitch : r * pitch + cols]`` (``xi``: the same memory as integers), as a
@@ -1243,7 +1265,7 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
                 ccounts[c, j] += wcounts[c, at + j]
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _each_row(cstats, ccounts):
     """The rows of ``cstats`` (5) and ``ccounts`` (3), as ``_scan_tiles`` takes them."""
     return (
@@ -1251,7 +1273,7 @@ def _each_row(cstats, ccounts):
     )  # fmt: skip
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _col_shifts(xf, rows, cols, pitch, k):
     """Each column's shift ``k``: its first finite value (0 when it has none). The first
     row in vectors; the rows after it only for the columns still without one, row by row
@@ -1292,7 +1314,7 @@ def _col_shifts(xf, rows, cols, pitch, k):
         m = left
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _finite_count(x):
     """The finite values of ``x`` (in vectors: a view, its loop from 0)."""
     c = 0
@@ -1302,7 +1324,7 @@ def _finite_count(x):
     return c
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _fold(rows, cols, pitch):
     """How many short contiguous rows ``scan_cols_pitched`` takes side by side as one (1:
     none; at least eight such wide rows, else the rows are taken as they are)."""
@@ -1310,7 +1332,7 @@ def _fold(rows, cols, pitch):
     return fold if fold > 1 and rows // fold >= 8 else 1
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def scan_cols_finished(
     x, xi, thr, counts, z, mn, mx, ccounts, cnan, cpos, cneg, locs, vals, nlocs,
     n, mean, std, eps, z_threshold, thresholds, where, flags,
@@ -1324,7 +1346,7 @@ def scan_cols_finished(
     )  # fmt: skip
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def scan_cols_pitched_finished(
     xf, xi, rows, cols, pitch, thr, counts, z, mn, mx, ccounts, cnan, cpos, cneg, locs, vals,
     nlocs, n, mean, std, eps, z_threshold, thresholds, where, flags,
@@ -1357,7 +1379,7 @@ def scan_cols_pitched_finished(
     return acc[:9]
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _scan_tiles(
     xf, xi, rows, cols, pitch, base, thr, counts, k, s1, s2, mn, mx, cnan, cpos, cneg, locs,
     vals, nlocs, fin,
@@ -1463,7 +1485,7 @@ def _scan_tiles(
     return acc
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def wide_chunk(w):
     """Rows a wide tile of ``w`` columns adds before it checks them (``_scan_tiles``): a
     multiple of eight, ``CHUNK_VALUES`` values and at least ``CHUNK_ROWS`` rows (saving and
@@ -1471,7 +1493,7 @@ def wide_chunk(w):
     return 8 * max(CHUNK_ROWS // 8, CHUNK_VALUES // (8 * w))
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _keep_tile(scratch, ext, a, b, restore):
     """Save the sums (``scratch`` rows 1-2), extrema and smallest magnitudes (``ext`` rows
     0-2) of a tile's columns ``a:b`` into the rows after them before a chunk is added, or,
@@ -1488,7 +1510,7 @@ def _keep_tile(scratch, ext, a, b, restore):
             ext[3 + i, a:b] = ext[i, a:b]
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _dirty_runs(s1, s2, mn, mx, mz, over, under, tiny, runs):
     """The runs of columns that ``_added_clean`` would not pass (at least one does not),
     into ``runs`` (starts, stops): runs less than ``RUN_GAP`` columns apart are one. Returns
@@ -1510,7 +1532,7 @@ def _dirty_runs(s1, s2, mn, mx, mz, over, under, tiny, runs):
     return m, width
 
 
-@njit(nogil=True, cache=True, fastmath={"contract"})
+@njit(nogil=True, cache=_CACHE, fastmath={"contract"})
 def _col_update8_tiny(xf, off, cols, k, s1, s2, mn, mx, mz):
     """``_col_update8`` (the same operations in the same order) that also keeps each
     column's smallest non-zero magnitude ``mz``: rows added before they are checked."""
@@ -1538,7 +1560,7 @@ def _col_update8_tiny(xf, off, cols, k, s1, s2, mn, mx, mz):
         mz[j] = z
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _added_clean(s1, s2, mn, mx, mz, over, under, tiny):
     """Whether every value added to a tile's accumulators was finite and risks no cast: a
     NaN or inf makes a sum non-finite (so do finite values whose squares overflow: those
@@ -1550,14 +1572,14 @@ def _added_clean(s1, s2, mn, mx, mz, over, under, tiny):
     return ok
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=_CACHE, inline="always")
 def _column_clean(s1, s2, mn, mx, mz, j, over, under, tiny):
     """``_added_clean`` for column ``j`` alone (``_dirty_runs`` asks the same)."""
     ok = (abs(s1[j]) < np.inf) & (s2[j] < np.inf) & (mn[j] > -over) & (mx[j] < over)
     return ok & ((not tiny) | (mz[j] > under))
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _rows_checked(
     xf, xi, pitch, cols, base, r0, stop, c0, step, group, kt, s1t, s2t, mnt, mxt, cnan, cpos,
     cneg, work, thr, counts, locs, vals, nlocs,
@@ -1612,7 +1634,7 @@ def _rows_checked(
         r = end
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _runs_checked(
     xf, xi, pitch, cols, base, r0, stop, c0, runs, m, kt, s1t, s2t, mnt, mxt, cnan, cpos,
     cneg, work, thr, counts, locs, vals, nlocs,
@@ -1651,14 +1673,14 @@ def _runs_checked(
             )  # fmt: skip
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _pow2(v):
     """A power of two at most ``v`` and above half of it: a scale that keeps squares in
     range (2**1024 would overflow)."""
     return math.ldexp(1.0, math.frexp(v)[1] - 1)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _totals(n, mean, std, mn, mx):
     """``(count, mean, std, min, max, sum)`` over rows of counts, means and stds (the mean of
     the means when the sum overflows; the spread scaled when a square does)."""
@@ -1694,7 +1716,7 @@ def _totals(n, mean, std, mn, mx):
 # ``_totals``'s two sums over every slice, reordered (in vectors: 1e6 slices' totals in
 # order cost as much as their moments); an overflow this may bring about sends the totals
 # down their fallbacks, which are kept in order
-@njit(nogil=True, cache=True, fastmath=_FLAGS)
+@njit(nogil=True, cache=_CACHE, fastmath=_FLAGS)
 def _weighted_sum(n, mean):
     """``(n.sum(), (n * mean).sum())``."""
     tn = 0
@@ -1705,7 +1727,7 @@ def _weighted_sum(n, mean):
     return tn, tsum
 
 
-@njit(nogil=True, cache=True, fastmath=_FLAGS)
+@njit(nogil=True, cache=_CACHE, fastmath=_FLAGS)
 def _spread(n, mean, std, tn, tmean):
     """The variance of the union of slices of counts ``n``, means and stds around ``tmean``."""
     var = 0.0
@@ -1715,7 +1737,7 @@ def _spread(n, mean, std, tn, tmean):
     return var
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _slice_range(mn, mx):
     """``(mn.min(), mx.max())`` in vectors, for extrema that are never NaN: the slices' own,
     over their finite values (+-inf for none)."""
@@ -1727,7 +1749,7 @@ def _slice_range(mn, mx):
     return lo, hi
 
 
-@njit(nogil=True, cache=True, error_model="numpy")
+@njit(nogil=True, cache=_CACHE, error_model="numpy")
 def _moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std):
     """Per slice count, mean and std of the finite values from a kernel's shifted sums (a
     NaN mean and std where the sums overflowed)."""
@@ -1746,14 +1768,14 @@ def _moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std):
         std[r] = (sd if ok else np.nan) if c > 0 else 0.0
 
 
-@njit(nogil=True, cache=True, error_model="numpy")
+@njit(nogil=True, cache=_CACHE, error_model="numpy")
 def _to_rescue(n, mean, mn, mx):
     """Whether a slice's moments are taken again, scaled (``rescue_rows``)."""
     tiny = (max(abs(mn), abs(mx)) < TINY) & (mn != mx)
     return (n > 0) & ((mean != mean) | tiny)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _finish(
     length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std,
     final, z, eps, z_threshold, thresholds, where, flags,
@@ -1771,7 +1793,7 @@ def _finish(
     return acc[:9]
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _finish_start():
     """The totals, counts and scratch ``_finish_block`` carries from block to block."""
     bits = np.empty(FLAG_BLOCK, np.int64)
@@ -1781,7 +1803,7 @@ def _finish_start():
     return z, 0.0, 0.0, np.inf, -np.inf, 0.0, z, z, z, bits, total, m2
 
 
-@njit(nogil=True, cache=True, error_model="numpy")
+@njit(nogil=True, cache=_CACHE, error_model="numpy")
 def _finish_block(
     length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, b0,
     final, z, eps, z_threshold, thresholds, where, flags, acc,
@@ -1814,7 +1836,7 @@ def _finish_block(
     return tn, tmean, tstd, lo, hi, tsum, rescue, k, empty, bits, total, m2
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def finish_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std):
     """Per slice count, mean and std of the finite values from a kernel's outputs (the rows
     of its ``stats`` and ``counts``, each 1-D: rows passed on their own are contiguous,
@@ -1831,7 +1853,7 @@ def finish_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std)
     return t[0], t[1], t[2], t[3], t[4], t[5], t[6]
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def finish_whole_slices(
     length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std,
     z, eps, z_threshold, thresholds, where, flags,
@@ -1847,7 +1869,7 @@ def finish_whole_slices(
     )  # fmt: skip
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def rescue_rows(n, mean, mn, mx):
     """The slices whose moments are taken again, scaled (``summary.rescued``): those with a
     finite value and a NaN mean (their sums overflowed), or whose magnitudes all lie under
@@ -1861,7 +1883,7 @@ def rescue_rows(n, mean, mn, mx):
     return out[:k]
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def _chan(na, ma, sa, nb, mb, sb):
     """``stats.combine`` of two parts' ``(n, mean, std)``, on scalars."""
     if nb == 0:
@@ -1884,7 +1906,7 @@ def _chan(na, ma, sa, nb, mb, sb):
     return na + nb, mean, s
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def fold_slices(
     idx, n, mean, std, mn, mx, nan, pos, neg, dn, dmean, dstd, dmn, dmx, dnan, dpos, dneg
 ):
@@ -1900,7 +1922,7 @@ def fold_slices(
         dneg[i] += neg[r]
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def quick_check(x, xi, thr):
     """True when a contiguous 1-D block holds no non-finite value and no cast risk: the
     integer pass of ``_keys`` alone (no sums, no positions), for checks on every batch."""
@@ -1913,7 +1935,7 @@ def quick_check(x, xi, thr):
     return _clean(mn, mx, inf_bits) and not _risky(mn, mx, mz, lo, hi, tiny_bits)
 
 
-@njit(nogil=True, cache=True, error_model="numpy")
+@njit(nogil=True, cache=_CACHE, error_model="numpy")
 def _max_z(mean, std, mn, mx):
     """A slice's largest |z|, ``max((max - mean) / std, (mean - min) / std)``: 0 when std
     is 0 or the quotient NaN, +-inf clipped to the float64 maximum."""
@@ -1924,7 +1946,7 @@ def _max_z(mean, std, mn, mx):
     return z if (std > 0) & (a == a) & (b == b) else 0.0
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def slice_columns(n, mean, std, mn, mx, out_mean, out_std, out_min, out_max, out_z):
     """A report's per-slice columns from merged statistics: the largest |z|
     ``max((max - mean) / std, (mean - min) / std)`` (0 when std is 0 or the quotient NaN,
@@ -1946,7 +1968,7 @@ def slice_columns(n, mean, std, mn, mx, out_mean, out_std, out_min, out_max, out
             out_z[i] = 0.0
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=_CACHE)
 def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresholds, where, flags):
     """The slices with a kind of ``anomalies.slice_kinds`` (its docstring gives the
     conditions), in order: their positions in ``where[:k]`` and their bits in
@@ -1968,7 +1990,7 @@ def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresh
     return k
 
 
-@njit(nogil=True, cache=True, error_model="numpy")
+@njit(nogil=True, cache=_CACHE, error_model="numpy")
 def _flag_block(
     cnt, mu_, sd_, z_, nan, pos, neg, lo, m,
     eps, z_threshold, thresholds, block, total, m2, where, flags, k,

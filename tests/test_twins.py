@@ -6,6 +6,9 @@ the cap, rows wider than a column tile)."""
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -665,3 +668,30 @@ def test_columns_finished_tile_by_tile_equal_the_scan_then_its_finishing(args, p
         np.testing.assert_array_equal(a, b)
     for a, b in zip(f1[-2:], f2[-2:]):  # the flagged slices and their bits
         np.testing.assert_array_equal(a[:k], b[:k])
+
+
+CACHED_KERNEL = "from fastfinite import kernels; assert kernels._pow2(3.0) == 2.0"
+
+
+@pytest.mark.parametrize(
+    "setting, cached",
+    [
+        ({}, True),
+        ({"NUMBA_ENABLE_PROFILING": "1"}, False),
+        ({"NUMBA_DEBUGINFO": "1"}, False),
+        ({"NUMBA_OPT": "0"}, False),
+    ],
+    ids=["default", "profiling", "debuginfo", "opt0"],
+)
+def test_kernels_compiled_off_numba_defaults_stay_out_of_its_cache(tmp_path, setting, cached):
+    """numba's cache key leaves out the settings that change its code: a kernel compiled
+    for a profiler (not inlined, not in vectors) and cached was loaded by every later
+    process, 20x slower. A process with such a setting neither writes nor reads the cache;
+    a default one does both."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    env.update(setting, NUMBA_CACHE_DIR=str(tmp_path))
+    run = subprocess.run(
+        [sys.executable, "-c", CACHED_KERNEL], env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    assert bool(list(tmp_path.rglob("kernels._pow2-*.nbi"))) is cached
