@@ -5,6 +5,8 @@ Each stage adds one cost to the one before, best of ``--repeat``, in ns per slic
     python benchmarks/slice_costs.py 1e6,100 float32
 
 - read every byte (``bench_memory``'s bandwidth kernel on one thread): the machine's limit;
+- and write the seven rows a finished slice takes (index, count, mean, std, min, max,
+  largest |z|) into a fresh canvas, row by row as the data is read: the floor of ``by=0``;
 - the plain scan (one worker);
 - the pass of ``scan_rows``: each row's shifted sums and extrema, written to memory that is
   already faulted in;
@@ -58,6 +60,18 @@ def _finished_args(x: np.ndarray, spec: ScanSpec, buf: np.ndarray) -> tuple:
     )  # fmt: skip
 
 
+@numba.njit(nogil=True, cache=True, fastmath=True)  # the sum in vectors: it is not a result
+def _read_and_write_rows(x, out):
+    """Every value of each row of ``x`` read (their sum, so that the read is kept), and
+    written to each of the rows of ``out`` in that row's column."""
+    for r in range(x.shape[0]):
+        s = 0.0
+        for j in range(x.shape[1]):
+            s += x[r, j]
+        for c in range(out.shape[0]):
+            out[c, r] = s
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("shape", help="comma-separated rows,cols, e.g. 1e6,100")
@@ -87,6 +101,7 @@ def main() -> None:
 
     stages = {
         "read every byte": lambda: bw(flat),
+        "+ rows written": lambda: _read_and_write_rows(x, zeroed((7, rows)).view(np.float64)),
         "plain scan": lambda: fastfinite.scan(x, workers=1),
         "pass": lambda: kernels.scan_rows(x, xi, thr, found[0], stats, counts, *found[1:]),
         "+ finishing": lambda: kernels.scan_rows_finished(*_finished_args(x, spec, resident)),
