@@ -1644,7 +1644,8 @@ def _runs_checked(
     order; each row of a run takes ``_rows_checked``'s path for a row on its own (its
     finite values added by ``_col_update_finite``, clean or not), with offsets rather than
     views (a run may be one column of a folded row, and a view per run and row would cost
-    more than its values)."""
+    more than its values). That tail is written again here: one helper for both ran a
+    NaN column 20% slower (``benchmarks/RESULTS.md``)."""
     cnt, want, big, inf_bits, lo, hi, tiny_bits, tiny = work
     T = xi.dtype.type
     for r in range(r0, stop):
