@@ -38,6 +38,17 @@ from numba.extending import intrinsic, overload
 from .kinds import N_KINDS, N_TARGET_SLOTS, NAN, NEGINF, POSINF
 from .stats import SLICE_BLOCK, TINY
 
+# numba bakes these constants from other modules into the kernels it caches, and keys its
+# cache on this file's text alone: a change to one of them must change this line too, or
+# a cache from before the change would run kernels with the old values
+_BAKED = (13, 5, 0, 1, 2, 512, 2.0**-480)
+if (N_KINDS, N_TARGET_SLOTS, NAN, POSINF, NEGINF, SLICE_BLOCK, TINY) != _BAKED:
+    raise RuntimeError(
+        "a constant the kernels take from kinds.py or stats.py changed: write the new "
+        "(N_KINDS, N_TARGET_SLOTS, NAN, POSINF, NEGINF, SLICE_BLOCK, TINY) into "
+        "kernels._BAKED, so that numba's cached kernels are compiled again"
+    )
+
 
 def _codegen_as_default() -> bool:
     """Whether numba generates code with its default settings. Only then are the kernels

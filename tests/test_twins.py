@@ -5,7 +5,9 @@ the cap, rows wider than a column tile)."""
 
 from __future__ import annotations
 
+import ast
 import copy
+import inspect
 import os
 import subprocess
 import sys
@@ -695,3 +697,27 @@ def test_kernels_compiled_off_numba_defaults_stay_out_of_its_cache(tmp_path, set
     )
     assert run.returncode == 0, run.stderr
     assert bool(list(tmp_path.rglob("kernels._pow2-*.nbi"))) is cached
+
+
+def test_every_constant_the_kernels_import_is_pinned_in_their_source():
+    """numba keys its cache on kernels.py's text alone, and bakes the constants the kernels
+    import into what it caches: each name kernels.py takes from another fastfinite module
+    is checked against ``_BAKED``, whose values are written in that text."""
+    tree = ast.parse(inspect.getsource(kernels))
+    imported = {
+        a.asname or a.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.level == 1
+        for a in node.names
+    }
+    checks = [
+        node.test.left
+        for node in tree.body
+        if isinstance(node, ast.If)
+        and isinstance(node.test, ast.Compare)
+        and isinstance(node.test.comparators[0], ast.Name)
+        and node.test.comparators[0].id == "_BAKED"
+    ]
+    assert len(checks) == 1
+    assert {e.id for e in checks[0].elts} == imported
+    assert tuple(getattr(kernels, e.id) for e in checks[0].elts) == kernels._BAKED
