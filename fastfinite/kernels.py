@@ -32,7 +32,7 @@ import math
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.core import cgutils
+from numba.core import cgutils, config
 from numba.extending import intrinsic, overload
 
 from .kinds import N_KINDS, N_TARGET_SLOTS, NAN, NEGINF, POSINF
@@ -55,8 +55,6 @@ def _codegen_as_default() -> bool:
     read from and written to numba's cache, which is keyed on the source and the CPU, not
     on these settings (numba/numba#10821): a kernel compiled for a profiler (no inlining,
     so its loops not in vectors) would be loaded by every later process, 20x slower."""
-    from numba.core import config
-
     return (
         int(config.OPT) == 3
         and not getattr(config.OPT, "is_opt_max", False)

@@ -688,8 +688,8 @@ CACHED_KERNEL = "from fastfinite import kernels; assert kernels._pow2(3.0) == 2.
 def test_kernels_compiled_off_numba_defaults_stay_out_of_its_cache(tmp_path, setting, cached):
     """numba's cache key leaves out the settings that change its code: a kernel compiled
     for a profiler (not inlined, not in vectors) and cached was loaded by every later
-    process, 20x slower. A process with such a setting neither writes nor reads the cache;
-    a default one does both."""
+    process, 20x slower. A process with such a setting compiles without the cache, so it
+    writes nothing there; a default one writes its kernels."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
     env.update(setting, NUMBA_CACHE_DIR=str(tmp_path))
     run = subprocess.run(
