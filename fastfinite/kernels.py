@@ -1697,7 +1697,11 @@ def _totals(n, mean, std, mn, mx):
     rows = n.shape[0]
     if rows == 1:
         return n[0], mean[0], std[0], mn[0], mx[0], n[0] * mean[0]
-    tn, tsum = _weighted_sum(n, mean)
+    n0 = _shared(n)
+    if n0 >= 0:  # every row as many values: one conversion to float64, not one a row
+        tn, tsum = _weighted_sum(n, mean, np.float64(n0))
+    else:
+        tn, tsum = _weighted_sum(n, mean, None)
     if tn == 0:
         return 0, 0.0, 0.0, np.inf, -np.inf, tsum
     tmean = tsum / tn
@@ -1705,7 +1709,10 @@ def _totals(n, mean, std, mn, mx):
         tmean = 0.0
         for r in range(rows):
             tmean += (n[r] / tn) * mean[r]
-    var = _spread(n, mean, std, tn, tmean)
+    if n0 >= 0:
+        var = _spread(n, mean, std, tn, tmean, n0 / tn)
+    else:
+        var = _spread(n, mean, std, tn, tmean, None)
     lo, hi = _slice_range(mn, mx)
     if var < np.inf and not np.sqrt(var) < TINY:
         return tn, tmean, np.sqrt(var), lo, hi, tsum
@@ -1727,24 +1734,43 @@ def _totals(n, mean, std, mn, mx):
 # order cost as much as their moments); an overflow this may bring about sends the totals
 # down their fallbacks, which are kept in order
 @njit(nogil=True, cache=_CACHE, fastmath=_FLAGS)
-def _weighted_sum(n, mean):
-    """``(n.sum(), (n * mean).sum())``."""
+def _weighted_sum(n, mean, fn):
+    """``(n.sum(), (n * mean).sum())``; ``fn``: every ``n`` as a float64, when they are
+    one value (else None)."""
     tn = 0
     tsum = 0.0
     for r in range(n.shape[0]):
         tn += n[r]
-        tsum += n[r] * mean[r]
+        if fn is None:
+            tsum += n[r] * mean[r]
+        else:
+            tsum += fn * mean[r]
     return tn, tsum
 
 
 @njit(nogil=True, cache=_CACHE, fastmath=_FLAGS)
-def _spread(n, mean, std, tn, tmean):
-    """The variance of the union of slices of counts ``n``, means and stds around ``tmean``."""
+def _spread(n, mean, std, tn, tmean, w):
+    """The variance of the union of slices of counts ``n``, means and stds around
+    ``tmean``; ``w``: every ``n / tn``, when the counts are one value (else None)."""
     var = 0.0
     for r in range(n.shape[0]):
         d = mean[r] - tmean
-        var += (n[r] / tn) * (std[r] * std[r] + d * d)
+        if w is None:
+            var += (n[r] / tn) * (std[r] * std[r] + d * d)
+        else:
+            var += w * (std[r] * std[r] + d * d)
     return var
+
+
+@njit(nogil=True, cache=_CACHE)
+def _shared(n):
+    """The one value of the counts ``n`` (at least one), -1 when they differ. AVX2 converts
+    int64 to float64 one at a time: loops over rows that share a count convert it once."""
+    n0 = n[0]
+    same = True
+    for r in range(n.shape[0]):
+        same &= n[r] == n0
+    return n0 if same else -1
 
 
 @njit(nogil=True, cache=_CACHE)
@@ -1763,9 +1789,26 @@ def _slice_range(mn, mx):
 def _moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std):
     """Per slice count, mean and std of the finite values from a kernel's shifted sums (a
     NaN mean and std where the sums overflowed)."""
+    some = 0
     for r in range(n.shape[0]):
-        c = length - cnan[r] - cpos[r] - cneg[r]
-        cs = max(c, 1)
+        some |= cnan[r] | cpos[r] | cneg[r]
+    if some == 0:  # every value finite (clean data): one count, converted once
+        _moments_of(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std, np.float64(max(length, 1)))  # fmt: skip
+    else:
+        _moments_of(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std, None)
+
+
+@njit(nogil=True, cache=_CACHE, error_model="numpy")
+def _moments_of(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std, whole):
+    """``_moments``; ``whole``: ``max(length, 1)`` as a float64 when no slice holds a
+    non-finite value, else None."""
+    for r in range(n.shape[0]):
+        if whole is None:
+            c = length - cnan[r] - cpos[r] - cneg[r]
+            cs = np.float64(max(c, 1))
+        else:
+            c = length
+            cs = whole
         a = s1[r]
         b = s2[r]
         ok = abs(a) < np.inf and b < np.inf
@@ -2007,33 +2050,21 @@ def _flag_block(
 ):  # fmt: skip
     """``slice_flags`` on the ``m <= FLAG_BLOCK`` slices from ``lo`` (the columns' views
     from there; ``block``, ``total``, ``m2``: scratch): the flagged ones appended to
-    ``where`` and ``flags`` from ``k``; returns the new ``k``."""
-    nt = thresholds.shape[0]
-    for j in range(m):  # branch-free, so that it runs in vectors
-        n = cnt[j]
-        fn = np.float64(n)
-        sd = sd_[j]
-        mu = mu_[j]
-        spread = n > 1  # one value has no spread to speak of
-        # var <= n*eps*var + (n*m*eps)**2 without squares: for any magnitude (the
-        # square of a std below 1e-154 is 0 in float64)
-        near = (fn * eps >= 1.0) | (sd * np.sqrt(max(1.0 - fn * eps, 0.0)) <= fn * abs(mu) * eps)
-        f = np.int64(nan[j] + pos[j] + neg[j] > 0)
-        f |= np.int64(spread & (sd == 0)) << 1
-        f |= np.int64(spread & (sd != 0) & (sd < np.inf) & near) << 2
-        f |= np.int64(spread & (z_[j] > z_threshold)) << (3 + 2 * nt)
-        block[j] = f
-        total[j] = abs(mu * fn) if n > 0 else 0.0
-        m2[j] = sd * sd * fn if n > 0 else 0.0
-    for t in range(nt):
-        th = thresholds[t]
-        for j in range(m):
-            block[j] |= (np.int64(total[j] >= th) << (3 + 2 * t)) | (
-                np.int64(m2[j] >= th) << (4 + 2 * t)
-            )
-    seen = 0
+    ``where`` and ``flags`` from ``k``; returns the new ``k``. A block whose slices all
+    hold as many values (clean data) takes its square root once, and its thresholds only
+    when a sum reaches the lowest of them."""
+    if m == 0:
+        return k
+    n0 = cnt[0]
+    same = True
     for j in range(m):
-        seen |= block[j]
+        same &= cnt[j] == n0
+    args = (cnt, mu_, sd_, z_, nan, pos, neg, m, eps, z_threshold, thresholds, block, total, m2)
+    if same:
+        fn = np.float64(n0)
+        seen = _flag_bits(*args, (fn, np.sqrt(max(1.0 - fn * eps, 0.0))))
+    else:
+        seen = _flag_bits(*args, None)
     if seen:
         for j in range(m):
             if block[j]:
@@ -2041,3 +2072,50 @@ def _flag_block(
                 flags[k] = block[j]
                 k += 1
     return k
+
+
+@njit(nogil=True, cache=_CACHE, error_model="numpy")
+def _flag_bits(
+    cnt, mu_, sd_, z_, nan, pos, neg, m, eps, z_threshold, thresholds, block, total, m2, one,
+):  # fmt: skip
+    """``_flag_block``'s bits in ``block[:m]``; ``one``: when every slice holds as many
+    values, that count as a float64 and its ``sqrt(1 - n * eps)``, else None (each its own:
+    AVX2 converts int64 to float64 one at a time). Returns whether a slice is flagged."""
+    nt = thresholds.shape[0]
+    low = np.inf
+    for t in range(nt):
+        low = min(low, thresholds[t])
+    seen = 0
+    over = False
+    for j in range(m):  # branch-free, so that it runs in vectors
+        n = cnt[j]
+        if one is None:
+            fn = np.float64(n)
+            r = np.sqrt(max(1.0 - fn * eps, 0.0))
+        else:
+            fn, r = one
+        sd = sd_[j]
+        mu = mu_[j]
+        spread = n > 1  # one value has no spread to speak of
+        # var <= n*eps*var + (n*m*eps)**2 without squares: for any magnitude (the
+        # square of a std below 1e-154 is 0 in float64)
+        near = (fn * eps >= 1.0) | (sd * r <= fn * abs(mu) * eps)
+        f = np.int64(nan[j] + pos[j] + neg[j] > 0)
+        f |= np.int64(spread & (sd == 0)) << 1
+        f |= np.int64(spread & (sd != 0) & (sd < np.inf) & near) << 2
+        f |= np.int64(spread & (z_[j] > z_threshold)) << (3 + 2 * nt)
+        block[j] = f
+        seen |= f
+        t_ = abs(mu * fn) if n > 0 else 0.0
+        s_ = sd * sd * fn if n > 0 else 0.0
+        total[j] = t_
+        m2[j] = s_
+        over |= (t_ >= low) | (s_ >= low)
+    if over:
+        for t in range(nt):
+            th = thresholds[t]
+            for j in range(m):
+                block[j] |= (np.int64(total[j] >= th) << (3 + 2 * t)) | (
+                    np.int64(m2[j] >= th) << (4 + 2 * t)
+                )
+    return seen != 0 or over

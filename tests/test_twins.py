@@ -629,6 +629,61 @@ def test_slices_are_finished_block_by_block(kernel):
             np.testing.assert_array_equal(a[:k], b[:k])
 
 
+@pytest.mark.parametrize("dirty", ["nan", "posinf"])
+def test_clean_blocks_take_a_shortcut_to_the_same_bits(dirty):
+    """A block whose slices share their count converts it to float64 once (AVX2 converts
+    int64 one at a time), for the moments, the totals' sums and the flags: its slices get
+    the bits they get when one slice of the block holds a non-finite value and every
+    count is converted on its own. Large means and spreads near zero set every flag's
+    test close to its edge."""
+    block = kernels.SLICE_BLOCK
+    m = 2 * block
+    rng = np.random.default_rng(5)
+    length = 64
+    eps = float(np.finfo(np.float32).eps)
+    shift = rng.uniform(-1e6, 1e6, m)
+    shift[:block] = rng.uniform(-500, 500, block)  # sums under float16's maximum...
+    shift[5] = 1030.0  # ...but one: 64 * 1030 is over it
+    s1 = rng.normal(0, 1e-3, m)
+    # stds within 1e-6 of the edge of "near zero variance" (``_flag_block``)
+    edge = length * np.abs(shift) * eps / np.sqrt(1 - length * eps)
+    sd = edge * (1 + rng.uniform(-1e-6, 1e-6, m))
+    s2 = length * sd * sd + s1 * s1 / length
+    s2[::7] = s1[::7] * s1[::7] / length  # no spread
+    mn, mx = shift - rng.uniform(0, 1e-6, m), shift + rng.uniform(0, 40, m) * edge
+    thr = np.array([TARGETS["float16"].overflow_threshold, 1e7])
+
+    def finish(counts):
+        cols = [np.empty(m, np.int64), np.empty(m), np.empty(m), shift.copy()]
+        where, flags = np.empty(m, np.int64), np.empty(m, np.int64)
+        out = kernels.finish_whole_slices(
+            length, cols[3], s1, s2, mn, mx, *counts, *cols[:3], cols[3], eps, 3.0, thr,
+            where, flags,
+        )  # fmt: skip
+        k = out[7]
+        return cols, dict(zip(where[:k].tolist(), flags[:k].tolist())), out
+
+    clean = np.zeros((3, m), np.int64)
+    one = clean.copy()
+    one[0 if dirty == "nan" else 1, block] = 1  # the second block takes the long way
+    (a, fa, ta), (b, fb, _) = finish(clean), finish(one)
+    keep = np.r_[0:block, block + 1 : m]
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x[keep].view(np.int64), y[keep].view(np.int64))
+    fa_, fb_ = ({i: f for i, f in d.items() if i != block} for d in (fa, fb))
+    assert fa_ == fb_
+    assert len(fa) > 10 and fb[block] & 1  # flags were set on both paths
+    np.testing.assert_array_equal(np.unique(list(fa.values())) > 0, True)
+    where, flags = np.empty(m, np.int64), np.empty(m, np.int64)
+    want = TWINS["finish_whole_slices"](
+        length, shift.copy(), s1, s2, mn, mx, *clean, *(np.empty(m, np.int64), np.empty(m), np.empty(m)),
+        shift.copy(), eps, 3.0, thr, where, flags,
+    )  # fmt: skip
+    _close(ta[:6], want[:6], "totals")
+    assert fa == dict(zip(where[: want[7]].tolist(), flags[: want[7]].tolist()))
+    assert fa[5] & (1 << 3)  # the float16 overflow of its sum
+
+
 @settings(max_examples=60)
 @given(args=scan_cols_args(), pad=st.sampled_from([0, 13]), z_threshold=st.sampled_from([1.5, 10.0]))  # fmt: skip
 def test_columns_finished_tile_by_tile_equal_the_scan_then_its_finishing(args, pad, z_threshold):
