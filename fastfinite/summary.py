@@ -77,8 +77,9 @@ class SliceStats:
     posinf: np.ndarray
     neginf: np.ndarray
 
-    # where the columns sit in a ``SliceCanvas``: (its buffer, first column), else None
-    home: tuple[np.ndarray, int] | None = field(default=None, repr=False, compare=False)
+    # where the columns sit in a ``SliceCanvas``: (its buffer, first column, its index row),
+    # else None
+    home: tuple[np.ndarray, int, np.ndarray] | None = field(default=None, repr=False, compare=False)
     # slices finished in their canvas by their kernel (``summarize``): the flagged ones'
     # indices and bits, and how many hold no finite value; their largest |z| is ``spare``
     finished: tuple[np.ndarray, np.ndarray, int] | None = field(
@@ -102,16 +103,19 @@ class SliceStats:
         return cls(*out, home=home)
 
     @classmethod
-    def within(cls, buf: np.ndarray, first: int, stop: int) -> SliceStats:
-        """Slices ``first:stop`` as views of the canvas buffer ``buf`` (``CANVAS_ROWS``)."""
-        return cls._columns_of(buf[:, first:stop], CANVAS_ROWS, (buf, first))
+    def within(cls, buf: np.ndarray, first: int, stop: int, index: np.ndarray) -> SliceStats:
+        """Slices ``first:stop`` as views of the canvas buffer ``buf`` (``CANVAS_ROWS``),
+        their indices a view of the canvas's index row ``index``."""
+        out = cls._columns_of(buf[:, first:stop], CANVAS_ROWS, (buf, first, index))
+        out.idx = index[first:stop]
+        return out
 
     def kernel_outputs(self) -> tuple[np.ndarray, np.ndarray]:
         """For slices lent by a canvas: the kernels' per-slice outputs ``(stats, counts)``
         (``scan_rows``) as views of the canvas, the counts zero (a canvas starts zeroed and
         lends each slice once): ``from_partials(..., into=self)`` finishes them into these
         columns."""
-        buf, first = self.home
+        buf, first, _ = self.home
         stop = first + len(self.idx)
         return buf[_SHIFTS : _SHIFTS + 5, first:stop].view(np.float64), buf[4:7, first:stop]
 
@@ -121,7 +125,7 @@ class SliceStats:
         written already: no fresh page), else None."""
         if self.home is None or not self._at_home(*self.home):
             return None
-        buf, first = self.home
+        buf, first, _ = self.home
         return buf[_SHIFTS, first : first + len(self.idx)].view(np.float64)
 
     @classmethod
@@ -133,12 +137,15 @@ class SliceStats:
             getattr(out, f).fill(v)
         return out
 
-    def _at_home(self, buf: np.ndarray, first: int) -> bool:
-        """Whether every column is still the view of ``buf`` from column ``first``."""
+    def _at_home(self, buf: np.ndarray, first: int, index: np.ndarray) -> bool:
+        """Whether every column is still the view of ``buf`` from column ``first``, and the
+        indices that of ``index``."""
         base = buf.ctypes.data + first * 8
         step = buf.strides[0]
-        cols = (self.idx, *self.columns())
-        return all(c.ctypes.data == base + i * step for i, c in zip(CANVAS_ROWS, cols))
+        if self.idx.ctypes.data != index.ctypes.data + first * 8:
+            return False
+        rows = CANVAS_ROWS[1:]
+        return all(c.ctypes.data == base + i * step for i, c in zip(rows, self.columns()))
 
     def columns(self) -> tuple[np.ndarray, ...]:
         """The arrays, in the order of ``FIELDS`` (the kernels' argument order)."""
@@ -168,7 +175,8 @@ class SliceStats:
         return cls(idx, n, mean, std, stats[3], stats[4], *counts), tuple(totals), rescue
 
 
-# rows of a canvas's buffer: idx, then ``SliceStats.FIELDS``; the kernels' shifted sums
+# rows of a canvas's buffer: idx (unless the canvas shares ``slice_numbers``), then
+# ``SliceStats.FIELDS``; the kernels' shifted sums
 # (rows 7 to 9) sit between the counts and the extrema, so that ``scan_rows``'s outputs
 # are two runs of rows, and its moments are finished into rows of their own
 CANVAS_ROWS = (0, 1, 2, 3, 10, 11, 4, 5, 6)
@@ -176,6 +184,23 @@ _SHIFTS = 7  # the canvas row of the kernels' shifts, then their two sums
 
 
 HUGE_FROM = 1 << 22  # bytes from which NumPy, too, asks for huge pages
+KEPT_NUMBERS = 1 << 21  # slice numbers a process keeps for its next scans (16 MiB)
+_numbers = np.arange(0, dtype=np.int64)
+
+
+def slice_numbers(size: int) -> np.ndarray | None:
+    """``0, 1, ...``: at least ``size`` of them, read-only, shared by every canvas of up to
+    ``KEPT_NUMBERS`` slices, so that their index rows cost no page from the second scan on
+    (1e6 slices: 8 MB of fresh pages each scan); None above that."""
+    global _numbers
+    if size > KEPT_NUMBERS:
+        return None
+    have = _numbers
+    if len(have) < size:
+        have = np.arange(min(max(size, 2 * len(have)), KEPT_NUMBERS), dtype=np.int64)
+        have.flags.writeable = False
+        _numbers = have  # threads that grow it at once each get numbers that are right
+    return have
 
 
 def zeroed(shape: tuple[int, ...]) -> np.ndarray:
@@ -204,6 +229,7 @@ class SliceCanvas:
     def __init__(self, size: int):
         self.size = size
         self._buf: np.ndarray | None = None  # allocated at the first loan
+        self._index: np.ndarray | None = None  # the slices' numbers: shared, or row 0
         self._lent: list[tuple[int, int]] = []  # sorted, disjoint (first, stop)
         self._lock = threading.Lock()
 
@@ -222,10 +248,12 @@ class SliceCanvas:
             self._lent.insert(i, (first, stop))
             if self._buf is None:
                 self._buf = zeroed((12, self.size))
-            buf = self._buf
-        out = SliceStats.within(buf, first, stop)
-        out.idx[:] = np.arange(first, stop)
-        return out
+                shared = slice_numbers(self.size)
+                self._index = self._buf[0] if shared is None else shared
+            buf, index = self._buf, self._index
+        if index.flags.writeable:  # the canvas's own row: each loan numbers its slices
+            index[first:stop] = np.arange(first, stop)
+        return SliceStats.within(buf, first, stop, index)
 
 
 def _per_slice(name: str, slices: int):
@@ -285,13 +313,13 @@ def _side_by_side(runs: list[SliceStats]) -> SliceStats | None:
     """The runs as one view of their canvas, when each starts where the one before ends."""
     if runs[0].home is None:
         return None
-    buf, first = runs[0].home
+    buf, first, index = runs[0].home
     stop = first
     for r in runs:
         if r.home is None or r.home[0] is not buf or r.home[1] != stop or not r._at_home(*r.home):
             return None
         stop += len(r.idx)
-    return SliceStats.within(buf, first, stop)
+    return SliceStats.within(buf, first, stop, index)
 
 
 def merge_slices(a: list | None, b: list | None, spend: bool = False) -> list | None:

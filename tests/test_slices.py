@@ -149,9 +149,15 @@ def test_slices_over_several_axes_in_many_regions_equal_numpy(by, order, runs, s
     assert [(f.kind, f.where) for f in r.findings] == [(f.kind, f.where) for f in one.findings]
 
 
-def test_canvas_lends_each_slice_once_and_joins_side_by_side_runs_without_a_copy():
+@pytest.mark.parametrize("kept", [None, 8])
+def test_canvas_lends_each_slice_once_and_joins_side_by_side_runs_without_a_copy(kept, monkeypatch):
+    """Up to ``KEPT_NUMBERS`` slices a canvas's runs number their slices with views of the
+    numbers every canvas shares (read-only); past it (``kept``=8) with its own row."""
+    from fastfinite import summary
     from fastfinite.summary import SliceCanvas, join_slices
 
+    if kept is not None:
+        monkeypatch.setattr(summary, "KEPT_NUMBERS", kept)
     canvas = SliceCanvas(20)
     a, b, c = canvas.lend(0, 5), canvas.lend(5, 4), canvas.lend(12, 3)
     assert canvas.lend(3, 4) is None and canvas.lend(14, 2) is None and canvas.lend(18, 5) is None
@@ -160,8 +166,13 @@ def test_canvas_lends_each_slice_once_and_joins_side_by_side_runs_without_a_copy
             col[:] = (
                 np.arange(len(run.idx)) + 100 * run.idx[0] + (0.5 if col.dtype.kind == "f" else 0)
             )
+    shared = summary.slice_numbers(20)
+    for run in (a, b, c):
+        assert np.shares_memory(run.idx, shared) == (kept is None)
+        assert run.idx.flags.writeable == (kept is not None)
     joined = join_slices([a, b])
     assert np.shares_memory(joined.mean, a.mean) and np.shares_memory(joined.mean, b.mean)
+    assert np.shares_memory(joined.idx, a.idx) and np.shares_memory(joined.idx, b.idx)
     apart = join_slices([a, c])  # not side by side: a copy
     assert not np.shares_memory(apart.mean, a.mean)
     for j, runs in ((joined, [a, b]), (apart, [a, c])):
@@ -169,6 +180,25 @@ def test_canvas_lends_each_slice_once_and_joins_side_by_side_runs_without_a_copy
             np.testing.assert_array_equal(
                 getattr(j, f), np.concatenate([getattr(r, f) for r in runs])
             )
+
+
+@pytest.mark.parametrize("by", [0, 1])
+def test_scans_past_the_kept_slice_numbers_equal_those_within(by, monkeypatch):
+    """A canvas of more slices than a process keeps numbers for numbers them in its own
+    row, loan by loan: the same report, over many regions, as with the shared numbers."""
+    from fastfinite import summary
+
+    x = np.random.default_rng(4).standard_normal((3000, 700)).astype(np.float32)
+    x[17, 3], x[2900, 650], x[:, 5] = np.nan, np.inf, 1.5  # a NaN, an inf, a constant
+    within = fastfinite.scan(x, by=by, region_bytes=1 << 16)
+    monkeypatch.setattr(summary, "KEPT_NUMBERS", 16)
+    past = fastfinite.scan(x, by=by, region_bytes=1 << 16)
+    for f in past.slices.ARRAYS:
+        np.testing.assert_array_equal(getattr(past.slices, f), getattr(within.slices, f), f)
+    assert [(f.kind, f.where) for f in past.findings] == [
+        (f.kind, f.where) for f in within.findings
+    ]
+    assert len(within.findings) >= 2
 
 
 @pytest.mark.parametrize("size", [1000, 100_000, 1 << 20])
