@@ -85,6 +85,7 @@ class SliceStats:
     finished: tuple[np.ndarray, np.ndarray, int] | None = field(
         default=None, repr=False, compare=False
     )
+    _made: tuple = field(default=(), repr=False, compare=False)  # the columns ``within`` made
 
     FIELDS = ("n", "mean", "std", "min", "max", "nan", "posinf", "neginf")
 
@@ -108,6 +109,7 @@ class SliceStats:
         their indices a view of the canvas's index row ``index``."""
         out = cls._columns_of(buf[:, first:stop], CANVAS_ROWS, (buf, first, index))
         out.idx = index[first:stop]
+        out._made = (out.idx, *out.columns())
         return out
 
     def kernel_outputs(self) -> tuple[np.ndarray, np.ndarray]:
@@ -123,7 +125,7 @@ class SliceStats:
         """A float64 column per slice that nothing reads any more, for a report's column:
         for finished slices in their canvas, the row of their kernels' shifts (the row is
         written already: no fresh page), else None."""
-        if self.home is None or not self._at_home(*self.home):
+        if self.home is None or not self._at_home():
             return None
         buf, first, _ = self.home
         return buf[_SHIFTS, first : first + len(self.idx)].view(np.float64)
@@ -137,15 +139,11 @@ class SliceStats:
             getattr(out, f).fill(v)
         return out
 
-    def _at_home(self, buf: np.ndarray, first: int, index: np.ndarray) -> bool:
-        """Whether every column is still the view of ``buf`` from column ``first``, and the
-        indices that of ``index``."""
-        base = buf.ctypes.data + first * 8
-        step = buf.strides[0]
-        if self.idx.ctypes.data != index.ctypes.data + first * 8:
-            return False
-        rows = CANVAS_ROWS[1:]
-        return all(c.ctypes.data == base + i * step for i, c in zip(rows, self.columns()))
+    def _at_home(self) -> bool:
+        """Whether every column is still the view of its canvas ``within`` made (the
+        objects themselves: comparing addresses costs more than a small scan's report)."""
+        cols = (self.idx, *self.columns())
+        return len(self._made) == len(cols) and all(a is b for a, b in zip(self._made, cols))
 
     def columns(self) -> tuple[np.ndarray, ...]:
         """The arrays, in the order of ``FIELDS`` (the kernels' argument order)."""
@@ -316,7 +314,7 @@ def _side_by_side(runs: list[SliceStats]) -> SliceStats | None:
     buf, first, index = runs[0].home
     stop = first
     for r in runs:
-        if r.home is None or r.home[0] is not buf or r.home[1] != stop or not r._at_home(*r.home):
+        if r.home is None or r.home[0] is not buf or r.home[1] != stop or not r._at_home():
             return None
         stop += len(r.idx)
     return SliceStats.within(buf, first, stop, index)
