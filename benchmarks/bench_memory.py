@@ -57,16 +57,20 @@ def fill_kernel():
 
 def read_and_write_floor(x: np.ndarray, slices: int):
     """The machine's floor for a scan with ``slices`` per-slice results: every byte of
-    ``x`` read (the bandwidth kernel), then the seven float64 rows a scan that finishes its
-    slices writes (index, count, mean, std, min, max, largest |z|) into fresh memory taken
-    as the scan takes it (``summary.zeroed``: huge pages, faulted in by the writes)."""
-    from fastfinite.summary import zeroed
+    ``x`` read (the bandwidth kernel), then the six float64 rows a scan that finishes its
+    slices writes (count, mean, std, min, max, largest |z|; their numbers are shared) into
+    a canvas taken as the scan takes it (``pages.canvas_buffer``: the mapping the last one
+    left, its count rows given back, from the second run on)."""
+    from fastfinite.pages import canvas_buffer
 
     bw, fill = bandwidth_kernel(), fill_kernel()
     flat = x.reshape(-1, order="A")
 
     def run():
-        fill(zeroed((7, slices)).view(np.float64), float(bw(flat)))
+        buf = canvas_buffer(slices).view(np.float64)
+        v = float(bw(flat))
+        fill(buf[1:4], v)
+        fill(buf[9:12], v)
 
     return run
 

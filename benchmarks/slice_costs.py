@@ -5,16 +5,18 @@ Each stage adds one cost to the one before, best of ``--repeat``, in ns per slic
     python benchmarks/slice_costs.py 1e6,100 float32
 
 - read every byte (``bench_memory``'s bandwidth kernel on one thread): the machine's limit;
-- and write the seven rows a finished slice takes (index, count, mean, std, min, max,
-  largest |z|) into a fresh canvas, row by row as the data is read: the floor of ``by=0``;
+- and write the six rows a finished slice takes (count, mean, std, min, max, largest |z|;
+  its number is shared) into a canvas taken as the scan takes it, row by row as the data
+  is read: the floor of ``by=0``;
 - the plain scan (one worker);
 - the pass of ``scan_rows``: each row's shifted sums and extrema, written to memory that is
   already faulted in;
 - and the finishing in the kernel (``scan_rows_finished``: moments, largest |z|, flags,
   block by block) into a canvas that is already faulted in;
-- and a fresh canvas (``summary.zeroed``, as each scan takes it: its pages are faulted in by
-  the kernel's writes);
-- and the canvas's index row (what ``SliceCanvas.lend`` writes);
+- and a fresh canvas (``pages.zeroed``, as a process's first scan takes it: its pages are
+  faulted in by the kernel's writes);
+- or the spare canvas (``pages.canvas_buffer``, as every later scan takes it: the mapping
+  the last one left);
 - the ``by=0`` scan (one worker).
 
 One thread, so that each cost is its own (a scan on two threads runs the same stages on
@@ -35,7 +37,8 @@ import fastfinite
 from fastfinite import kernels
 from fastfinite.anomalies import flag_limits
 from fastfinite.kinds import N_KINDS
-from fastfinite.summary import CANVAS_ROWS, ScanSpec, zeroed
+from fastfinite.pages import canvas_buffer, zeroed
+from fastfinite.summary import CANVAS_ROWS, ScanSpec
 
 
 def _found() -> tuple:
@@ -61,14 +64,14 @@ def _finished_args(x: np.ndarray, spec: ScanSpec, buf: np.ndarray) -> tuple:
 
 
 @numba.njit(nogil=True, cache=True, fastmath=True)  # the sum in vectors: it is not a result
-def _read_and_write_rows(x, out):
+def _read_and_write_rows(x, out, which):
     """Every value of each row of ``x`` read (their sum, so that the read is kept), and
-    written to each of the rows of ``out`` in that row's column."""
+    written to the rows ``which`` of ``out`` in that row's column."""
     for r in range(x.shape[0]):
         s = 0.0
         for j in range(x.shape[1]):
             s += x[r, j]
-        for c in range(out.shape[0]):
+        for c in which:
             out[c, r] = s
 
 
@@ -90,23 +93,21 @@ def main() -> None:
     bw = bandwidth_kernel()
     flat = x.reshape(-1)
 
-    def fresh(with_index: bool):
-        def run():
-            buf = zeroed((12, rows))
-            if with_index:
-                buf[0] = np.arange(rows)
-            kernels.scan_rows_finished(*_finished_args(x, spec, buf))
+    def canvas(take):
+        return lambda: kernels.scan_rows_finished(*_finished_args(x, spec, take()))
 
-        return run
+    written = np.array([1, 2, 3, 7, 10, 11])  # count, mean, std, largest |z|, min, max
 
     stages = {
         "read every byte": lambda: bw(flat),
-        "+ rows written": lambda: _read_and_write_rows(x, zeroed((7, rows)).view(np.float64)),
+        "+ rows written": lambda: _read_and_write_rows(
+            x, canvas_buffer(rows).view(np.float64), written
+        ),
         "plain scan": lambda: fastfinite.scan(x, workers=1),
         "pass": lambda: kernels.scan_rows(x, xi, thr, found[0], stats, counts, *found[1:]),
         "+ finishing": lambda: kernels.scan_rows_finished(*_finished_args(x, spec, resident)),
-        "+ fresh canvas": fresh(False),
-        "+ index row": fresh(True),
+        "+ fresh canvas": canvas(lambda: zeroed((12, rows))),
+        "or spare canvas": canvas(lambda: canvas_buffer(rows)),
         "by=0 scan": lambda: fastfinite.scan(x, by=0, workers=1),
     }
     numba.set_num_threads(1)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import mmap
 import threading
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -21,6 +20,7 @@ from . import kinds
 from .blocks import component_dtype
 from .casts import risk_thresholds
 from .kinds import BASE_KINDS
+from .pages import COUNT_ROWS, canvas_buffer, slice_numbers
 from .stats import combine, scaled_moments
 
 TWIN_MAX = 1 << 16
@@ -114,12 +114,13 @@ class SliceStats:
 
     def kernel_outputs(self) -> tuple[np.ndarray, np.ndarray]:
         """For slices lent by a canvas: the kernels' per-slice outputs ``(stats, counts)``
-        (``scan_rows``) as views of the canvas, the counts zero (a canvas starts zeroed and
-        lends each slice once): ``from_partials(..., into=self)`` finishes them into these
+        (``scan_rows``) as views of the canvas, the counts zero (a canvas's count rows start
+        zeroed, ``pages.canvas_buffer``, and it lends each slice once): ``from_partials(..., into=self)`` finishes them into these
         columns."""
         buf, first, _ = self.home
         stop = first + len(self.idx)
-        return buf[_SHIFTS : _SHIFTS + 5, first:stop].view(np.float64), buf[4:7, first:stop]
+        counts = buf[COUNT_ROWS, first:stop]
+        return buf[_SHIFTS : _SHIFTS + 5, first:stop].view(np.float64), counts
 
     def spare(self) -> np.ndarray | None:
         """A float64 column per slice that nothing reads any more, for a report's column:
@@ -181,42 +182,6 @@ CANVAS_ROWS = (0, 1, 2, 3, 10, 11, 4, 5, 6)
 _SHIFTS = 7  # the canvas row of the kernels' shifts, then their two sums
 
 
-HUGE_FROM = 1 << 22  # bytes from which NumPy, too, asks for huge pages
-KEPT_NUMBERS = 1 << 21  # slice numbers a process keeps for its next scans (16 MiB)
-_numbers = np.arange(0, dtype=np.int64)
-
-
-def slice_numbers(size: int) -> np.ndarray | None:
-    """``0, 1, ...``: at least ``size`` of them, read-only, shared by every canvas of up to
-    ``KEPT_NUMBERS`` slices, so that their index rows cost no page from the second scan on
-    (1e6 slices: 8 MB of fresh pages each scan); None above that."""
-    global _numbers
-    if size > KEPT_NUMBERS:
-        return None
-    have = _numbers
-    if len(have) < size:
-        have = np.arange(min(max(size, 2 * len(have)), KEPT_NUMBERS), dtype=np.int64)
-        have.flags.writeable = False
-        _numbers = have  # threads that grow it at once each get numbers that are right
-    return have
-
-
-def zeroed(shape: tuple[int, ...]) -> np.ndarray:
-    """An int64 array of zeros whose pages are not touched until written: the kernels add
-    a slice's counts of NaN and infinities only where it holds some, so for clean data
-    those rows of a canvas never cost a page. Large ones come from an anonymous private
-    mapping asked for huge pages (``np.zeros`` would give small ones: a fault per 4 KiB of
-    the rows that are written)."""
-    nbytes = math.prod(shape) * 8
-    private = getattr(mmap, "MAP_PRIVATE", None)
-    if nbytes < HUGE_FROM or private is None:  # small, or no POSIX mmap (Windows)
-        return np.zeros(shape, np.int64)
-    m = mmap.mmap(-1, nbytes, flags=private | mmap.MAP_ANONYMOUS)
-    if hasattr(mmap, "MADV_HUGEPAGE"):
-        m.madvise(mmap.MADV_HUGEPAGE)
-    return np.frombuffer(m, np.int64).reshape(shape)  # the array keeps the mapping
-
-
 class SliceCanvas:
     """Dense per-slice columns of one array's scan by one axis, lent to its regions in
     runs: a region's kernel writes its slices' statistics straight into their place, and
@@ -245,7 +210,7 @@ class SliceCanvas:
                 return None
             self._lent.insert(i, (first, stop))
             if self._buf is None:
-                self._buf = zeroed((12, self.size))
+                self._buf = canvas_buffer(self.size)
                 shared = slice_numbers(self.size)
                 self._index = self._buf[0] if shared is None else shared
             buf, index = self._buf, self._index

@@ -153,11 +153,11 @@ def test_slices_over_several_axes_in_many_regions_equal_numpy(by, order, runs, s
 def test_canvas_lends_each_slice_once_and_joins_side_by_side_runs_without_a_copy(kept, monkeypatch):
     """Up to ``KEPT_NUMBERS`` slices a canvas's runs number their slices with views of the
     numbers every canvas shares (read-only); past it (``kept``=8) with its own row."""
-    from fastfinite import summary
+    from fastfinite import pages
     from fastfinite.summary import SliceCanvas, join_slices
 
     if kept is not None:
-        monkeypatch.setattr(summary, "KEPT_NUMBERS", kept)
+        monkeypatch.setattr(pages, "KEPT_NUMBERS", kept)
     canvas = SliceCanvas(20)
     a, b, c = canvas.lend(0, 5), canvas.lend(5, 4), canvas.lend(12, 3)
     assert canvas.lend(3, 4) is None and canvas.lend(14, 2) is None and canvas.lend(18, 5) is None
@@ -166,7 +166,7 @@ def test_canvas_lends_each_slice_once_and_joins_side_by_side_runs_without_a_copy
             col[:] = (
                 np.arange(len(run.idx)) + 100 * run.idx[0] + (0.5 if col.dtype.kind == "f" else 0)
             )
-    shared = summary.slice_numbers(20)
+    shared = pages.slice_numbers(20)
     for run in (a, b, c):
         assert np.shares_memory(run.idx, shared) == (kept is None)
         assert run.idx.flags.writeable == (kept is not None)
@@ -186,12 +186,12 @@ def test_canvas_lends_each_slice_once_and_joins_side_by_side_runs_without_a_copy
 def test_scans_past_the_kept_slice_numbers_equal_those_within(by, monkeypatch):
     """A canvas of more slices than a process keeps numbers for numbers them in its own
     row, loan by loan: the same report, over many regions, as with the shared numbers."""
-    from fastfinite import summary
+    from fastfinite import pages
 
     x = np.random.default_rng(4).standard_normal((3000, 700)).astype(np.float32)
     x[17, 3], x[2900, 650], x[:, 5] = np.nan, np.inf, 1.5  # a NaN, an inf, a constant
     within = fastfinite.scan(x, by=by, region_bytes=1 << 16)
-    monkeypatch.setattr(summary, "KEPT_NUMBERS", 16)
+    monkeypatch.setattr(pages, "KEPT_NUMBERS", 16)
     past = fastfinite.scan(x, by=by, region_bytes=1 << 16)
     for f in past.slices.ARRAYS:
         np.testing.assert_array_equal(getattr(past.slices, f), getattr(within.slices, f), f)
