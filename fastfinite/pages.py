@@ -19,7 +19,7 @@ import weakref
 import numpy as np
 
 HUGE_FROM = 1 << 22  # bytes from which NumPy, too, asks for huge pages
-HUGE_PAGE = 1 << 21  # a canvas's rows start on huge pages of their own
+HUGE_PAGE = 1 << 21  # a canvas's rows of 2 MiB or more start on huge pages of their own
 KEPT_NUMBERS = 1 << 21  # slice numbers a process keeps for its next scans (16 MiB)
 KEPT_CANVAS_BYTES = 1 << 28  # the largest canvas mapping a process keeps for its next scan
 N_ROWS = 12  # the rows of a canvas's buffer (``summary.N_ROWS`` names them)
@@ -74,11 +74,12 @@ def zeroed(shape: tuple[int, ...]) -> np.ndarray:
 def canvas_buffer(size: int) -> np.ndarray:
     """The int64 buffer of a canvas of ``size`` slices, ``N_ROWS`` rows: those of
     ``COUNT_ROWS`` zero, the others as a former canvas left them (each is written before it
-    is read). A large one is a mapping whose rows start on huge pages: the spare one when it
-    is large enough (its count rows given back to the kernel, so that they read zero and
-    cost a page only where written again), else a new one; when the buffer and every view
-    of it are gone, its mapping becomes the spare."""
-    pitch = -(-size * 8 // HUGE_PAGE) * HUGE_PAGE
+    is read). A large one is a mapping whose rows start on pages of their own (rows of 2 MiB
+    or more on huge pages): the spare one when it is large enough (its count rows given back
+    to the kernel, so that they read zero and cost a page only where written again), else a
+    new one; when the buffer and every view of it are gone, its mapping becomes the spare."""
+    unit = HUGE_PAGE if size * 8 >= HUGE_PAGE else mmap.PAGESIZE  # short rows share one
+    pitch = -(-size * 8 // unit) * unit
     need = N_ROWS * pitch
     if N_ROWS * size * 8 < HUGE_FROM:
         return np.zeros((N_ROWS, size), np.int64)
