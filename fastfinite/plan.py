@@ -90,8 +90,25 @@ class ScanPlan:
             )
             budget = opts.region_bytes or source.region_bytes
             if spec.by is not None and source.in_memory and not opts.region_bytes:
-                budget = max(budget, min(source.nbytes, MAX_REGION_BYTES))  # see ArraySource
+                budget = slice_budget(source.nbytes, budget, opts.workers)
             yield Member(path, source, spec, budget)
+
+
+def slice_budget(nbytes: int, budget: int, workers: int | None) -> int:
+    """The region budget of an array in RAM scanned by slices: the whole of one up to
+    ``MAX_REGION_BYTES``; past it, regions of at most twice that, as many as a multiple of
+    the workers. Each region costs its thread a loan, a kernel's start and the Python around
+    it, and an odd one out runs alone: by=0 on (1e6, 100) float32, six regions of 64 MiB
+    on two cores took 1.44-1.47x the plain scan, four of 100 MB 1.37-1.38x."""
+    if nbytes <= MAX_REGION_BYTES:
+        return max(budget, nbytes)
+    from .parts import default_workers
+
+    w = workers or default_workers()
+    k = -(-nbytes // (2 * MAX_REGION_BYTES))  # regions of at most twice the budget
+    k = -(-k // w) * w
+    share = -(-nbytes // k)
+    return max(budget, share + share // 64)  # room for a region cut at a whole slice
 
 
 def make_plan(data: Any, options: ScanOptions) -> ScanPlan:
