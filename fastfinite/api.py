@@ -69,7 +69,8 @@ def scan(
         by region): for arrays in memory, whose regions are views, the whole array below 32
         MiB, else an eighth of it, 4 to 64 MiB (with ``by``: the whole array up to 64 MiB,
         else up to 128 MiB, as many regions as a multiple of ``workers``); 4 MiB for stores,
-        rounded to whole storage chunks. Peak memory is about ``2 * workers`` regions read (none for views).
+        rounded to whole storage chunks. Peak memory is about ``2 * workers`` regions read
+        (none for views).
     scheduler : str or distributed.Client, optional
         Run the scan as a Dask graph on this scheduler: ``"threads"``, ``"processes"``,
         ``"synchronous"``, a ``distributed.Client``, or a scheduler address

@@ -22,14 +22,14 @@ HUGE_FROM = 1 << 22  # bytes from which NumPy, too, asks for huge pages
 HUGE_PAGE = 1 << 21  # a canvas's rows of 2 MiB or more start on huge pages of their own
 KEPT_NUMBERS = 1 << 21  # slice numbers a process keeps for its next scans (16 MiB)
 KEPT_CANVAS_BYTES = 1 << 28  # the largest canvas mapping a process keeps for its next scan
-N_ROWS = 12  # the rows of a canvas's buffer (``summary.N_ROWS`` names them)
+N_ROWS = 12  # the rows of a canvas's buffer (``summary.CANVAS_ROWS`` names them)
 COUNT_ROWS = slice(4, 7)  # the rows a canvas lends zeroed: its counts of NaN and infinities
 
 # only Linux promises zeros where MADV_DONTNEED gave private anonymous pages back
 _REUSE = sys.platform.startswith("linux") and hasattr(mmap, "MADV_FREE")
 _numbers = np.arange(0, dtype=np.int64)
 _spare: mmap.mmap | None = None
-_spare_lock = threading.Lock()
+_spare_lock = threading.RLock()  # ``_keep`` runs where a collection frees a canvas
 
 
 def slice_numbers(size: int) -> np.ndarray | None:

@@ -99,7 +99,7 @@ def slice_budget(nbytes: int, budget: int, workers: int | None) -> int:
     ``MAX_REGION_BYTES``; past it, regions of at most twice that, as many as a multiple of
     the workers. Each region costs its thread a loan, a kernel's start and the Python around
     it, and an odd one out runs alone: by=0 on (1e6, 100) float32, six regions of 64 MiB
-    on two cores took 1.44-1.47x the plain scan, four of 100 MB 1.37-1.38x."""
+    on two cores took 1.44-1.47x the plain scan, four of 100 MB 1.37-1.41x."""
     if nbytes <= MAX_REGION_BYTES:
         return max(budget, nbytes)
     from .parts import default_workers

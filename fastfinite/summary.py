@@ -115,8 +115,8 @@ class SliceStats:
     def kernel_outputs(self) -> tuple[np.ndarray, np.ndarray]:
         """For slices lent by a canvas: the kernels' per-slice outputs ``(stats, counts)``
         (``scan_rows``) as views of the canvas, the counts zero (a canvas's count rows start
-        zeroed, ``pages.canvas_buffer``, and it lends each slice once): ``from_partials(..., into=self)`` finishes them into these
-        columns."""
+        zeroed, ``pages.canvas_buffer``, and it lends each slice once):
+        ``from_partials(..., into=self)`` finishes them into these columns."""
         buf, first, _ = self.home
         stop = first + len(self.idx)
         counts = buf[COUNT_ROWS, first:stop]
@@ -142,7 +142,7 @@ class SliceStats:
 
     def _at_home(self) -> bool:
         """Whether every column is still the view of its canvas ``within`` made (the
-        objects themselves: comparing addresses costs more than a small scan's report)."""
+        objects themselves: comparing addresses cost a third of a by=0 report's build)."""
         cols = (self.idx, *self.columns())
         return len(self._made) == len(cols) and all(a is b for a, b in zip(self._made, cols))
 
