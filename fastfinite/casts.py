@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -58,12 +59,12 @@ class CastTarget:
         top = 2**self.exponent_bits - (2 if self.flavour == "ieee" else 1)
         return top - self.bias
 
-    @property
+    @cached_property
     def max(self) -> float:
         """Largest finite value."""
         return float(self._max)
 
-    @property
+    @cached_property  # a frozen format: asked for by every scan, made of Fractions
     def _max(self) -> Fraction:
         units = 2 ** (self.mantissa_bits + 1) - (2 if self.flavour == "fn" else 1)
         return Fraction(units) * _pow2(self.emax - self.mantissa_bits)
@@ -76,7 +77,7 @@ class CastTarget:
     def smallest_subnormal(self) -> float:
         return math.ldexp(1.0, 1 - self.bias - self.mantissa_bits)
 
-    @property
+    @cached_property
     def overflow_threshold(self) -> float:
         """Smallest magnitude whose one rounding to this format overflows (for ``fn``
         formats, the next float64 above the midpoint, which itself rounds down)."""
