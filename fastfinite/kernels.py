@@ -1691,13 +1691,13 @@ def _pow2(v):
 
 
 @njit(nogil=True, cache=_CACHE)
-def _totals(n, mean, std, mn, mx):
+def _totals(n, mean, std, mn, mx, n0):
     """``(count, mean, std, min, max, sum)`` over rows of counts, means and stds (the mean of
-    the means when the sum overflows; the spread scaled when a square does)."""
+    the means when the sum overflows; the spread scaled when a square does); ``n0``: the
+    count every row holds, else -1 (``_shared``)."""
     rows = n.shape[0]
     if rows == 1:
         return n[0], mean[0], std[0], mn[0], mx[0], n[0] * mean[0]
-    n0 = _shared(n)
     if n0 >= 0:  # every row as many values: one conversion to float64, not one a row
         tn, tsum = _weighted_sum(n, mean, np.float64(n0))
     else:
@@ -1764,8 +1764,11 @@ def _spread(n, mean, std, tn, tmean, w):
 
 @njit(nogil=True, cache=_CACHE)
 def _shared(n):
-    """The one value of the counts ``n`` (at least one), -1 when they differ. AVX2 converts
-    int64 to float64 one at a time: loops over rows that share a count convert it once."""
+    """The one value of the counts ``n``, -1 when they differ (or there are none). AVX2
+    converts int64 to float64 one at a time: loops over rows that share a count convert it
+    once."""
+    if n.shape[0] == 0:
+        return -1
     n0 = n[0]
     same = True
     for r in range(n.shape[0]):
@@ -1869,7 +1872,8 @@ def _finish_block(
     tn, tmean, tstd, lo, hi, tsum, rescue, k, empty, bits, total, m2 = acc
     m = n.shape[0]
     _moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std)
-    c, cm, cs, clo, chi, csum = _totals(n, mean, std, mn, mx)
+    n0 = _shared(n)  # for the totals and the flags
+    c, cm, cs, clo, chi, csum = _totals(n, mean, std, mn, mx, n0)
     tn, tmean, tstd = _chan(tn, tmean, tstd, c, cm, cs)
     lo = min(lo, clo)
     hi = max(hi, chi)
@@ -1884,7 +1888,7 @@ def _finish_block(
             z[r] = 0.0 if e else q
         k = _flag_block(
             n, mean, std, z, cnan, cpos, cneg, b0, m,
-            eps, z_threshold, thresholds, bits, total, m2, where, flags, k,
+            eps, z_threshold, thresholds, bits, total, m2, where, flags, k, n0,
         )  # fmt: skip
     return tn, tmean, tstd, lo, hi, tsum, rescue, k, empty, bits, total, m2
 
@@ -2039,6 +2043,7 @@ def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresh
         k = _flag_block(
             count[lo:], mean[lo:], std[lo:], max_z[lo:], nan[lo:], pos[lo:], neg[lo:], lo, m,
             eps, z_threshold, thresholds, bits, total, m2, where, flags, k,
+            _shared(count[lo : lo + m]),
         )  # fmt: skip
     return k
 
@@ -2046,21 +2051,17 @@ def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresh
 @njit(nogil=True, cache=_CACHE, error_model="numpy")
 def _flag_block(
     cnt, mu_, sd_, z_, nan, pos, neg, lo, m,
-    eps, z_threshold, thresholds, block, total, m2, where, flags, k,
+    eps, z_threshold, thresholds, block, total, m2, where, flags, k, n0,
 ):  # fmt: skip
     """``slice_flags`` on the ``m <= FLAG_BLOCK`` slices from ``lo`` (the columns' views
     from there; ``block``, ``total``, ``m2``: scratch): the flagged ones appended to
-    ``where`` and ``flags`` from ``k``; returns the new ``k``. A block whose slices all
-    hold as many values (clean data) takes its square root once, and its thresholds only
-    when a sum reaches the lowest of them."""
+    ``where`` and ``flags`` from ``k``; returns the new ``k``. ``n0``: the count all ``m``
+    slices hold (clean data), else -1 (``_shared``); such a block takes its square root
+    once, and its thresholds only when a sum reaches the lowest of them."""
     if m == 0:
         return k
-    n0 = cnt[0]
-    same = True
-    for j in range(m):
-        same &= cnt[j] == n0
     args = (cnt, mu_, sd_, z_, nan, pos, neg, m, eps, z_threshold, thresholds, block, total, m2)
-    if same:
+    if n0 >= 0:
         fn = np.float64(n0)
         seen = _flag_bits(*args, (fn, np.sqrt(max(1.0 - fn * eps, 0.0))))
     else:
