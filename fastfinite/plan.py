@@ -13,6 +13,7 @@ from typing import Any
 from .build import Layout
 from .errors import UnsupportedDtypeError
 from .options import ScanOptions, resolve_by
+from .parts import default_workers
 from .sources.base import Source
 from .sources.dask import DaskArraySource
 from .sources.ndarray import MAX_REGION_BYTES
@@ -102,8 +103,6 @@ def slice_budget(nbytes: int, budget: int, workers: int | None) -> int:
     on two cores took 1.44-1.47x the plain scan, four of 100 MB 1.37-1.41x."""
     if nbytes <= MAX_REGION_BYTES:
         return max(budget, nbytes)
-    from .parts import default_workers
-
     w = workers or default_workers()
     k = -(-nbytes // (2 * MAX_REGION_BYTES))  # regions of at most twice the budget
     k = -(-k // w) * w
