@@ -13,8 +13,8 @@ Each stage adds one cost to the one before, best of ``--repeat``, in ns per slic
   already faulted in;
 - and the finishing in the kernel (``scan_rows_finished``: moments, largest |z|, flags,
   block by block) into a canvas that is already faulted in;
-- and a fresh canvas (``pages.zeroed``, as a process's first scan takes it: its pages are
-  faulted in by the kernel's writes);
+- and a fresh canvas (``pages.canvas_buffer(..., spare=False)``, as a process's first scan
+  takes it: its pages are faulted in by the kernel's writes);
 - or the spare canvas (``pages.canvas_buffer``, as every later scan takes it: the mapping
   the last one left);
 - the ``by=0`` scan (one worker).
@@ -37,7 +37,7 @@ import fastfinite
 from fastfinite import kernels
 from fastfinite.anomalies import flag_limits
 from fastfinite.kinds import N_KINDS
-from fastfinite.pages import canvas_buffer, zeroed
+from fastfinite.pages import canvas_buffer
 from fastfinite.summary import CANVAS_ROWS, ScanSpec
 
 
@@ -88,7 +88,7 @@ def main() -> None:
     thr = spec.thresholds
     stats, counts = np.zeros((5, rows)), np.zeros((3, rows), np.int64)
     found = _found()
-    resident = zeroed((12, rows))
+    resident = canvas_buffer(rows, spare=False)
     resident[:] = 0
     bw = bandwidth_kernel()
     flat = x.reshape(-1)
@@ -106,7 +106,7 @@ def main() -> None:
         "plain scan": lambda: fastfinite.scan(x, workers=1),
         "pass": lambda: kernels.scan_rows(x, xi, thr, found[0], stats, counts, *found[1:]),
         "+ finishing": lambda: kernels.scan_rows_finished(*_finished_args(x, spec, resident)),
-        "+ fresh canvas": canvas(lambda: zeroed((12, rows))),
+        "+ fresh canvas": canvas(lambda: canvas_buffer(rows, spare=False)),
         "or spare canvas": canvas(lambda: canvas_buffer(rows)),
         "by=0 scan": lambda: fastfinite.scan(x, by=0, workers=1),
     }

@@ -1,4 +1,4 @@
-"""The memory a scan's per-slice columns take: zeroed mappings, the slice numbers every
+"""The memory a scan's per-slice columns take: the canvas's mapping, the slice numbers every
 canvas shares, and the spare canvas mapping a process keeps for its next scan.
 
 A by=0 scan of (1e6, 100) float32 writes six rows of 1e6 float64: 48 MB of fresh pages
@@ -10,7 +10,6 @@ memory runs short), and the next canvas takes it with its count rows zeroed.
 
 from __future__ import annotations
 
-import math
 import mmap
 import sys
 import threading
@@ -58,32 +57,21 @@ def _mapping(nbytes: int) -> mmap.mmap | None:
     return m
 
 
-def zeroed(shape: tuple[int, ...]) -> np.ndarray:
-    """An int64 array of zeros whose pages are not touched until written: the kernels add
-    a slice's counts of NaN and infinities only where it holds some, so for clean data
-    those rows of a canvas never cost a page. Large ones come from an anonymous private
-    mapping asked for huge pages (``np.zeros`` would give small ones: a fault per 4 KiB of
-    the rows that are written)."""
-    nbytes = math.prod(shape) * 8
-    m = _mapping(nbytes) if nbytes >= HUGE_FROM else None
-    if m is None:
-        return np.zeros(shape, np.int64)
-    return np.frombuffer(m, np.int64).reshape(shape)  # the array keeps the mapping
-
-
-def canvas_buffer(size: int) -> np.ndarray:
+def canvas_buffer(size: int, spare: bool = True) -> np.ndarray:
     """The int64 buffer of a canvas of ``size`` slices, ``N_ROWS`` rows: those of
     ``COUNT_ROWS`` zero, the others as a former canvas left them (each is written before it
     is read). A large one is a mapping whose rows start on pages of their own (rows of 2 MiB
-    or more on huge pages): the spare one when it is large enough (its count rows given back
-    to the kernel, so that they read zero and cost a page only where written again), else a
-    new one; when the buffer and every view of it are gone, its mapping becomes the spare."""
+    or more on huge pages): the spare one when it is large enough and ``spare`` (its count
+    rows given back to the kernel, so that they read zero and cost a page only where written
+    again), else a new one, whose pages are zeroed as they are first written (as a process's
+    first scan takes it); when the buffer and every view of it are gone, its mapping becomes
+    the spare."""
+    if N_ROWS * size * 8 < HUGE_FROM:
+        return np.zeros((N_ROWS, size), np.int64)
     unit = HUGE_PAGE if size * 8 >= HUGE_PAGE else mmap.PAGESIZE  # short rows share one
     pitch = -(-size * 8 // unit) * unit
     need = N_ROWS * pitch
-    if N_ROWS * size * 8 < HUGE_FROM:
-        return np.zeros((N_ROWS, size), np.int64)
-    m = _take_spare(need)
+    m = _take_spare(need) if spare else None
     if m is not None:  # Linux: the pages given back read zero when next touched
         rows = COUNT_ROWS
         m.madvise(mmap.MADV_DONTNEED, rows.start * pitch, (rows.stop - rows.start) * pitch)

@@ -100,3 +100,15 @@ def test_canvas_rows_are_columns_of_one_buffer_with_counts_zero(no_spare, size):
     del buf
     gc.collect()
     assert not pages.canvas_buffer(size)[pages.COUNT_ROWS].any()
+
+
+@linux
+def test_a_canvas_asked_fresh_leaves_the_spare(no_spare):
+    """``spare=False`` (a process's first scan, as the benchmarks take it) maps new pages:
+    the spare stays for the next scan."""
+    fastfinite.scan(_dirty(), by=0)
+    gc.collect()
+    kept = pages._spare
+    assert kept is not None
+    buf = pages.canvas_buffer(ROWS, spare=False)
+    assert pages._spare is kept and not buf[pages.COUNT_ROWS].any()
