@@ -1788,23 +1788,22 @@ def _slice_range(mn, mx):
     return lo, hi
 
 
-@njit(nogil=True, cache=_CACHE, error_model="numpy")
-def _moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std):
-    """Per slice count, mean and std of the finite values from a kernel's shifted sums (a
-    NaN mean and std where the sums overflowed)."""
+@njit(nogil=True, cache=_CACHE)
+def _no_counts(cnan, cpos, cneg):
+    """Whether no slice holds a non-finite value (clean data: every count is the
+    slice's length)."""
     some = 0
-    for r in range(n.shape[0]):
+    for r in range(cnan.shape[0]):
         some |= cnan[r] | cpos[r] | cneg[r]
-    if some == 0:  # every value finite (clean data): one count, converted once
-        _moments_of(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std, np.float64(max(length, 1)))  # fmt: skip
-    else:
-        _moments_of(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std, None)
+    return some == 0
 
 
 @njit(nogil=True, cache=_CACHE, error_model="numpy")
 def _moments_of(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std, whole):
-    """``_moments``; ``whole``: ``max(length, 1)`` as a float64 when no slice holds a
-    non-finite value, else None."""
+    """Per slice count, mean and std of the finite values from a kernel's shifted sums (a
+    NaN mean and std where the sums overflowed); ``whole``: ``max(length, 1)`` as a float64
+    when no slice holds a non-finite value (``_no_counts``: one count, converted once),
+    else None."""
     for r in range(n.shape[0]):
         if whole is None:
             c = length - cnan[r] - cpos[r] - cneg[r]
@@ -1852,11 +1851,8 @@ def _finish(
 @njit(nogil=True, cache=_CACHE)
 def _finish_start():
     """The totals, counts and scratch ``_finish_block`` carries from block to block."""
-    bits = np.empty(FLAG_BLOCK, np.int64)
-    total = np.empty(FLAG_BLOCK)
-    m2 = np.empty(FLAG_BLOCK)
     z = _ZERO
-    return z, 0.0, 0.0, np.inf, -np.inf, 0.0, z, z, z, bits, total, m2
+    return z, 0.0, 0.0, np.inf, -np.inf, 0.0, z, z, z, np.empty(FLAG_BLOCK, np.int64)
 
 
 @njit(nogil=True, cache=_CACHE, error_model="numpy")
@@ -1867,30 +1863,72 @@ def _finish_block(
     """A block of at most ``SLICE_BLOCK`` slices from slice ``b0`` finished (the arguments:
     views of its columns), read while they stay in L1: moments, totals (combined into
     ``acc``'s by Chan's formula), the slices to rescue, then when ``final`` the largest |z|
-    (``z`` may be ``shift``'s memory: the shifts are read first) and the flags. Returns
-    ``acc`` (``_finish_start``) updated."""
-    tn, tmean, tstd, lo, hi, tsum, rescue, k, empty, bits, total, m2 = acc
+    (``z`` may be ``shift``'s memory: the shifts are read first) and the flags. A final block of clean slices takes its largest |z|, flags and slices to rescue
+    in one loop (``_finish_clean``), with the bits of the others. Returns ``acc``
+    (``_finish_start``) updated."""
+    tn, tmean, tstd, lo, hi, tsum, rescue, k, empty, bits = acc
     m = n.shape[0]
-    _moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std)
-    n0 = _shared(n)  # for the totals and the flags
+    clean = _no_counts(cnan, cpos, cneg)
+    _moments_of(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std, np.float64(max(length, 1)) if clean else None)  # fmt: skip
+    whole = final and clean and length > 0
+    seen = False
+    if whole:
+        rc, seen = _finish_clean(length, n, mean, std, mn, mx, z, eps, z_threshold, thresholds, bits)  # fmt: skip
+        rescue += rc
+        n0 = length
+    else:
+        n0 = _shared(n)  # for the totals and the flags
+        for r in range(m):
+            rescue += _to_rescue(n[r], mean[r], mn[r], mx[r])
+        if final:
+            for r in range(m):
+                e = n[r] == 0
+                empty += e
+                q = _max_z(mean[r], std[r], mn[r], mx[r])
+                z[r] = 0.0 if e else q
+            k = _flag_block(
+                n, mean, std, z, cnan, cpos, cneg, b0, m,
+                eps, z_threshold, thresholds, bits, where, flags, k, n0,
+            )  # fmt: skip
     c, cm, cs, clo, chi, csum = _totals(n, mean, std, mn, mx, n0)
     tn, tmean, tstd = _chan(tn, tmean, tstd, c, cm, cs)
     lo = min(lo, clo)
     hi = max(hi, chi)
     tsum += csum
-    for r in range(m):
-        rescue += _to_rescue(n[r], mean[r], mn[r], mx[r])
-    if final:
-        for r in range(m):
-            e = n[r] == 0
-            empty += e
-            q = _max_z(mean[r], std[r], mn[r], mx[r])
-            z[r] = 0.0 if e else q
-        k = _flag_block(
-            n, mean, std, z, cnan, cpos, cneg, b0, m,
-            eps, z_threshold, thresholds, bits, total, m2, where, flags, k, n0,
-        )  # fmt: skip
-    return tn, tmean, tstd, lo, hi, tsum, rescue, k, empty, bits, total, m2
+    if whole:
+        k = _flagged(bits, seen, b0, m, where, flags, k)
+    return tn, tmean, tstd, lo, hi, tsum, rescue, k, empty, bits
+
+
+@njit(nogil=True, cache=_CACHE, error_model="numpy")
+def _finish_clean(length, n, mean, std, mn, mx, z, eps, z_threshold, thresholds, block):
+    """``_finish_block``'s work after the moments on a final block of clean slices, each of
+    ``length > 0`` values, in one loop: whether to rescue each slice, its largest |z|
+    (``_max_z_finite``: a std from ``_moments_of`` is never infinite) and its flags in
+    ``block`` (none for a non-finite value), the same bits as the separate loops of other
+    blocks. The moments stay a loop of their own: its chain of two divisions and a square
+    root is short enough there for the next slices' to overlap it. Returns ``(slices to
+    rescue, whether one is flagged)``."""
+    cs, r = _one_count(length, eps)
+    nt = thresholds.shape[0]
+    low = _lowest(thresholds)
+    rescue = 0
+    seen = 0
+    over = False
+    for j in range(n.shape[0]):
+        mu = mean[j]
+        sd = std[j]
+        rescue += _to_rescue(length, mu, mn[j], mx[j])
+        q = _max_z_finite(mu, sd, mn[j], mx[j])
+        z[j] = q
+        f = _spread_bits(length > 1, cs, r, eps, mu, sd, q, z_threshold, 3 + 2 * nt)
+        block[j] = f
+        seen |= f
+        t_, s_ = _sums_of(length, cs, mu, sd)
+        over |= (t_ >= low) | (s_ >= low)
+    if over:
+        _threshold_bits(n, mean, std, n.shape[0], thresholds, block, (cs, r))
+    return rescue, seen != 0 or over
 
 
 @njit(nogil=True, cache=_CACHE)
@@ -2003,6 +2041,18 @@ def _max_z(mean, std, mn, mx):
     return z if (std > 0) & (a == a) & (b == b) else 0.0
 
 
+@njit(nogil=True, cache=_CACHE, error_model="numpy")
+def _max_z_finite(mean, std, mn, mx):
+    """``_max_z`` for a std that is finite or NaN (never infinite), with one division: a
+    correctly rounded division by ``std > 0`` keeps the order of what it divides, so the
+    larger of the two quotients is the larger numerator's (the same bits)."""
+    big = np.finfo(np.float64).max
+    p = mx - mean
+    q = mean - mn
+    z = min(max((p if p >= q else q) / std, -big), big)
+    return z if (std > 0) & (p == p) & (q == q) else 0.0
+
+
 @njit(nogil=True, cache=_CACHE)
 def slice_columns(n, mean, std, mn, mx, out_mean, out_std, out_min, out_max, out_z):
     """A report's per-slice columns from merged statistics: the largest |z|
@@ -2034,16 +2084,13 @@ def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresh
     vectors, and only a block with a flagged slice is looked at one by one: the outputs of
     1e6 clean slices are never written."""
     bits = np.empty(FLAG_BLOCK, np.int64)
-    total = np.empty(FLAG_BLOCK)
-    m2 = np.empty(FLAG_BLOCK)
     k = 0
     for lo in range(0, count.shape[0], FLAG_BLOCK):
         m = min(FLAG_BLOCK, count.shape[0] - lo)
         # views, so that indices count from 0: LLVM then loads vectors, not gathers
         k = _flag_block(
             count[lo:], mean[lo:], std[lo:], max_z[lo:], nan[lo:], pos[lo:], neg[lo:], lo, m,
-            eps, z_threshold, thresholds, bits, total, m2, where, flags, k,
-            _shared(count[lo : lo + m]),
+            eps, z_threshold, thresholds, bits, where, flags, k, _shared(count[lo : lo + m]),
         )  # fmt: skip
     return k
 
@@ -2051,21 +2098,33 @@ def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresh
 @njit(nogil=True, cache=_CACHE, error_model="numpy")
 def _flag_block(
     cnt, mu_, sd_, z_, nan, pos, neg, lo, m,
-    eps, z_threshold, thresholds, block, total, m2, where, flags, k, n0,
+    eps, z_threshold, thresholds, block, where, flags, k, n0,
 ):  # fmt: skip
     """``slice_flags`` on the ``m <= FLAG_BLOCK`` slices from ``lo`` (the columns' views
-    from there; ``block``, ``total``, ``m2``: scratch): the flagged ones appended to
-    ``where`` and ``flags`` from ``k``; returns the new ``k``. ``n0``: the count all ``m``
-    slices hold (clean data), else -1 (``_shared``); such a block takes its square root
-    once, and its thresholds only when a sum reaches the lowest of them."""
+    from there; ``block``: scratch): the flagged ones appended to ``where`` and ``flags``
+    from ``k``; returns the new ``k``. ``n0``: the count all ``m`` slices hold (clean
+    data), else -1 (``_shared``); such a block takes its square root once."""
     if m == 0:
         return k
-    args = (cnt, mu_, sd_, z_, nan, pos, neg, m, eps, z_threshold, thresholds, block, total, m2)
+    args = (cnt, mu_, sd_, z_, nan, pos, neg, m, eps, z_threshold, thresholds, block)
     if n0 >= 0:
-        fn = np.float64(n0)
-        seen = _flag_bits(*args, (fn, np.sqrt(max(1.0 - fn * eps, 0.0))))
+        seen = _flag_bits(*args, _one_count(n0, eps))
     else:
         seen = _flag_bits(*args, None)
+    return _flagged(block, seen, lo, m, where, flags, k)
+
+
+@njit(nogil=True, cache=_CACHE)
+def _one_count(n0, eps):
+    """``_flag_bits``'s ``one``: the count ``n0`` as a float64 and its ``sqrt(1 - n0 * eps)``."""
+    fn = np.float64(n0)
+    return fn, np.sqrt(max(1.0 - fn * eps, 0.0))
+
+
+@njit(nogil=True, cache=_CACHE)
+def _flagged(block, seen, lo, m, where, flags, k):
+    """The slices of ``block[:m]`` (from slice ``lo``) with a bit set appended to ``where``
+    and ``flags`` from ``k``, when ``seen`` (else none is); returns the new ``k``."""
     if seen:
         for j in range(m):
             if block[j]:
@@ -2076,16 +2135,13 @@ def _flag_block(
 
 
 @njit(nogil=True, cache=_CACHE, error_model="numpy")
-def _flag_bits(
-    cnt, mu_, sd_, z_, nan, pos, neg, m, eps, z_threshold, thresholds, block, total, m2, one,
-):  # fmt: skip
+def _flag_bits(cnt, mu_, sd_, z_, nan, pos, neg, m, eps, z_threshold, thresholds, block, one):  # fmt: skip
     """``_flag_block``'s bits in ``block[:m]``; ``one``: when every slice holds as many
-    values, that count as a float64 and its ``sqrt(1 - n * eps)``, else None (each its own:
-    AVX2 converts int64 to float64 one at a time). Returns whether a slice is flagged."""
+    values, that count as a float64 and its ``sqrt(1 - n * eps)`` (``_one_count``), else
+    None (each its own: AVX2 converts int64 to float64 one at a time). Returns whether a
+    slice is flagged."""
     nt = thresholds.shape[0]
-    low = np.inf
-    for t in range(nt):
-        low = min(low, thresholds[t])
+    low = _lowest(thresholds)
     seen = 0
     over = False
     for j in range(m):  # branch-free, so that it runs in vectors
@@ -2097,26 +2153,57 @@ def _flag_bits(
             fn, r = one
         sd = sd_[j]
         mu = mu_[j]
-        spread = n > 1  # one value has no spread to speak of
-        # var <= n*eps*var + (n*m*eps)**2 without squares: for any magnitude (the
-        # square of a std below 1e-154 is 0 in float64)
-        near = (fn * eps >= 1.0) | (sd * r <= fn * abs(mu) * eps)
         f = np.int64(nan[j] + pos[j] + neg[j] > 0)
-        f |= np.int64(spread & (sd == 0)) << 1
-        f |= np.int64(spread & (sd != 0) & (sd < np.inf) & near) << 2
-        f |= np.int64(spread & (z_[j] > z_threshold)) << (3 + 2 * nt)
+        f |= _spread_bits(n > 1, fn, r, eps, mu, sd, z_[j], z_threshold, 3 + 2 * nt)
         block[j] = f
         seen |= f
-        t_ = abs(mu * fn) if n > 0 else 0.0
-        s_ = sd * sd * fn if n > 0 else 0.0
-        total[j] = t_
-        m2[j] = s_
+        t_, s_ = _sums_of(n, fn, mu, sd)
         over |= (t_ >= low) | (s_ >= low)
     if over:
-        for t in range(nt):
-            th = thresholds[t]
-            for j in range(m):
-                block[j] |= (np.int64(total[j] >= th) << (3 + 2 * t)) | (
-                    np.int64(m2[j] >= th) << (4 + 2 * t)
-                )
+        _threshold_bits(cnt, mu_, sd_, m, thresholds, block, one)
     return seen != 0 or over
+
+
+@njit(nogil=True, cache=_CACHE, error_model="numpy")
+def _spread_bits(spread, fn, r, eps, mu, sd, z, z_threshold, zbit):
+    """A slice's bits for its spread: zero variance (bit 1), variance near zero for its
+    mean (bit 2), largest |z| over ``z_threshold`` (bit ``zbit``); none when not
+    ``spread`` (one value has no spread to speak of). ``fn``: its count as a float64,
+    ``r``: ``sqrt(1 - fn * eps)``."""
+    # var <= n*eps*var + (n*m*eps)**2 without squares: for any magnitude (the square of
+    # a std below 1e-154 is 0 in float64)
+    near = (fn * eps >= 1.0) | (sd * r <= fn * abs(mu) * eps)
+    f = np.int64(spread & (sd == 0)) << 1
+    f |= np.int64(spread & (sd != 0) & (sd < np.inf) & near) << 2
+    return f | (np.int64(spread & (z > z_threshold)) << zbit)
+
+
+@njit(nogil=True, cache=_CACHE)
+def _lowest(thresholds):
+    """The lowest of the overflow ``thresholds`` (inf for none): under it, no sum of a
+    slice is over any of them."""
+    low = np.inf
+    for t in range(thresholds.shape[0]):
+        low = min(low, thresholds[t])
+    return low
+
+
+@njit(nogil=True, cache=_CACHE, inline="always")
+def _sums_of(n, fn, mu, sd):
+    """A slice's sum ``|n * mean|`` and sum of squared deviations ``n * std**2`` (``fn``:
+    ``n`` as a float64), 0 for an empty slice: what the flags hold against the thresholds."""
+    return (abs(mu * fn) if n > 0 else 0.0), (sd * sd * fn if n > 0 else 0.0)
+
+
+@njit(nogil=True, cache=_CACHE, error_model="numpy")
+def _threshold_bits(cnt, mu_, sd_, m, thresholds, block, one):
+    """The bits of the slices of ``block[:m]`` whose sum or sum of squares reaches an
+    overflow threshold (``_flag_bits``'s arguments): a pass per threshold, run only when
+    one of them is reached."""
+    for t in range(thresholds.shape[0]):
+        th = thresholds[t]
+        for j in range(m):
+            n = cnt[j]
+            fn = np.float64(n) if one is None else one[0]
+            t_, s_ = _sums_of(n, fn, mu_[j], sd_[j])
+            block[j] |= (np.int64(t_ >= th) << (3 + 2 * t)) | (np.int64(s_ >= th) << (4 + 2 * t))

@@ -632,10 +632,12 @@ def test_slices_are_finished_block_by_block(kernel):
 @pytest.mark.parametrize("dirty", ["nan", "posinf"])
 def test_clean_blocks_take_a_shortcut_to_the_same_bits(dirty):
     """A block whose slices share their count converts it to float64 once (AVX2 converts
-    int64 one at a time), for the moments, the totals' sums and the flags: its slices get
-    the bits they get when one slice of the block holds a non-finite value and every
-    count is converted on its own. Large means and spreads near zero set every flag's
-    test close to its edge."""
+    int64 one at a time), for the moments, the totals' sums and the flags, and takes its
+    largest |z| (with one division), flags and slices to rescue in one loop
+    (``_finish_clean``): its slices get the bits they get when one slice of the block
+    holds a non-finite value and every count is converted on its own. Large means and
+    spreads near zero set every flag's test close to its edge; sums that overflowed and
+    values under ``TINY`` send slices to be rescued on both paths."""
     block = kernels.SLICE_BLOCK
     m = 2 * block
     rng = np.random.default_rng(5)
@@ -651,6 +653,11 @@ def test_clean_blocks_take_a_shortcut_to_the_same_bits(dirty):
     s2 = length * sd * sd + s1 * s1 / length
     s2[::7] = s1[::7] * s1[::7] / length  # no spread
     mn, mx = shift - rng.uniform(0, 1e-6, m), shift + rng.uniform(0, 40, m) * edge
+    mn[1::2], mx[1::2] = 2 * shift[1::2] - mx[1::2], 2 * shift[1::2] - mn[1::2]  # z below
+    for i in (3, block + 3):  # sums that overflowed: a NaN mean, rescued
+        s1[i] = np.inf
+    for i in (9, block + 9):  # values under TINY, rescued
+        shift[i], s1[i], s2[i], mn[i], mx[i] = 1e-160, 1e-162, 0.0, 1e-160, 2e-160
     thr = np.array([TARGETS["float16"].overflow_threshold, 1e7])
 
     def finish(counts):
@@ -666,13 +673,15 @@ def test_clean_blocks_take_a_shortcut_to_the_same_bits(dirty):
     clean = np.zeros((3, m), np.int64)
     one = clean.copy()
     one[0 if dirty == "nan" else 1, block] = 1  # the second block takes the long way
-    (a, fa, ta), (b, fb, _) = finish(clean), finish(one)
+    (a, fa, ta), (b, fb, out_b) = finish(clean), finish(one)
     keep = np.r_[0:block, block + 1 : m]
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x[keep].view(np.int64), y[keep].view(np.int64))
     fa_, fb_ = ({i: f for i, f in d.items() if i != block} for d in (fa, fb))
     assert fa_ == fb_
     assert len(fa) > 10 and fb[block] & 1  # flags were set on both paths
+    assert ta[6] == out_b[6] >= 4  # the same slices to rescue
+    assert np.isnan(a[1][[3, block + 3]]).all()
     np.testing.assert_array_equal(np.unique(list(fa.values())) > 0, True)
     where, flags = np.empty(m, np.int64), np.empty(m, np.int64)
     want = TWINS["finish_whole_slices"](
