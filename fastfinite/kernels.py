@@ -250,6 +250,13 @@ def _pass(x, xu, off, n, k, lim):
     return _pass_many(x, xu, off, n, k, lim)
 
 
+@njit(nogil=True, cache=_CACHE, fastmath=_FLAGS, inline="always")
+def _take(v, k64, mn, mx, s1, s2):
+    """One value ``v`` into a pass's extrema and shifted sums (``k64``: the shift)."""
+    d = np.float64(v) - k64
+    return _fmin(mn, v), _fmax(mx, v), s1 + d, s2 + d * d
+
+
 @njit(nogil=True, cache=_CACHE, fastmath=_FLAGS)
 def _pass_none(x, xu, off, n, k, lim):
     """``_pass`` without an underflow target."""
@@ -263,13 +270,29 @@ def _pass_none(x, xu, off, n, k, lim):
     n = np.uint64(n)
     for i in range(n):
         v, _ = _load(x, xu, off + i)
-        mn = _fmin(mn, v)
-        mx = _fmax(mx, v)
-        d = np.float64(v) - k64
-        s1 += d
-        s2 += d * d
+        mn, mx, s1, s2 = _take(v, k64, mn, mx, s1, s2)
     z = np.int64(0)
     return mn, mx, (z, z, z, z, z), s1, s2
+
+
+@njit(nogil=True, cache=_CACHE, fastmath=_FLAGS)
+def _pass_none2(x, xu, offa, offb, n, ka, kb, lim):
+    """``_pass_none`` on two rows of ``n`` values at once (offsets ``offa``, ``offb``;
+    shifts ``ka``, ``kb``), side by side in one loop: each row's sums are a chain of
+    additions whose latency, with the reductions and the scalar tail of a short row,
+    costs more than its reads; two rows hide each other's. Returns each row's results."""
+    inf = lim[5]
+    mna, mxa, mnb, mxb = inf, -inf, inf, -inf
+    ka64, kb64 = np.float64(ka), np.float64(kb)
+    s1a, s2a, s1b, s2b = 0.0, 0.0, 0.0, 0.0
+    offa, offb, n = np.uint64(offa), np.uint64(offb), np.uint64(n)
+    for i in range(n):
+        va, _ = _load(x, xu, offa + i)
+        vb, _ = _load(x, xu, offb + i)
+        mna, mxa, s1a, s2a = _take(va, ka64, mna, mxa, s1a, s2a)
+        mnb, mxb, s1b, s2b = _take(vb, kb64, mnb, mxb, s1b, s2b)
+    z = np.int64(0)
+    return (mna, mxa, (z, z, z, z, z), s1a, s2a), (mnb, mxb, (z, z, z, z, z), s1b, s2b)
 
 
 @njit(nogil=True, cache=_CACHE, fastmath=_FLAGS)
@@ -291,12 +314,33 @@ def _pass_one(x, xu, off, n, k, lim):
     for i in range(n):
         v, b = _load(x, xu, off + i)
         c0 += U(U(U(b - one) & big) < b0)  # m - 1 < bound: 0 < m <= bound; unsigned
-        mn = _fmin(mn, v)
-        mx = _fmax(mx, v)
-        d = np.float64(v) - k64
-        s1 += d
-        s2 += d * d
+        mn, mx, s1, s2 = _take(v, k64, mn, mx, s1, s2)
     return mn, mx, _in_slot(np.int64(c0), first), s1, s2
+
+
+@njit(nogil=True, cache=_CACHE, fastmath=_FLAGS)
+def _pass_one2(x, xu, offa, offb, n, ka, kb, lim):
+    """``_pass_one`` on two rows at once, as ``_pass_none2``."""
+    _, big, ub, _, slots, inf = lim
+    first, _ = slots
+    U = type(big)
+    one = U(1)
+    b0 = ub[first]
+    mna, mxa, mnb, mxb = inf, -inf, inf, -inf
+    ka64, kb64 = np.float64(ka), np.float64(kb)
+    s1a, s2a, s1b, s2b = 0.0, 0.0, 0.0, 0.0
+    ca, cb = U(0), U(0)
+    offa, offb, n = np.uint64(offa), np.uint64(offb), np.uint64(n)
+    for i in range(n):
+        va, ba = _load(x, xu, offa + i)
+        vb, bb = _load(x, xu, offb + i)
+        ca += U(U(U(ba - one) & big) < b0)
+        cb += U(U(U(bb - one) & big) < b0)
+        mna, mxa, s1a, s2a = _take(va, ka64, mna, mxa, s1a, s2a)
+        mnb, mxb, s1b, s2b = _take(vb, kb64, mnb, mxb, s1b, s2b)
+    return (mna, mxa, _in_slot(np.int64(ca), first), s1a, s2a), (
+        mnb, mxb, _in_slot(np.int64(cb), first), s1b, s2b,
+    )  # fmt: skip
 
 
 @njit(nogil=True, cache=_CACHE, fastmath=_FLAGS)
@@ -324,11 +368,7 @@ def _pass_many(x, xu, off, n, k, lim):
         m1 = U(U(b - one) & big)
         c0 += U(m1 < top)
         low = min(low, m1)
-        mn = _fmin(mn, v)
-        mx = _fmax(mx, v)
-        d = np.float64(v) - k64
-        s1 += d
-        s2 += d * d
+        mn, mx, s1, s2 = _take(v, k64, mn, mx, s1, s2)
     c = np.int64(c0)
     under = (c, c, c, c, c)
     for t in range(N_TARGET_SLOTS):
@@ -763,31 +803,54 @@ def _rows(xf, xuf, rows, n, r0, r1, lim, thr, counts, cnt, want, todo, rstats, r
 
 @njit(nogil=True, cache=_CACHE)
 def _short_rows(xf, xuf, n, r0, r1, lim, rstats, ro, todo):
-    """The fast pass (``_pass``) over each short row of ``r0:r1``, its statistics written
-    as a clean row's, with no branch but the loop's: the rows whose pass shows a non-finite
-    value, a cast risk or an underflow are listed in ``todo`` (their number returned), for
-    ``_row`` to take again."""
+    """The fast pass (``_pass``) over each short row of ``r0:r1``, two rows at a time
+    (``_pass_none2``): a row of the first half beside its twin of the second, so that each
+    half is read in order (two rows side by side would send the prefetcher back and
+    forth); of an odd number, the first half's last beside itself. Each row's statistics
+    are written as a clean row's, with no branch but the loop's: the rows whose pass shows
+    a non-finite value, a cast risk or an underflow are listed in order in ``todo`` (their
+    number returned), for ``_row`` to take again."""
     ntiny = lim[3]
-    m = 0
-    for r in range(r0, r1):
-        off = r * n
-        k = xf[off]  # a non-finite shift makes the sums non-finite: the row is listed
+    h = (r1 - r0 + 1) // 2
+    ma = 0
+    mb = 0
+    for ra in range(r0, r0 + h):
+        rb = ra + h
+        last = rb >= r1  # an odd number of rows: the first half's last beside itself
+        rb = ra if last else rb
+        offa = ra * n
+        offb = rb * n
+        ka = xf[offa]  # a non-finite shift makes the sums non-finite: the row is listed
+        kb = xf[offb]
         if ntiny == 0:
-            smn, smx, under, a1, a2 = _pass_none(xf, xuf, off, n, k, lim)
+            pa, pb = _pass_none2(xf, xuf, offa, offb, n, ka, kb, lim)
         elif ntiny == 1:
-            smn, smx, under, a1, a2 = _pass_one(xf, xuf, off, n, k, lim)
+            pa, pb = _pass_one2(xf, xuf, offa, offb, n, ka, kb, lim)
         else:
-            smn, smx, under, a1, a2 = _pass_many(xf, xuf, off, n, k, lim)
-        c = r - ro
-        rstats[0, c] = np.float64(k)
-        rstats[1, c] = a1
-        rstats[2, c] = a2
-        rstats[3, c] = np.float64(smn)
-        rstats[4, c] = np.float64(smx)
-        u = under[0] | under[1] | under[2] | under[3] | under[4]
-        todo[m] = r
-        m += (u != 0) | (not _plain(smn, smx, a1, lim))
-    return m
+            pa = _pass_many(xf, xuf, offa, n, ka, lim)
+            pb = _pass_many(xf, xuf, offb, n, kb, lim)
+        ma += _short_row(pa, ra, ka, lim, rstats, ro, todo, ma)
+        mb += _short_row(pb, rb, kb, lim, rstats, ro, todo, h + mb) & (not last)
+    for j in range(mb):  # the second half's after the first's
+        todo[ma + j] = todo[h + j]
+    return ma + mb
+
+
+@njit(nogil=True, cache=_CACHE)
+def _short_row(res, r, k, lim, rstats, ro, todo, at):
+    """Row ``r``'s pass results ``res`` (shift ``k``) written as a clean row's, and the row
+    written in ``todo[at]``; returns whether it is listed there (whether they show
+    something to report)."""
+    smn, smx, under, a1, a2 = res
+    c = r - ro
+    rstats[0, c] = np.float64(k)
+    rstats[1, c] = a1
+    rstats[2, c] = a2
+    rstats[3, c] = np.float64(smn)
+    rstats[4, c] = np.float64(smx)
+    u = under[0] | under[1] | under[2] | under[3] | under[4]
+    todo[at] = r
+    return (u != 0) | (not _plain(smn, smx, a1, lim))
 
 
 @njit(nogil=True, cache=_CACHE)

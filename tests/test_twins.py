@@ -21,7 +21,7 @@ from fastfinite import kernels
 from fastfinite.anomalies import flag_limits
 from fastfinite.blocks import read_only
 from fastfinite.casts import TARGETS, source_thresholds
-from fastfinite.kinds import N_KINDS
+from fastfinite.kinds import N_KINDS, NAN
 from fastfinite.scaled import limits_of
 from fastfinite.slow.twins import TWINS
 from fastfinite.summary import ScanSpec
@@ -540,6 +540,32 @@ def test_long_rows_of_nan_are_counted_without_the_slow_path(dtype, cap):
     COMPARE["scan_rows"](k_args, t_args, None, None)
     np.testing.assert_array_equal(k_args[5][0], np.isnan(x).sum(axis=1))
     assert k_args[4][0, 1] == 0 and k_args[4][0, 3] == x[3, 256]
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f8"])
+@pytest.mark.parametrize("casts", [(), ("float16",), ("float16", "bfloat16", "float8_e4m3fn")])
+def test_short_rows_read_two_at_a_time_are_taken_again_in_order(dtype, casts):
+    """``_short_rows`` reads a row of a batch's first half beside its twin of the second
+    (an odd batch's middle row beside itself), with no underflow target, one or several:
+    the rows it lists (non-finite values, underflows, in both halves, and the middle row)
+    are taken again in order, so the positions kept under a cap of 3 are the twin's, the
+    first in C order, and every count and sum is the twin's."""
+    block = kernels.SLICE_BLOCK
+    rows, n = 2 * block + 7, 12  # two whole batches, then 7 rows: the fourth beside itself
+    x = np.random.default_rng(8).uniform(-3, 3, (rows, n)).astype(dtype)
+    x[block - 3, 4] = x[block + 3, 1] = 1e-30  # under float16's and float8's smallest
+    for r, c, v in [(400, 2, np.nan), (5, 7, np.nan), (300, 0, np.inf), (256, 3, np.nan),
+                    (2 * block + 3, 5, np.nan), (2 * block + 1, 9, -np.inf),
+                    (2 * block + 6, 0, np.nan), (block + 260, 11, np.nan)]:  # fmt: skip
+        x[r, c] = v
+    thr = ScanSpec(x.shape, x.dtype, casts).thresholds.astype(dtype)
+    xi = x.view(f"i{x.itemsize}")
+    k_args, t_args = _copies(_scan_args(read_only(x), read_only(xi), thr, 3, rows))
+    kernels.scan_rows(*k_args)
+    TWINS["scan_rows"](*t_args)
+    COMPARE["scan_rows"](k_args, t_args, None, None)
+    nan_rows = np.flatnonzero(np.isnan(x).any(axis=1))
+    np.testing.assert_array_equal(k_args[6][NAN], nan_rows[:3] * n + np.argmax(np.isnan(x[nan_rows[:3]]), axis=1))  # fmt: skip
 
 
 def test_flagged_slices_are_found_in_every_block():
