@@ -542,6 +542,29 @@ def test_long_rows_of_nan_are_counted_without_the_slow_path(dtype, cap):
     assert k_args[4][0, 1] == 0 and k_args[4][0, 3] == x[3, 256]
 
 
+def test_a_multiply_add_by_the_opaque_one_adds_the_same_bits():
+    """``_take``'s first sum is ``_muladd(d, _opaque(1.0), s)``: the same bits as ``s + d``
+    for every pair of special values, subnormals, infinities and NaN included (a NaN's
+    bits aside: NaN either way)."""
+    import numba
+
+    @numba.njit
+    def both(d, s):
+        one = kernels._opaque(1.0)
+        out = np.empty((2, d.shape[0]))
+        for i in range(d.shape[0]):
+            out[0, i] = kernels._muladd(d[i], one, s[i])
+            out[1, i] = s[i] + d[i]
+        return out
+
+    v = np.array(SPECIAL + [5e-324, -5e-324, 2.0**-1022, np.finfo(np.float64).max])
+    d, s = (a.ravel() for a in np.meshgrid(v, v))
+    out = both(d, s)
+    assert np.isnan(out[1]).sum() > 0
+    np.testing.assert_array_equal(out[0].view(np.int64)[~np.isnan(out[1])], out[1].view(np.int64)[~np.isnan(out[1])])  # fmt: skip
+    np.testing.assert_array_equal(np.isnan(out[0]), np.isnan(out[1]))
+
+
 @pytest.mark.parametrize("dtype", ["f4", "f8"])
 @pytest.mark.parametrize("casts", [(), ("float16",), ("float16", "bfloat16", "float8_e4m3fn")])
 def test_short_rows_read_two_at_a_time_are_taken_again_in_order(dtype, casts):
