@@ -109,6 +109,8 @@ def slice_findings(
         )
     if limit is not None:  # each flagged slice gives a finding at least
         at, bits = at[:limit], bits[:limit]
+    if not len(at):
+        return []
     # Made kind by kind, in bulk: a table with a NaN feature flags every sample (1e6
     # findings). A slice's findings follow those of the slices before it, in kind order:
     # the finding of bit b of slice j goes to start[j] plus the bits of j below b.
