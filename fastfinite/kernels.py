@@ -1976,9 +1976,10 @@ def _finish_block(
     """A block of at most ``SLICE_BLOCK`` slices from slice ``b0`` finished (the arguments:
     views of its columns), read while they stay in L1: moments, totals (combined into
     ``acc``'s by Chan's formula), the slices to rescue, then when ``final`` the largest |z|
-    (``z`` may be ``shift``'s memory: the shifts are read first) and the flags. A final block of clean slices takes its largest |z|, flags and slices to rescue
-    in one loop (``_finish_clean``), with the bits of the others. Returns ``acc``
-    (``_finish_start``) updated."""
+    (``z`` may be ``shift``'s memory: the shifts are read first) and the flags. A final
+    block of clean slices takes its largest |z|, flags and slices to rescue in one loop
+    (``_finish_clean``), with the bits of the others. Returns ``acc`` (``_finish_start``)
+    updated."""
     tn, tmean, tstd, lo, hi, tsum, rescue, k, empty, bits = acc
     m = n.shape[0]
     clean = _no_counts(cnan, cpos, cneg)

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 
+import numba
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -546,7 +547,6 @@ def test_a_multiply_add_by_the_opaque_one_adds_the_same_bits():
     """``_take``'s first sum is ``_muladd(d, _opaque(1.0), s)``: the same bits as ``s + d``
     for every pair of special values, subnormals, infinities and NaN included (a NaN's
     bits aside: NaN either way)."""
-    import numba
 
     @numba.njit
     def both(d, s):
