@@ -427,6 +427,32 @@ def _pass_many(x, xu, off, n, k, lim):
     return mn, mx, under, s1, s2
 
 
+@njit(nogil=True, cache=_CACHE, fastmath=_FLAGS)
+def _pass_halves(x, xu, off, n, k, lim):
+    """``_pass`` over values ``off:off + n`` of a long row, its two halves read side by side
+    (``_pass_none2``, ``_pass_one2``; the odd value last, alone): two streams of reads keep
+    the hardware prefetchers ahead of the loop where one does not. One thread reading
+    from memory, float32 on a Xeon: 0.43 -> 0.30 ns a value (0.24 to read every byte); in
+    cache, the same. Several underflow targets: ``_pass``, one stream."""
+    ntiny = lim[3]
+    if ntiny > 1:
+        return _pass(x, xu, off, n, k, lim)
+    h = n // 2
+    if ntiny == 0:
+        pa, pb = _pass_none2(x, xu, off, off + h, h, k, k, lim)
+    else:
+        pa, pb = _pass_one2(x, xu, off, off + h, h, k, k, lim)
+    mn, mx, ua, s1, s2 = pa
+    mnb, mxb, ub, s1b, s2b = pb
+    mn, mx, s1, s2 = min(mn, mnb), max(mx, mxb), s1 + s1b, s2 + s2b
+    under = (ua[0] + ub[0], ua[1] + ub[1], ua[2] + ub[2], ua[3] + ub[3], ua[4] + ub[4])
+    if n > 2 * h:
+        mnc, mxc, uc, s1c, s2c = _pass(x, xu, off + 2 * h, 1, k, lim)
+        mn, mx, s1, s2 = min(mn, mnc), max(mx, mxc), s1 + s1c, s2 + s2c
+        under = (under[0] + uc[0], under[1] + uc[1], under[2] + uc[2], under[3] + uc[3], under[4] + uc[4])  # fmt: skip
+    return mn, mx, under, s1, s2
+
+
 @njit(nogil=True, cache=_CACHE)
 def _count_under(x, xu, off, n, big, bound):
     """The values of ``off:off + n`` whose ``m - 1`` is under ``bound`` (``_pass``)."""
@@ -959,7 +985,7 @@ def _first_finite(x, off, n):
 def _sub_block(x, xu, s, e, base, k, r, lim, thr, counts, cnt, want, locs, vals, nlocs, rcounts):
     """``x[s:e]``, a sub-block of row ``r``: the fast pass, and the slow one when it shows
     something to report (positions ``base + i``). Returns ``(min, max, s1, s2)``."""
-    smn, smx, under, a1, a2 = _pass(x, xu, s, e - s, k, lim)
+    smn, smx, under, a1, a2 = _pass_halves(x, xu, s, e - s, k, lim)
     if _plain(smn, smx, a1, lim):
         if not _counted(under, counts, nlocs, locs.shape[1]):
             _under_positions(x, xu, s, e, base, lim, under, counts, locs, vals, nlocs)

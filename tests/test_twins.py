@@ -543,6 +543,36 @@ def test_long_rows_of_nan_are_counted_without_the_slow_path(dtype, cap):
     assert k_args[4][0, 1] == 0 and k_args[4][0, 3] == x[3, 256]
 
 
+@pytest.mark.parametrize("dtype", ["f4", "f8"])
+@pytest.mark.parametrize("casts", [(), ("float16",), ("float16", "bfloat16", "float8_e4m3fn")])
+def test_long_rows_sub_blocks_are_read_in_halves(dtype, casts):
+    """A long row's sub-block is read as its two halves side by side (``_pass_halves``),
+    the odd value of a row's last sub-block alone: what lies in either half or in that
+    value (NaN, inf, an overflow, underflows) is counted, and the positions, sums and
+    extrema are the twin's, with no underflow target, one or several."""
+    sub = kernels.SUB_BLOCK_BYTES // np.dtype(dtype).itemsize
+    rows, n = 5, 2 * sub + 7  # whole sub-blocks, then one of 7 values: 3 beside 3, 1 alone
+    x = np.random.default_rng(9).uniform(-3, 3, (rows, n)).astype(dtype)
+    h = sub // 2
+    x[0, 10] = x[0, h + 10] = x[0, sub + h + 1] = 1e-30  # under float16's and float8's smallest
+    x[1, n - 1] = np.nan  # the odd value
+    x[2, n - 1] = 1e-30
+    x[2, sub + h] = -np.inf  # the first of a second half
+    x[3, h - 1] = 7e4  # the last of a first half: over float16's largest
+    x[4, n - 4] = np.inf  # the first of the last sub-block's second half
+    thr = ScanSpec(x.shape, x.dtype, casts).thresholds.astype(dtype)
+    xi = x.view(f"i{x.itemsize}")
+    k_args, t_args = _copies(_scan_args(read_only(x), read_only(xi), thr, 3, rows))
+    kernels.scan_rows(*k_args)
+    TWINS["scan_rows"](*t_args)
+    COMPARE["scan_rows"](k_args, t_args, None, None)
+    assert k_args[3][NAN] == 1 and k_args[3][1] == 1 and k_args[3][2] == 1
+    if casts:
+        assert k_args[3][4] == 4 and k_args[3][3] == 1  # float16: four underflows, one overflow
+    clean = x[0].astype(np.float64)  # row 0: every value finite, its extrema and sums
+    np.testing.assert_array_equal(k_args[4][3:, 0], [clean.min(), clean.max()])
+
+
 def test_a_multiply_add_by_the_opaque_one_adds_the_same_bits():
     """``_take``'s first sum is ``_muladd(d, _opaque(1.0), s)``: the same bits as ``s + d``
     for every pair of special values, subnormals, infinities and NaN included (a NaN's
