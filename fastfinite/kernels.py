@@ -712,7 +712,8 @@ def _counted(under, counts, nlocs, cap):
         if under[t] > 0 and nlocs[4 + 2 * t] < cap:
             return False
     for t in range(N_TARGET_SLOTS):
-        counts[4 + 2 * t] += under[t]
+        if under[t] > 0:  # no write when none: threads' counts may share a cache line
+            counts[4 + 2 * t] += under[t]
     return True
 
 
