@@ -1563,7 +1563,7 @@ def _scan_tiles(
         mnt[:] = np.inf
         mxt[:] = -np.inf
         mzt[:] = np.inf
-        tainted = False  # the tile holds a value the check after a chunk would see again
+        tainted = False  # the tile's sums are not finite: the check after a chunk would fail
         tnan, tpos, tneg = cnan[c0:c1], cpos[c0:c1], cneg[c0:c1]
         # rows added four or, in wide tiles, eight at a time; checked in groups (more of
         # them for short rows)
@@ -1576,12 +1576,14 @@ def _scan_tiles(
             stop = r + n if n > 0 else rows
             if step == 8 and n > 0 and skip == 0 and not tainted:
                 _keep_tile(scratch, ext, _ZERO, w, False)
+                _chunk_extrema(ext, w, True)
                 for q in range(r, stop, 8):
                     if tiny:
                         _col_update8_tiny(xf, q * pitch + c0, pitch, kt, s1t, s2t, mnt, mxt, mzt)
                     else:
                         _col_update8(xf, q * pitch + c0, pitch, kt, s1t, s2t, mnt, mxt)
                 if _added_clean(s1t, s2t, mnt, mxt, mzt, over, under, tiny):
+                    _chunk_extrema(ext, w, False)
                     fails = max(fails - 1, 0)
                     r = stop
                     continue
@@ -1605,7 +1607,8 @@ def _scan_tiles(
                         xf, xi, pitch, cols, base, r, stop, c0, runs, m, kt, s1t, s2t, mnt,
                         mxt, tnan, tpos, tneg, work, thr, counts, locs, vals, nlocs,
                     )  # fmt: skip
-                tainted = not _added_clean(s1t, s2t, mnt, mxt, mzt, over, under, tiny)
+                _chunk_extrema(ext, w, False)
+                tainted = not _sums_clean(s1t, s2t)
                 r = stop
                 continue
             elif step == 8 and n > 0 and not tainted:
@@ -1614,7 +1617,7 @@ def _scan_tiles(
                 xf, xi, pitch, cols, base, r, stop, c0, step, group, kt, s1t, s2t, mnt,
                 mxt, tnan, tpos, tneg, work, thr, counts, locs, vals, nlocs,
             )  # fmt: skip
-            tainted = step == 8 and not _added_clean(s1t, s2t, mnt, mxt, mzt, over, under, tiny)
+            tainted = step == 8 and not _sums_clean(s1t, s2t)
             r = stop
         mn[c0:c1] = mnt
         mx[c0:c1] = mxt
@@ -1657,6 +1660,34 @@ def _keep_tile(scratch, ext, a, b, restore):
             ext[i, a:b] = ext[3 + i, a:b]
         else:
             ext[3 + i, a:b] = ext[i, a:b]
+
+
+@njit(nogil=True, cache=_CACHE)
+def _chunk_extrema(ext, w, start):
+    """A wide tile's extrema (``ext`` rows 0-1, of its ``w`` columns) and smallest
+    magnitudes (row 2) taken for one chunk alone (``start``: from nothing), then, after
+    it, folded into those saved before it (``_keep_tile``'s rows 3-4). Each chunk is
+    checked on what it added: a value at a cast threshold that was counted in an earlier
+    chunk would otherwise fail the check of every later one, and send the rest of the tile
+    down the checked path. The smallest magnitudes serve only that check."""
+    inf = ext.dtype.type(np.inf)
+    if start:
+        ext[0, :w] = inf
+        ext[1, :w] = -inf
+        ext[2, :w] = inf
+        return
+    for j in range(w):
+        ext[0, j] = min(ext[0, j], ext[3, j])
+        ext[1, j] = max(ext[1, j], ext[4, j])
+
+
+@njit(nogil=True, cache=_CACHE)
+def _sums_clean(s1, s2):
+    """Whether a tile's sums are all finite: ``_added_clean``'s check without the extrema."""
+    ok = True
+    for j in range(s1.shape[0]):
+        ok &= (abs(s1[j]) < np.inf) & (s2[j] < np.inf)
+    return ok
 
 
 @njit(nogil=True, cache=_CACHE)

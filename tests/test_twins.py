@@ -365,16 +365,52 @@ def test_wide_tiles_add_chunks_before_checking_them(dtype, planted):
     thr = ScanSpec(x.shape, x.dtype, ("float16",)).thresholds.astype(dtype)
     tile = x[2 * chunk - 60 : 2 * chunk + 40]  # the first planted row in a third chunk
     two_tiles = np.tile(tile, (1, kernels.COL_TILE // cols + 1))[:, : kernels.COL_TILE + 300]
-    for block in (x, two_tiles):
+    # x's rows with a gap after each (read in place): not folded side by side into one chunk
+    gapped = np.pad(x, ((0, 0), (0, 8)))
+    wide = two_tiles.shape[1]
+    for block, cols_, pitch in ((gapped, cols, cols + 8), (two_tiles, wide, wide)):
         xi = block.view(f"i{block.itemsize}")
-        rows_, cols_ = block.shape
+        rows_ = block.shape[0]
         flat, flat_i = read_only(block.reshape(-1)), read_only(xi.reshape(-1))
-        args = [flat, flat_i, rows_, cols_, cols_, *_scan_args(block, xi, thr, 3, cols_)[2:]]
+        args = [flat, flat_i, rows_, cols_, pitch, *_scan_args(block, xi, thr, 3, cols_)[2:]]
         k_args, t_args = _copies(args)
         kernels.scan_cols_pitched(*k_args)
         TWINS["scan_cols_pitched"](*t_args)
         COMPARE["scan_cols_pitched"](k_args, t_args, None, None)
         assert k_args[6].sum() > 0  # each planted value is one to report
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f8"])
+def test_each_chunk_of_a_wide_tile_is_checked_on_what_it_added(dtype):
+    """A value at a cast threshold counted in one chunk of a wide tile stays in its
+    column's extrema, and the chunks after it are checked on their own values: later
+    findings in the same column (a NaN, another overflow) and in others are counted and
+    recorded, and clean chunks between keep the extrema of the ones before. Rows read in
+    place with a gap between them, so that they are not folded into fewer, wider rows (one
+    chunk). The kernel against its twin, the extrema against NumPy's."""
+    cols = kernels.WIDE_TILE + 88
+    chunk = kernels.wide_chunk(cols)
+    rows = 5 * chunk + 3
+    pitch = cols + 8  # rows read in place, a gap between: not folded side by side
+    whole = np.random.default_rng(12).uniform(-3, 3, (rows, pitch)).astype(dtype)
+    x = whole[:, :cols]
+    big, small = 2 * F16.overflow_threshold, F16.underflow_threshold / 2
+    x[3, 33] = big  # the first chunk: an overflow, counted
+    x[chunk + 9, 40] = small  # the second: an underflow
+    x[3 * chunk + 2, 33] = np.nan  # the fourth: a NaN where the overflow was
+    x[4 * chunk + 1, 33] = -big  # the fifth: another overflow there, and one beside it
+    x[4 * chunk + 5, 34] = big
+    thr = ScanSpec(x.shape, x.dtype, ("float16",)).thresholds.astype(dtype)
+    wi = whole.view(f"i{x.itemsize}")
+    args = [read_only(whole.reshape(-1)), read_only(wi.reshape(-1)), rows, cols, pitch,
+            *_scan_args(x, wi, thr, 100, cols)[2:]]  # fmt: skip
+    k_args, t_args = _copies(args)
+    kernels.scan_cols_pitched(*k_args)
+    TWINS["scan_cols_pitched"](*t_args)
+    COMPARE["scan_cols_pitched"](k_args, t_args, None, None)
+    counts, cstats = k_args[6], k_args[7]
+    assert counts[NAN] == 1 and counts[3] == 3 and counts[4] == 1
+    np.testing.assert_array_equal(cstats[3:], [np.nanmin(x, axis=0), np.nanmax(x, axis=0)])
 
 
 @pytest.mark.parametrize("dtype", ["f4", "f8"])
