@@ -1373,10 +1373,11 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
     rows are then read once, not checked and read again. A chunk that was not clean is
     taken again from the accumulators saved before it, each row checked first; after such
     a chunk, the next ones are checked first too, twice as many after each (data with a NaN
-    in every chunk is not added twice). A tile whose checked rows held a value that fails
-    the check (a NaN, a cast risk) checks the rest of its rows first. Contiguous rows
-    shorter than ``FOLD_VALUES`` are taken side by side, several as one wide row, and
-    folded into their columns after (``scan_cols``'s blocks of short rows)."""
+    in every chunk is not added twice). Each chunk is checked on the extrema it added
+    (``_chunk_extrema``); a tile whose sums are no longer finite (squares that overflowed)
+    checks the rest of its rows first. Contiguous rows shorter than ``FOLD_VALUES`` are
+    taken side by side, several as one wide row, and folded into their columns after
+    (``scan_cols``'s blocks of short rows)."""
     k = cstats[0]
     _col_shifts(xf, rows, cols, pitch, k)
     fold = _fold(rows, cols, pitch)

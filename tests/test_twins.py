@@ -551,6 +551,19 @@ def test_columns_under_rows_of_nan_take_their_first_finite_value(dtype, cols):
     np.testing.assert_array_equal(p_args[7][0], shifts)
 
 
+def _scan_rows_against_twin(x, casts, cap):
+    """``kernels.scan_rows`` over the rows of ``x`` (read-only), for the cast targets
+    ``casts``, compared with its twin, positions kept up to ``cap``: the kernel's
+    arguments after the scan, in ``_scan_args``'s order."""
+    thr = ScanSpec(x.shape, x.dtype, casts).thresholds.astype(x.dtype)
+    xi = x.view(f"i{x.itemsize}")
+    k_args, t_args = _copies(_scan_args(read_only(x), read_only(xi), thr, cap, x.shape[0]))
+    kernels.scan_rows(*k_args)
+    TWINS["scan_rows"](*t_args)
+    COMPARE["scan_rows"](k_args, t_args, None, None)
+    return k_args
+
+
 @pytest.mark.parametrize("dtype", ["f4", "f8"])
 @pytest.mark.parametrize("cap", [3, 100])
 def test_long_rows_of_nan_are_counted_without_the_slow_path(dtype, cap):
@@ -569,12 +582,7 @@ def test_long_rows_of_nan_are_counted_without_the_slow_path(dtype, cap):
     x[4, 300 + sub : 300 + 2 * sub] = np.nan  # NaN across two sub-blocks, with an inf in it
     x[4, 300 + sub + 5] = np.inf
     x[5, sub : 2 * sub] = np.copysign(np.nan, -1.0)
-    thr = ScanSpec(x.shape, x.dtype, ("float16",)).thresholds.astype(dtype)
-    xi = x.view(f"i{x.itemsize}")
-    k_args, t_args = _copies(_scan_args(read_only(x), read_only(xi), thr, cap, 6))
-    kernels.scan_rows(*k_args)
-    TWINS["scan_rows"](*t_args)
-    COMPARE["scan_rows"](k_args, t_args, None, None)
+    k_args = _scan_rows_against_twin(x, ("float16",), cap)
     np.testing.assert_array_equal(k_args[5][0], np.isnan(x).sum(axis=1))
     assert k_args[4][0, 1] == 0 and k_args[4][0, 3] == x[3, 256]
 
@@ -596,16 +604,11 @@ def test_long_rows_sub_blocks_are_read_in_halves(dtype, casts):
     x[2, sub + h] = -np.inf  # the first of a second half
     x[3, h - 1] = 7e4  # the last of a first half: over float16's largest
     x[4, n - 4] = np.inf  # the first of the last sub-block's second half
-    thr = ScanSpec(x.shape, x.dtype, casts).thresholds.astype(dtype)
-    xi = x.view(f"i{x.itemsize}")
-    k_args, t_args = _copies(_scan_args(read_only(x), read_only(xi), thr, 3, rows))
-    kernels.scan_rows(*k_args)
-    TWINS["scan_rows"](*t_args)
-    COMPARE["scan_rows"](k_args, t_args, None, None)
+    k_args = _scan_rows_against_twin(x, casts, 3)
     assert k_args[3][NAN] == 1 and k_args[3][1] == 1 and k_args[3][2] == 1
     if casts:
         assert k_args[3][4] == 4 and k_args[3][3] == 1  # float16: four underflows, one overflow
-    clean = x[0].astype(np.float64)  # row 0: every value finite, its extrema and sums
+    clean = x[0].astype(np.float64)  # row 0: every value finite; its extrema
     np.testing.assert_array_equal(k_args[4][3:, 0], [clean.min(), clean.max()])
 
 
@@ -647,12 +650,7 @@ def test_short_rows_read_two_at_a_time_are_taken_again_in_order(dtype, casts):
                     (2 * block + 3, 5, np.nan), (2 * block + 1, 9, -np.inf),
                     (2 * block + 6, 0, np.nan), (block + 260, 11, np.nan)]:  # fmt: skip
         x[r, c] = v
-    thr = ScanSpec(x.shape, x.dtype, casts).thresholds.astype(dtype)
-    xi = x.view(f"i{x.itemsize}")
-    k_args, t_args = _copies(_scan_args(read_only(x), read_only(xi), thr, 3, rows))
-    kernels.scan_rows(*k_args)
-    TWINS["scan_rows"](*t_args)
-    COMPARE["scan_rows"](k_args, t_args, None, None)
+    k_args = _scan_rows_against_twin(x, casts, 3)
     nan_rows = np.flatnonzero(np.isnan(x).any(axis=1))
     np.testing.assert_array_equal(k_args[6][NAN], nan_rows[:3] * n + np.argmax(np.isnan(x[nan_rows[:3]]), axis=1))  # fmt: skip
 
