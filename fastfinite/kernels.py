@@ -442,15 +442,18 @@ def _pass_halves(x, xu, off, n, k, lim):
         pa, pb = _pass_none2(x, xu, off, off + h, h, k, k, lim)
     else:
         pa, pb = _pass_one2(x, xu, off, off + h, h, k, k, lim)
-    mn, mx, ua, s1, s2 = pa
-    mnb, mxb, ub, s1b, s2b = pb
-    mn, mx, s1, s2 = min(mn, mnb), max(mx, mxb), s1 + s1b, s2 + s2b
+    res = _joined(pa, pb)
+    return _joined(res, _pass(x, xu, off + 2 * h, 1, k, lim)) if n > 2 * h else res
+
+
+@njit(nogil=True, cache=_CACHE)
+def _joined(a, b):
+    """The results of ``_pass`` over two runs of values, as one: extrema of both, counts
+    and sums added."""
+    mn, mx, ua, s1, s2 = a
+    mnb, mxb, ub, s1b, s2b = b
     under = (ua[0] + ub[0], ua[1] + ub[1], ua[2] + ub[2], ua[3] + ub[3], ua[4] + ub[4])
-    if n > 2 * h:
-        mnc, mxc, uc, s1c, s2c = _pass(x, xu, off + 2 * h, 1, k, lim)
-        mn, mx, s1, s2 = min(mn, mnc), max(mx, mxc), s1 + s1c, s2 + s2c
-        under = (under[0] + uc[0], under[1] + uc[1], under[2] + uc[2], under[3] + uc[3], under[4] + uc[4])  # fmt: skip
-    return mn, mx, under, s1, s2
+    return min(mn, mnb), max(mx, mxb), under, s1 + s1b, s2 + s2b
 
 
 @njit(nogil=True, cache=_CACHE)
@@ -1547,7 +1550,7 @@ def _scan_tiles(
     # extrema and smallest magnitudes in the data's own type (float32 halves their vectors'
     # work; exact: a float32 converts to float64 without rounding)
     scratch = np.empty((5, min(COL_TILE, cols)))
-    ext = np.empty((6, min(COL_TILE, cols)), xf.dtype)
+    ext = np.empty((5, min(COL_TILE, cols)), xf.dtype)
     runs = np.empty((2, min(COL_TILE, cols)), np.int64)  # a chunk's runs of dirty columns
     acc = _finish_start()
     fails = 0
@@ -1648,18 +1651,17 @@ def wide_chunk(w):
 
 @njit(nogil=True, cache=_CACHE)
 def _keep_tile(scratch, ext, a, b, restore):
-    """Save the sums (``scratch`` rows 1-2), extrema and smallest magnitudes (``ext`` rows
-    0-2) of a tile's columns ``a:b`` into the rows after them before a chunk is added, or,
-    with ``restore``, take them back where the chunk was not clean (``_scan_tiles``)."""
+    """Save the sums (``scratch`` rows 1-2) and extrema (``ext`` rows 0-1) of a tile's
+    columns ``a:b`` into the rows after them before a chunk is added, or, with
+    ``restore``, take them back where the chunk was not clean (``_scan_tiles``). The
+    smallest magnitudes (``ext`` row 2) are not kept: each chunk starts them anew
+    (``_chunk_extrema``)."""
     for i in range(2):
         if restore:
             scratch[1 + i, a:b] = scratch[3 + i, a:b]
-        else:
-            scratch[3 + i, a:b] = scratch[1 + i, a:b]
-    for i in range(3):
-        if restore:
             ext[i, a:b] = ext[3 + i, a:b]
         else:
+            scratch[3 + i, a:b] = scratch[1 + i, a:b]
             ext[3 + i, a:b] = ext[i, a:b]
 
 
@@ -1687,8 +1689,14 @@ def _sums_clean(s1, s2):
     """Whether a tile's sums are all finite: ``_added_clean``'s check without the extrema."""
     ok = True
     for j in range(s1.shape[0]):
-        ok &= (abs(s1[j]) < np.inf) & (s2[j] < np.inf)
+        ok &= _finite_sums(s1, s2, j)
     return ok
+
+
+@njit(nogil=True, cache=_CACHE, inline="always")
+def _finite_sums(s1, s2, j):
+    """Whether column ``j``'s sums are finite (no NaN or inf added, no square overflowed)."""
+    return (abs(s1[j]) < np.inf) & (s2[j] < np.inf)
 
 
 @njit(nogil=True, cache=_CACHE)
@@ -1756,7 +1764,7 @@ def _added_clean(s1, s2, mn, mx, mz, over, under, tiny):
 @njit(nogil=True, cache=_CACHE, inline="always")
 def _column_clean(s1, s2, mn, mx, mz, j, over, under, tiny):
     """``_added_clean`` for column ``j`` alone (``_dirty_runs`` asks the same)."""
-    ok = (abs(s1[j]) < np.inf) & (s2[j] < np.inf) & (mn[j] > -over) & (mx[j] < over)
+    ok = _finite_sums(s1, s2, j) & (mn[j] > -over) & (mx[j] < over)
     return ok & ((not tiny) | (mz[j] > under))
 
 
