@@ -32,6 +32,14 @@ def default_workers() -> int:
 
 
 SLICES_PER_PART = 1 << 16  # per-slice finishing: fewer slices are done on one thread
+SLOT_GAP = 16  # int64s between two parts' counts: no cache line holds both
+
+
+def _apart(slots: int, *shape: int) -> np.ndarray:
+    """``slots`` int64 arrays of ``shape`` (each C-contiguous), ``SLOT_GAP`` values apart:
+    parts running on two threads write their counts as they go (a sub-block's underflows),
+    and counts side by side in one cache line would send it back and forth between cores."""
+    return np.empty((slots, shape[0] + SLOT_GAP, *shape[1:]), np.int64)[:, : shape[0]]
 
 
 def in_parts(call: Callable[[int, int], object], size: int, threads: int | None = None) -> None:
@@ -80,12 +88,12 @@ class PartedScan:
         pool = shared_pool("part", self.threads)
         b, cap, nparts = self.bounds - self.bounds[0], locs.shape[1], len(self.bounds) - 1
         slots = min(nparts, 2 * self.threads)
-        pc = np.empty((slots, kinds.N_KINDS), np.int64)
+        pc = _apart(slots, kinds.N_KINDS)  # counts the kernels write as they go
         ps = np.empty((slots, 5, 1))
-        prc = np.empty((slots, 3, 1), np.int64)
+        prc = _apart(slots, 3, 1)
         pl = np.empty((slots, kinds.N_KINDS, cap), np.int64)
         pv = np.empty((slots, kinds.N_KINDS, cap))
-        pn = np.empty((slots, kinds.N_KINDS), np.int64)
+        pn = _apart(slots, kinds.N_KINDS)
 
         narrow = x2.dtype.kind == "u"  # bfloat16 or float8 bits; ``xi2`` is their table
 
