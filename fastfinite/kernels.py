@@ -1610,11 +1610,7 @@ def _scan_tiles(
         kt, s1t, s2t = scratch[0, :w], scratch[1, :w], scratch[2, :w]
         mnt, mxt, mzt = ext[0, :w], ext[1, :w], ext[2, :w]
         kt[:] = k[c0:c1]
-        s1t[:] = 0.0
-        s2t[:] = 0.0
-        mnt[:] = np.inf
-        mxt[:] = -np.inf
-        mzt[:] = np.inf
+        _tile_start(scratch, ext, _ZERO, w)
         tainted = False  # the tile's sums are not finite: the check after a chunk would fail
         tnan, tpos, tneg = cnan[c0:c1], cpos[c0:c1], cneg[c0:c1]
         # rows added four or, in wide tiles, eight at a time; checked in groups (more of
@@ -1626,16 +1622,23 @@ def _scan_tiles(
         while r < rows:
             n = min(chunk, (rows - r) // step * step)
             stop = r + n if n > 0 else rows
+            if step == 8 and n > 0 and rows - stop < 8:  # the last rows join the last chunk
+                stop = rows
             if step == 8 and n > 0 and skip == 0 and not tainted:
-                _keep_tile(scratch, ext, _ZERO, w, False)
-                _chunk_extrema(ext, w, True)
-                for q in range(r, stop, 8):
+                fresh = r == 0  # the tile as it starts: nothing to save, fold or take back
+                if not fresh:
+                    _keep_tile(scratch, ext, _ZERO, w, False)
+                    _chunk_extrema(ext, w, True)
+                for q in range(r, r + n, 8):
                     if tiny:
                         _col_update8_tiny(xf, q * pitch + c0, pitch, kt, s1t, s2t, mnt, mxt, mzt)
                     else:
                         _col_update8(xf, q * pitch + c0, pitch, kt, s1t, s2t, mnt, mxt)
+                if stop > r + n:
+                    _col_rest(xf, (r + n) * pitch + c0, pitch, stop - r - n, kt, s1t, s2t, mnt, mxt, mzt, tiny)  # fmt: skip
                 if _added_clean(s1t, s2t, mnt, mxt, mzt, over, under, tiny):
-                    _chunk_extrema(ext, w, False)
+                    if not fresh:
+                        _chunk_extrema(ext, w, False)
                     fails = max(fails - 1, 0)
                     r = stop
                     continue
@@ -1643,7 +1646,10 @@ def _scan_tiles(
                 # the others hold nothing to report, and keep their sums
                 m, width = _dirty_runs(s1t, s2t, mnt, mxt, mzt, over, under, tiny, runs)
                 for i in range(m):
-                    _keep_tile(scratch, ext, runs[0, i], runs[1, i], True)
+                    if fresh:
+                        _tile_start(scratch, ext, runs[0, i], runs[1, i])
+                    else:
+                        _keep_tile(scratch, ext, runs[0, i], runs[1, i], True)
                 if width * NARROW_SPAN > w:  # a wide one costs a second pass: back off
                     fails += 1
                     skip = (1 << min(fails, 20)) - 1
@@ -1659,7 +1665,8 @@ def _scan_tiles(
                         xf, xi, pitch, cols, base, r, stop, c0, runs, m, kt, s1t, s2t, mnt,
                         mxt, tnan, tpos, tneg, work, thr, counts, locs, vals, nlocs,
                     )  # fmt: skip
-                _chunk_extrema(ext, w, False)
+                if not fresh:
+                    _chunk_extrema(ext, w, False)
                 tainted = not _sums_clean(s1t, s2t)
                 r = stop
                 continue
@@ -1695,6 +1702,40 @@ def wide_chunk(w):
     multiple of eight, ``CHUNK_VALUES`` values and at least ``CHUNK_ROWS`` rows (saving and
     checking the tile's sums costs about as much as adding a row to them, per row saved)."""
     return 8 * max(CHUNK_ROWS // 8, CHUNK_VALUES // (8 * w))
+
+
+@njit(nogil=True, cache=_CACHE)
+def _tile_start(scratch, ext, a, b):
+    """A tile's columns ``a:b`` as they start, nothing added: zero sums (``scratch`` rows
+    1-2), extrema and smallest magnitudes from infinities (``ext`` rows 0-2)."""
+    inf = ext.dtype.type(np.inf)
+    scratch[1, a:b] = 0.0
+    scratch[2, a:b] = 0.0
+    ext[0, a:b] = inf
+    ext[1, a:b] = -inf
+    ext[2, a:b] = inf
+
+
+@njit(nogil=True, cache=_CACHE)
+def _col_rest(xf, off, cols, n, k, s1, s2, mn, mx, mz, tiny):
+    """The last ``n < 8`` rows of a chunk of a wide tile, added before they are checked as
+    ``_rows_checked`` adds them once checked (four at once, then one by one: the same
+    bits), and with ``tiny`` their smallest non-zero magnitudes taken into ``mz``. Checked
+    before they are added, four rows of a tile of 100 cost as much as 20 added."""
+    w = k.shape[0]
+    q = 0
+    if n >= 4:
+        _col_update4(xf, off, cols, k, s1, s2, mn, mx)
+        q = 4
+    for i in range(q, n):
+        o = off + i * cols
+        _col_update(xf[o : o + w], k, s1, s2, mn, mx)
+    if tiny:
+        for i in range(n):
+            o = off + i * cols
+            for j in range(w):
+                m = abs(xf[o + j])
+                mz[j] = m if (m < mz[j]) & (m > 0) else mz[j]
 
 
 @njit(nogil=True, cache=_CACHE)

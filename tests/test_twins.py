@@ -414,6 +414,37 @@ def test_each_chunk_of_a_wide_tile_is_checked_on_what_it_added(dtype):
 
 
 @pytest.mark.parametrize("dtype", ["f4", "f8"])
+@pytest.mark.parametrize("planted", [np.nan, -np.inf, F16.overflow_threshold, F16.underflow_threshold])  # fmt: skip
+def test_the_last_rows_of_a_wide_tile_join_its_last_chunk(dtype, planted):
+    """The last rows of a wide tile, fewer than eight, are added with its last chunk before
+    they are checked (four at once, then one by one), in a tile's first chunk (nothing
+    saved before it) and in a later one: a value planted in the first or the last of them
+    (a NaN, an infinity, a cast overflow, an underflow that only the smallest magnitudes
+    show) is counted and recorded, and every sum has the twin's bits. Rows read in place
+    with a gap between them (not folded into fewer, wider rows)."""
+    cols = kernels.WIDE_TILE + 88
+    chunk = kernels.wide_chunk(cols)
+    rng = np.random.default_rng(13)
+    for first_rows in (16, chunk):  # the leftover rows in the tile's first chunk, its second
+        for left in range(1, 8):
+            rows = first_rows + left
+            pitch = cols + 8
+            whole = rng.uniform(-3, 3, (rows, pitch)).astype(dtype)
+            x = whole[:, :cols]
+            for at in {rows - left, rows - 1}:
+                x[at, 7 + at % 50] = planted
+            thr = ScanSpec(x.shape, x.dtype, ("float16",)).thresholds.astype(dtype)
+            wi = whole.view(f"i{x.itemsize}")
+            args = [read_only(whole.reshape(-1)), read_only(wi.reshape(-1)), rows, cols, pitch,
+                    *_scan_args(x, wi, thr, 100, cols)[2:]]  # fmt: skip
+            k_args, t_args = _copies(args)
+            kernels.scan_cols_pitched(*k_args)
+            TWINS["scan_cols_pitched"](*t_args)
+            COMPARE["scan_cols_pitched"](k_args, t_args, None, None)
+            assert k_args[6].sum() == (1 if left == 1 else 2), (first_rows, left)
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f8"])
 @pytest.mark.parametrize("planted", [np.nan, np.inf, F16.overflow_threshold, F16.underflow_threshold])  # fmt: skip
 def test_a_clean_columns_sums_do_not_depend_on_its_rows_elsewhere(dtype, planted):
     """A wide tile takes a dirty chunk again only from its first to its last dirty column
