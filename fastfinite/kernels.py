@@ -1429,15 +1429,15 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
     checks the rest of its rows first. Contiguous rows shorter than ``FOLD_VALUES`` are
     taken side by side, several as one wide row, and folded into their columns after
     (``scan_cols``'s blocks of short rows)."""
-    k = cstats[0]
-    _col_shifts(xf, rows, cols, pitch, k)
     fold = _fold(rows, cols, pitch)
-    if fold == 1:
+    if fold == 1:  # each tile takes its own columns' shifts
         _scan_tiles(
             xf, xi, rows, cols, pitch, _ZERO, thr, counts, *_each_row(cstats, ccounts), locs,
-            vals, nlocs, None,
+            vals, nlocs, None, True,
         )  # fmt: skip
         return
+    k = cstats[0]
+    _col_shifts(xf, rows, cols, pitch, k)
     folded = rows // fold
     # short rows side by side in memory: ``fold`` of them are one row of a wide tile (the
     # same column's shift in each of its places), folded into the columns afterwards
@@ -1448,12 +1448,12 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
         wstats[0, q * cols : (q + 1) * cols] = k
     _scan_tiles(
         xf, xi, folded, width, width, _ZERO, thr, counts, *_each_row(wstats, wcounts), locs,
-        vals, nlocs, None,
+        vals, nlocs, None, False,
     )  # fmt: skip
     start = folded * fold * cols  # the rows left over, after the folded ones
     _scan_tiles(
         xf[start:], xi[start:], rows - folded * fold, cols, cols, start, thr, counts,
-        *_each_row(cstats, ccounts), locs, vals, nlocs, None,
+        *_each_row(cstats, ccounts), locs, vals, nlocs, None, False,
     )  # fmt: skip
     for q in range(fold):
         at = q * cols
@@ -1557,8 +1557,8 @@ def scan_cols_pitched_finished(
     right after it is read, ``SLICE_BLOCK`` columns at a time (``COL_TILE`` is a multiple of
     it: the blocks of ``finish_whole_slices``, the same bits), its sums in cache and never
     written out. As ``scan_rows_finished``, of the stats only the extrema (``mn``, ``mx``)
-    are kept, and the largest |z| in ``z`` (the shifts' row: each tile's shifts are read
-    first); ``cnan``, ``cpos``, ``cneg``: the rows of ``ccounts``, each passed on its own so
+    are kept, and the largest |z| in ``z`` (each tile takes its own shifts);
+    ``cnan``, ``cpos``, ``cneg``: the rows of ``ccounts``, each passed on its own so
     that it is contiguous (a canvas's 2-D views are not: the loops over them would not run
     in vectors). Returns ``finish_whole_slices``'s results."""
     if _fold(rows, cols, pitch) > 1:  # short rows, folded into their columns after the scan
@@ -1570,12 +1570,11 @@ def scan_cols_pitched_finished(
             rows, local[0], local[1], local[2], mn, mx, cnan, cpos, cneg, n, mean, std, True,
             z, eps, z_threshold, thresholds, where, flags,
         )  # fmt: skip
-    _col_shifts(xf, rows, cols, pitch, z)
     fin = (n, mean, std, eps, z_threshold, thresholds, where, flags)
     unused = np.empty(0)  # the sums: kept in the tiles, never written out
     acc = _scan_tiles(
         xf, xi, rows, cols, pitch, _ZERO, thr, counts, z, unused, unused, mn, mx, cnan, cpos,
-        cneg, locs, vals, nlocs, fin,
+        cneg, locs, vals, nlocs, fin, True,
     )  # fmt: skip
     return acc[:9]
 
@@ -1583,13 +1582,15 @@ def scan_cols_pitched_finished(
 @njit(nogil=True, cache=_CACHE)
 def _scan_tiles(
     xf, xi, rows, cols, pitch, base, thr, counts, k, s1, s2, mn, mx, cnan, cpos, cneg, locs,
-    vals, nlocs, fin,
+    vals, nlocs, fin, own,
 ):  # fmt: skip
-    """The body of ``scan_cols_pitched``, tile by tile, with the shifts ``k`` given (the
-    rows of ``cstats`` and ``ccounts`` each on its own); positions are ``base`` plus the flat
-    index in the ``(rows, cols)`` block. With ``fin`` (``scan_cols_finished``'s finishing
-    arguments, else None) each tile is finished instead of its sums written out (``s1``,
-    ``s2`` unused); returns the totals ``_finish_block`` carries."""
+    """The body of ``scan_cols_pitched``, tile by tile, its outputs the rows of ``cstats``
+    and ``ccounts`` each on its own; positions are ``base`` plus the flat index in the
+    ``(rows, cols)`` block. The shifts ``k``: with ``own``, each tile takes its columns'
+    own (``_col_shifts``, while their first row is in cache) and writes them in ``k``, else
+    they are given. With ``fin`` (``scan_cols_finished``'s finishing arguments, else None)
+    each tile is finished instead of its sums written out (``s1``, ``s2`` unused; ``k``
+    then takes the largest |z|); returns the totals ``_finish_block`` carries."""
     work = _work(xf, xi, thr)
     over, under = _limits(thr)
     tiny = work[7]
@@ -1609,7 +1610,10 @@ def _scan_tiles(
         # 1-D rows of a C array, each contiguous (a 2-D slice's rows would not be known so)
         kt, s1t, s2t = scratch[0, :w], scratch[1, :w], scratch[2, :w]
         mnt, mxt, mzt = ext[0, :w], ext[1, :w], ext[2, :w]
-        kt[:] = k[c0:c1]
+        if own:
+            _col_shifts(xf[c0:], rows, w, pitch, kt)
+        else:
+            kt[:] = k[c0:c1]
         _tile_start(scratch, ext, _ZERO, w)
         tainted = False  # the tile's sums are not finite: the check after a chunk would fail
         tnan, tpos, tneg = cnan[c0:c1], cpos[c0:c1], cneg[c0:c1]
@@ -1681,6 +1685,8 @@ def _scan_tiles(
         mn[c0:c1] = mnt
         mx[c0:c1] = mxt
         if fin is None:
+            if own:
+                k[c0:c1] = kt
             s1[c0:c1] = s1t
             s2[c0:c1] = s2t
             continue
