@@ -1420,8 +1420,9 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
     region of an array whose slice axis is innermost in memory is (``blocks.Block``).
     Positions are flat indices of the ``(rows, cols)`` block, as ``scan_cols``'s.
 
-    Wide tiles add ``wide_chunk`` rows at a time before checking them (``_added_clean``): the
-    rows are then read once, not checked and read again. A chunk that was not clean is
+    Wide tiles add ``wide_chunk`` rows at a time (the last chunk with the rows after it,
+    fewer than eight: ``_col_rest``) before checking them (``_added_clean``): the rows are
+    then read once, not checked and read again. A chunk that was not clean is
     taken again from the accumulators saved before it, each row checked first; after such
     a chunk, the next ones are checked first too, twice as many after each (data with a NaN
     in every chunk is not added twice). Each chunk is checked on the extrema it added
@@ -1727,7 +1728,7 @@ def _col_rest(xf, off, cols, n, k, s1, s2, mn, mx, mz, tiny):
     """The last ``n < 8`` rows of a chunk of a wide tile, added before they are checked as
     ``_rows_checked`` adds them once checked (four at once, then one by one: the same
     bits), and with ``tiny`` their smallest non-zero magnitudes taken into ``mz``. Checked
-    before they are added, four rows of a tile of 100 cost as much as 20 added."""
+    before they were added, the last four rows of a tile of 100 cost as much as ten added."""
     w = k.shape[0]
     q = 0
     if n >= 4:
