@@ -400,14 +400,7 @@ def test_each_chunk_of_a_wide_tile_is_checked_on_what_it_added(dtype):
     x[3 * chunk + 2, 33] = np.nan  # the fourth: a NaN where the overflow was
     x[4 * chunk + 1, 33] = -big  # the fifth: another overflow there, and one beside it
     x[4 * chunk + 5, 34] = big
-    thr = ScanSpec(x.shape, x.dtype, ("float16",)).thresholds.astype(dtype)
-    wi = whole.view(f"i{x.itemsize}")
-    args = [read_only(whole.reshape(-1)), read_only(wi.reshape(-1)), rows, cols, pitch,
-            *_scan_args(x, wi, thr, 100, cols)[2:]]  # fmt: skip
-    k_args, t_args = _copies(args)
-    kernels.scan_cols_pitched(*k_args)
-    TWINS["scan_cols_pitched"](*t_args)
-    COMPARE["scan_cols_pitched"](k_args, t_args, None, None)
+    k_args = _pitched_against_twin(whole, cols, ("float16",), 100)
     counts, cstats = k_args[6], k_args[7]
     assert counts[NAN] == 1 and counts[3] == 3 and counts[4] == 1
     np.testing.assert_array_equal(cstats[3:], [np.nanmin(x, axis=0), np.nanmax(x, axis=0)])
@@ -433,14 +426,7 @@ def test_the_last_rows_of_a_wide_tile_join_its_last_chunk(dtype, planted):
             x = whole[:, :cols]
             for at in {rows - left, rows - 1}:
                 x[at, 7 + at % 50] = planted
-            thr = ScanSpec(x.shape, x.dtype, ("float16",)).thresholds.astype(dtype)
-            wi = whole.view(f"i{x.itemsize}")
-            args = [read_only(whole.reshape(-1)), read_only(wi.reshape(-1)), rows, cols, pitch,
-                    *_scan_args(x, wi, thr, 100, cols)[2:]]  # fmt: skip
-            k_args, t_args = _copies(args)
-            kernels.scan_cols_pitched(*k_args)
-            TWINS["scan_cols_pitched"](*t_args)
-            COMPARE["scan_cols_pitched"](k_args, t_args, None, None)
+            k_args = _pitched_against_twin(whole, cols, ("float16",), 100)
             assert k_args[6].sum() == (1 if left == 1 else 2), (first_rows, left)
 
 
@@ -580,6 +566,24 @@ def test_columns_under_rows_of_nan_take_their_first_finite_value(dtype, cols):
     TWINS["scan_cols_pitched"](*q_args)
     COMPARE["scan_cols_pitched"](p_args, q_args, None, None)
     np.testing.assert_array_equal(p_args[7][0], shifts)
+
+
+def _pitched_against_twin(whole, cols, casts, cap):
+    """``kernels.scan_cols_pitched`` over the first ``cols`` values of each row of ``whole``
+    (read in place, read-only: the rest of a row is the gap before the next), for the cast
+    targets ``casts``, compared with its twin, positions kept up to ``cap``: the kernel's
+    arguments after the scan."""
+    x = whole[:, :cols]
+    rows, pitch = whole.shape
+    thr = ScanSpec(x.shape, x.dtype, casts).thresholds.astype(x.dtype)
+    wi = whole.view(f"i{x.itemsize}")
+    args = [read_only(whole.reshape(-1)), read_only(wi.reshape(-1)), rows, cols, pitch,
+            *_scan_args(x, wi, thr, cap, cols)[2:]]  # fmt: skip
+    k_args, t_args = _copies(args)
+    kernels.scan_cols_pitched(*k_args)
+    TWINS["scan_cols_pitched"](*t_args)
+    COMPARE["scan_cols_pitched"](k_args, t_args, None, None)
+    return k_args
 
 
 def _scan_rows_against_twin(x, casts, cap):
