@@ -67,7 +67,7 @@ def canvas_buffer(size: int, spare: bool = True) -> np.ndarray:
     first scan takes it); when the buffer and every view of it are gone, its mapping becomes
     the spare."""
     if N_ROWS * size * 8 < HUGE_FROM:
-        return np.zeros((N_ROWS, size), np.int64)
+        return _small(size)
     unit = HUGE_PAGE if size * 8 >= HUGE_PAGE else mmap.PAGESIZE  # short rows share one
     pitch = -(-size * 8 // unit) * unit
     need = N_ROWS * pitch
@@ -78,10 +78,20 @@ def canvas_buffer(size: int, spare: bool = True) -> np.ndarray:
     else:
         m = _mapping(need)
         if m is None:
-            return np.zeros((N_ROWS, size), np.int64)
+            return _small(size)
     whole = np.frombuffer(m, np.int64, need // 8)
     weakref.finalize(whole, _keep, m)
     return whole.reshape(N_ROWS, pitch // 8)[:, :size]
+
+
+def _small(size: int) -> np.ndarray:
+    """A canvas buffer in NumPy's memory, zeroed, its rows one value further apart than
+    they are long, as a mapping's rows are: the views a kernel takes of several rows (the
+    count rows) are then never contiguous, so a small canvas and a large one call the same
+    compiled kernel, not two (each loaded, or on a fresh cache compiled, on its first
+    call: a large by=0 scan of a store took 50 ms more for it in a process whose first
+    by=0 scan was small)."""
+    return np.zeros((N_ROWS, size + 1), np.int64)[:, :size]
 
 
 def _take_spare(need: int) -> mmap.mmap | None:

@@ -102,6 +102,20 @@ def test_canvas_rows_are_columns_of_one_buffer_with_counts_zero(no_spare, size):
     assert not pages.canvas_buffer(size)[pages.COUNT_ROWS].any()
 
 
+def test_small_and_large_canvases_lend_the_kernels_one_layout(no_spare):
+    """The views of a canvas's rows that the kernels take (its count rows, its statistics'
+    rows, lent whole) have one numba type whatever the canvas's size: a small canvas and a
+    large one call the same compiled kernel (a second one is loaded, or compiled, on its
+    first call)."""
+    from numba import typeof
+
+    types = set()
+    for size in (10, 300_000):
+        buf = pages.canvas_buffer(size)
+        types.add((typeof(buf[pages.COUNT_ROWS]), typeof(buf[2:7].view(np.float64))))
+    assert len(types) == 1, types
+
+
 @linux
 def test_a_canvas_asked_fresh_leaves_the_spare(no_spare):
     """``spare=False`` (a process's first scan, as the benchmarks take it) maps new pages:
