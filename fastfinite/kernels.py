@@ -1426,7 +1426,7 @@ def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, l
     taken again from the accumulators saved before it, each row checked first; after such
     a chunk, the next ones are checked first too, twice as many after each (data with a NaN
     in every chunk is not added twice). Each chunk is checked on the extrema it added
-    (``_chunk_extrema``); a tile whose sums are no longer finite (squares that overflowed)
+    (``_fold_extrema``); a tile whose sums are no longer finite (squares that overflowed)
     checks the rest of its rows first. Contiguous rows shorter than ``FOLD_VALUES`` are
     taken side by side, several as one wide row, and folded into their columns after
     (``scan_cols``'s blocks of short rows)."""
@@ -1633,7 +1633,7 @@ def _scan_tiles(
                 fresh = r == 0  # the tile as it starts: nothing to save, fold or take back
                 if not fresh:
                     _keep_tile(scratch, ext, _ZERO, w, False)
-                    _chunk_extrema(ext, w, True)
+                    _extrema_start(ext, _ZERO, w)
                 for q in range(r, r + n, 8):
                     if tiny:
                         _col_update8_tiny(xf, q * pitch + c0, pitch, kt, s1t, s2t, mnt, mxt, mzt)
@@ -1643,7 +1643,7 @@ def _scan_tiles(
                     _col_rest(xf, (r + n) * pitch + c0, pitch, stop - r - n, kt, s1t, s2t, mnt, mxt, mzt, tiny)  # fmt: skip
                 if _added_clean(s1t, s2t, mnt, mxt, mzt, over, under, tiny):
                     if not fresh:
-                        _chunk_extrema(ext, w, False)
+                        _fold_extrema(ext, w)
                     fails = max(fails - 1, 0)
                     r = stop
                     continue
@@ -1671,7 +1671,7 @@ def _scan_tiles(
                         mxt, tnan, tpos, tneg, work, thr, counts, locs, vals, nlocs,
                     )  # fmt: skip
                 if not fresh:
-                    _chunk_extrema(ext, w, False)
+                    _fold_extrema(ext, w)
                 tainted = not _sums_clean(s1t, s2t)
                 r = stop
                 continue
@@ -1715,9 +1715,17 @@ def wide_chunk(w):
 def _tile_start(scratch, ext, a, b):
     """A tile's columns ``a:b`` as they start, nothing added: zero sums (``scratch`` rows
     1-2), extrema and smallest magnitudes from infinities (``ext`` rows 0-2)."""
-    inf = ext.dtype.type(np.inf)
     scratch[1, a:b] = 0.0
     scratch[2, a:b] = 0.0
+    _extrema_start(ext, a, b)
+
+
+@njit(nogil=True, cache=_CACHE)
+def _extrema_start(ext, a, b):
+    """The extrema and smallest magnitudes (``ext`` rows 0-2) of a wide tile's columns
+    ``a:b`` from nothing: as a tile starts, and as each chunk after its first does, so that
+    the chunk is checked on what it adds alone (``_fold_extrema``)."""
+    inf = ext.dtype.type(np.inf)
     ext[0, a:b] = inf
     ext[1, a:b] = -inf
     ext[2, a:b] = inf
@@ -1751,7 +1759,7 @@ def _keep_tile(scratch, ext, a, b, restore):
     columns ``a:b`` into the rows after them before a chunk is added, or, with
     ``restore``, take them back where the chunk was not clean (``_scan_tiles``). The
     smallest magnitudes (``ext`` row 2) are not kept: each chunk starts them anew
-    (``_chunk_extrema``)."""
+    (``_extrema_start``)."""
     for i in range(2):
         if restore:
             scratch[1 + i, a:b] = scratch[3 + i, a:b]
@@ -1762,19 +1770,13 @@ def _keep_tile(scratch, ext, a, b, restore):
 
 
 @njit(nogil=True, cache=_CACHE)
-def _chunk_extrema(ext, w, start):
-    """A wide tile's extrema (``ext`` rows 0-1, of its ``w`` columns) and smallest
-    magnitudes (row 2) taken for one chunk alone (``start``: from nothing), then, after
-    it, folded into those saved before it (``_keep_tile``'s rows 3-4). Each chunk is
-    checked on what it added: a value at a cast threshold that was counted in an earlier
-    chunk would otherwise fail the check of every later one, and send the rest of the tile
-    down the checked path. The smallest magnitudes serve only that check."""
-    inf = ext.dtype.type(np.inf)
-    if start:
-        ext[0, :w] = inf
-        ext[1, :w] = -inf
-        ext[2, :w] = inf
-        return
+def _fold_extrema(ext, w):
+    """A wide tile's extrema (``ext`` rows 0-1, of its ``w`` columns), taken for one chunk
+    alone (``_extrema_start``), folded into those saved before it (``_keep_tile``'s rows
+    3-4). Each chunk is checked on what it added: a value at a cast threshold that was
+    counted in an earlier chunk would otherwise fail the check of every later one, and send
+    the rest of the tile down the checked path. The smallest magnitudes serve only that
+    check, and are not folded."""
     for j in range(w):
         ext[0, j] = min(ext[0, j], ext[3, j])
         ext[1, j] = max(ext[1, j], ext[4, j])

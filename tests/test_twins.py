@@ -362,21 +362,12 @@ def test_wide_tiles_add_chunks_before_checking_them(dtype, planted):
         else:
             x[2 * chunk + 7, 33] = planted
             x[3 * chunk + 1, 500] = planted
-    thr = ScanSpec(x.shape, x.dtype, ("float16",)).thresholds.astype(dtype)
     tile = x[2 * chunk - 60 : 2 * chunk + 40]  # the first planted row in a third chunk
     two_tiles = np.tile(tile, (1, kernels.COL_TILE // cols + 1))[:, : kernels.COL_TILE + 300]
     # x's rows with a gap after each (read in place): not folded side by side into one chunk
     gapped = np.pad(x, ((0, 0), (0, 8)))
-    wide = two_tiles.shape[1]
-    for block, cols_, pitch in ((gapped, cols, cols + 8), (two_tiles, wide, wide)):
-        xi = block.view(f"i{block.itemsize}")
-        rows_ = block.shape[0]
-        flat, flat_i = read_only(block.reshape(-1)), read_only(xi.reshape(-1))
-        args = [flat, flat_i, rows_, cols_, pitch, *_scan_args(block, xi, thr, 3, cols_)[2:]]
-        k_args, t_args = _copies(args)
-        kernels.scan_cols_pitched(*k_args)
-        TWINS["scan_cols_pitched"](*t_args)
-        COMPARE["scan_cols_pitched"](k_args, t_args, None, None)
+    for block, cols_ in ((gapped, cols), (two_tiles, two_tiles.shape[1])):
+        k_args = _pitched_against_twin(block, cols_, ("float16",), 3)
         assert k_args[6].sum() > 0  # each planted value is one to report
 
 
