@@ -84,9 +84,13 @@ RUN_GAP = 64  # dirty columns closer than this are taken again as one run (_dirt
 # a 0 the kernels pass each other: a literal 0 would be typed Literal[int](0), and each
 # kernel compiled once more for it (an int64 global is typed int64)
 _ZERO = np.int64(0)
+# rows of at most FAST_ROW_BYTES are read by the fast pass alone (_rows); those longer than a
+# sub-block, FAST_BATCH_BYTES (or four rows) at a time: a row it lists is taken again from cache
+FAST_ROW_BYTES = 1 << 20
+FAST_BATCH_BYTES = 1 << 20
 FOLD_VALUES = 4096  # scan_cols takes shorter rows side by side as one row at least this long
 FLAG_BLOCK = SLICE_BLOCK  # slices slice_flags takes in vectors before it looks for flagged ones
-# _short_rows asks for rows of at most PREFETCH_ROW_BYTES about PREFETCH_AHEAD bytes before
+# _fast_rows asks for rows of at most PREFETCH_ROW_BYTES about PREFETCH_AHEAD bytes before
 # it reads them; longer rows are streams the hardware prefetchers follow (_prefetch_run)
 PREFETCH_ROW_BYTES = 3072
 PREFETCH_AHEAD = 2048
@@ -303,7 +307,7 @@ def _prefetch(typingctx, a, i):
 @njit(nogil=True, cache=_CACHE, inline="always")
 def _prefetch_run(x, off, n):
     """``_prefetch`` for each cache line of ``x[off:off + n]`` (none past the end of ``x``):
-    the rows of a batch of short rows are read in two interleaved streams of small jumps,
+    the rows of a batch of short rows are read in four interleaved streams of small jumps,
     which the hardware prefetchers follow too late. Rows of 100 float32 read from memory,
     one thread on a Xeon: the pass 0.44 -> 0.33 ns a value; float64 0.67 -> 0.51."""
     if off + n <= x.size:
@@ -364,13 +368,10 @@ def _pass_none(x, xu, off, n, k, lim):
 
 @njit(nogil=True, cache=_CACHE, fastmath=_FLAGS, inline="always")
 def _pass_none2(x, xu, offa, offb, n, ka, kb, lim):
-    """``_pass_none`` on two rows of ``n`` values at once (offsets ``offa``, ``offb``;
-    shifts ``ka``, ``kb``), side by side in one loop: each row's sums are a chain of
-    additions whose latency, with the reductions and the scalar tail of a short row,
-    costs more than its reads; two rows hide each other's. Returns each row's results.
-    Inlined into its caller (``_short_rows``, under ``_FLAGS`` as it is): called, its
-    results went through memory and its caller's registers to the stack, 10-20% of a
-    row of 100 values."""
+    """``_pass_none`` on two runs of ``n`` values at once (offsets ``offa``, ``offb``;
+    shifts ``ka``, ``kb``), side by side in one loop: two streams of reads
+    (``_pass_halves``). Returns each run's results. Inlined into its caller, under
+    ``_FLAGS`` as it is, as ``_pass_none4``."""
     inf = lim[5]
     mna, mxa, mnb, mxb = inf, -inf, inf, -inf
     ka64, kb64, unit = np.float64(ka), np.float64(kb), _opaque(1.0)
@@ -410,7 +411,7 @@ def _pass_one(x, xu, off, n, k, lim):
 
 @njit(nogil=True, cache=_CACHE, fastmath=_FLAGS, inline="always")
 def _pass_one2(x, xu, offa, offb, n, ka, kb, lim):
-    """``_pass_one`` on two rows at once, as ``_pass_none2``."""
+    """``_pass_one`` on two runs at once, as ``_pass_none2``."""
     _, big, ub, _, slots, inf = lim
     first, _ = slots
     U = type(big)
@@ -431,6 +432,75 @@ def _pass_one2(x, xu, offa, offb, n, ka, kb, lim):
     return (mna, mxa, _in_slot(np.int64(ca), first), s1a, s2a), (
         mnb, mxb, _in_slot(np.int64(cb), first), s1b, s2b,
     )  # fmt: skip
+
+
+@njit(nogil=True, cache=_CACHE, fastmath=_FLAGS, inline="always")
+def _pass_none4(x, xu, o, n, k, lim):
+    """``_pass_none`` on four rows of ``n`` values at once (offsets ``o``, shifts ``k``:
+    4-tuples), side by side in one loop: each row's sums are a chain of additions, and
+    its reductions wait for the row's last reads; the next row's reads queue behind
+    them. Four rows hide each other's: rows of 1000 float64 read from memory, one
+    thread, two at a time 0.70 ns a value, four 0.53 (64 KB sub-blocks of one row:
+    0.55). Returns each row's results. Inlined into its caller (``_fast_rows``, under
+    ``_FLAGS`` as it is): called, a pass's results go through memory and its caller's
+    registers to the stack (10-20% of a row of 100 values, two rows at a time)."""
+    inf = lim[5]
+    ma, mb, mc, md = inf, inf, inf, inf
+    xa, xb, xc, xd = -inf, -inf, -inf, -inf
+    ka, kb, kc, kd = np.float64(k[0]), np.float64(k[1]), np.float64(k[2]), np.float64(k[3])
+    unit = _opaque(1.0)
+    sa, sb, sc, sd = 0.0, 0.0, 0.0, 0.0
+    qa, qb, qc, qd = 0.0, 0.0, 0.0, 0.0
+    oa, ob, oc, od = np.uint64(o[0]), np.uint64(o[1]), np.uint64(o[2]), np.uint64(o[3])
+    for i in range(np.uint64(n)):
+        va, _ = _load(x, xu, oa + i)
+        vb, _ = _load(x, xu, ob + i)
+        vc, _ = _load(x, xu, oc + i)
+        vd, _ = _load(x, xu, od + i)
+        ma, xa, sa, qa = _take(va, ka, ma, xa, sa, qa, unit)
+        mb, xb, sb, qb = _take(vb, kb, mb, xb, sb, qb, unit)
+        mc, xc, sc, qc = _take(vc, kc, mc, xc, sc, qc, unit)
+        md, xd, sd, qd = _take(vd, kd, md, xd, sd, qd, unit)
+    z = np.int64(0)
+    u = (z, z, z, z, z)
+    return (ma, xa, u, sa, qa), (mb, xb, u, sb, qb), (mc, xc, u, sc, qc), (md, xd, u, sd, qd)
+
+
+@njit(nogil=True, cache=_CACHE, fastmath=_FLAGS, inline="always")
+def _pass_one4(x, xu, o, n, k, lim):
+    """``_pass_one`` on four rows at once, as ``_pass_none4``."""
+    _, big, ub, _, slots, inf = lim
+    first, _ = slots
+    U = type(big)
+    one = U(1)
+    b0 = ub[first]
+    ma, mb, mc, md = inf, inf, inf, inf
+    xa, xb, xc, xd = -inf, -inf, -inf, -inf
+    ka, kb, kc, kd = np.float64(k[0]), np.float64(k[1]), np.float64(k[2]), np.float64(k[3])
+    unit = _opaque(1.0)
+    sa, sb, sc, sd = 0.0, 0.0, 0.0, 0.0
+    qa, qb, qc, qd = 0.0, 0.0, 0.0, 0.0
+    ca, cb, cc, cd = U(0), U(0), U(0), U(0)
+    oa, ob, oc, od = np.uint64(o[0]), np.uint64(o[1]), np.uint64(o[2]), np.uint64(o[3])
+    for i in range(np.uint64(n)):
+        va, ba = _load(x, xu, oa + i)
+        vb, bb = _load(x, xu, ob + i)
+        vc, bc = _load(x, xu, oc + i)
+        vd, bd = _load(x, xu, od + i)
+        ca += U(U(U(ba - one) & big) < b0)
+        cb += U(U(U(bb - one) & big) < b0)
+        cc += U(U(U(bc - one) & big) < b0)
+        cd += U(U(U(bd - one) & big) < b0)
+        ma, xa, sa, qa = _take(va, ka, ma, xa, sa, qa, unit)
+        mb, xb, sb, qb = _take(vb, kb, mb, xb, sb, qb, unit)
+        mc, xc, sc, qc = _take(vc, kc, mc, xc, sc, qc, unit)
+        md, xd, sd, qd = _take(vd, kd, md, xd, sd, qd, unit)
+    return (
+        (ma, xa, _in_slot(np.int64(ca), first), sa, qa),
+        (mb, xb, _in_slot(np.int64(cb), first), sb, qb),
+        (mc, xc, _in_slot(np.int64(cc), first), sc, qc),
+        (md, xd, _in_slot(np.int64(cd), first), sd, qd),
+    )
 
 
 @njit(nogil=True, cache=_CACHE, fastmath=_FLAGS)
@@ -896,7 +966,7 @@ def scan_rows_finished(
 @njit(nogil=True, cache=_CACHE)
 def _rows_start(x, xi, thr):
     """``scan_rows``'s flat views, bounds and scratch: ``(xf, xuf, lim, cnt, want, todo)``
-    (``todo``: the rows of a batch ``_short_rows`` lists)."""
+    (``todo``: the rows of a batch ``_fast_rows`` lists)."""
     cnt = np.zeros(N_KINDS, dtype=np.int64)
     want = np.zeros(N_KINDS, dtype=np.bool_)
     todo = np.empty(SLICE_BLOCK, np.int64)
@@ -908,64 +978,77 @@ def _rows_start(x, xi, thr):
 @njit(nogil=True, cache=_CACHE)
 def _rows(xf, xuf, rows, n, r0, r1, lim, thr, counts, cnt, want, todo, rstats, ro, rcounts, locs, vals, nlocs):  # fmt: skip
     """Rows ``r0:r1`` of ``scan_rows``'s block of ``rows`` rows of ``n`` values (``xf``:
-    flat), row ``r``'s statistics in column ``r - ro`` of ``rstats``. Short rows are read
-    ``SLICE_BLOCK`` at a time by the fast pass alone (``_short_rows``); only those it shows
-    something to report go through ``_row`` after it, in order."""
-    if not (n <= SUB_BLOCK_BYTES // xf.itemsize and rows > 1):
+    flat), row ``r``'s statistics in column ``r - ro`` of ``rstats``. Rows of at most
+    ``FAST_ROW_BYTES`` are read by the fast pass alone (``_fast_rows``): rows of at most
+    a sub-block ``SLICE_BLOCK`` at a time, longer ones ``FAST_BATCH_BYTES`` (or four rows)
+    at a time (so that a row it lists is still in cache when it is taken again); only those it lists
+    go through ``_row`` after it, in order. A long row read in one pass rather than in
+    sub-blocks keeps the hardware prefetchers on it: rows of 1e4 float64, 0.67 -> 0.52
+    ns a value (one thread, from memory). Longer rows (and a block of one row, as a
+    plain scan's: a dirty value would take it all again) go through ``_row`` in
+    sub-blocks."""
+    row_bytes = n * xf.itemsize
+    if not (row_bytes <= FAST_ROW_BYTES and rows > 1):
         for r in range(r0, r1):
             _row(xf, xuf, n, r, np.bool_(False), lim, thr, counts, cnt, want, rstats, ro, rcounts, locs, vals, nlocs)  # fmt: skip
         return
-    for b0 in range(r0, r1, SLICE_BLOCK):
-        b1 = min(b0 + SLICE_BLOCK, r1)
-        for j in range(_short_rows(xf, xuf, n, b0, b1, lim, rstats, ro, todo)):
-            _row(xf, xuf, n, todo[j], np.bool_(True), lim, thr, counts, cnt, want, rstats, ro, rcounts, locs, vals, nlocs)  # fmt: skip
+    short = row_bytes <= SUB_BLOCK_BYTES  # a long row listed: straight to its sub-blocks
+    batch = SLICE_BLOCK if short else max(4, FAST_BATCH_BYTES // row_bytes)
+    for b0 in range(r0, r1, batch):
+        b1 = min(b0 + batch, r1)
+        for j in range(_fast_rows(xf, xuf, n, b0, b1, lim, rstats, ro, todo)):
+            _row(xf, xuf, n, todo[j], short, lim, thr, counts, cnt, want, rstats, ro, rcounts, locs, vals, nlocs)  # fmt: skip
 
 
 @njit(nogil=True, cache=_CACHE, fastmath=_FLAGS)
-def _short_rows(xf, xuf, n, r0, r1, lim, rstats, ro, todo):
-    """The fast pass (``_pass``) over each short row of ``r0:r1``, two rows at a time
-    (``_pass_none2``): a row of the first half beside its twin of the second, so that each
-    half is read in order (two rows side by side would send the prefetcher back and
-    forth); of an odd number, the first half's last beside itself. Each row's statistics
-    are written as a clean row's, with no branch but the loop's: the rows whose pass shows
-    a non-finite value, a cast risk or an underflow are listed in order in ``todo`` (their
-    number returned), for ``_row`` to take again. Rows of at most ``PREFETCH_ROW_BYTES``
-    are asked for (``_prefetch_run``) about ``PREFETCH_AHEAD`` bytes before they are read.
-    Under ``_FLAGS``: the passes inlined here take its flags, and need them to run in
-    vectors."""
+def _fast_rows(xf, xuf, n, r0, r1, lim, rstats, ro, todo):
+    """The fast pass (``_pass``) over each row of ``r0:r1``, four rows at a time
+    (``_pass_none4``): row ``i`` of each quarter of the batch side by side, so that each
+    quarter is read in order; the last rows (at most three) of a batch not divisible by
+    four alone, each in halves (``_pass_halves``). Each row's statistics are written as a clean row's, with no branch but
+    the loop's: the rows whose pass shows a non-finite value, a cast risk or an underflow
+    are listed in order in ``todo`` (their number returned), for ``_row`` to take again.
+    Rows of at most ``PREFETCH_ROW_BYTES`` are asked for (``_prefetch_run``) about
+    ``PREFETCH_AHEAD`` bytes before they are read. Under ``_FLAGS``: the passes inlined
+    here take its flags, and need them to run in vectors."""
     ntiny = lim[3]
-    h = (r1 - r0 + 1) // 2
-    ma = 0
-    mb = 0
+    q = (r1 - r0) // 4
+    m0, m1, m2, m3 = 0, 0, 0, 0
     row_bytes = n * xf.itemsize
     ahead = (max(1, PREFETCH_AHEAD // row_bytes) if row_bytes <= PREFETCH_ROW_BYTES else 0) * n
-    for ra in range(r0, r0 + h):
-        rb = ra + h
-        last = rb >= r1  # an odd number of rows: the first half's last beside itself
-        rb = ra if last else rb
-        offa = ra * n
-        offb = rb * n
+    for ra in range(r0, r0 + q):
+        rs = (ra, ra + q, ra + 2 * q, ra + 3 * q)
+        o = (ra * n, (ra + q) * n, (ra + 2 * q) * n, (ra + 3 * q) * n)
         if ahead:
-            _prefetch_run(xf, offa + ahead, n)
-            _prefetch_run(xf, offb + ahead, n)
-        ka = xf[offa]  # a non-finite shift makes the sums non-finite: the row is listed
-        kb = xf[offb]
+            for j in range(4):
+                _prefetch_run(xf, o[j] + ahead, n)
+        k = (xf[o[0]], xf[o[1]], xf[o[2]], xf[o[3]])  # a non-finite shift: the row is listed
         if ntiny == 0:
-            pa, pb = _pass_none2(xf, xuf, offa, offb, n, ka, kb, lim)
+            p = _pass_none4(xf, xuf, o, n, k, lim)
         elif ntiny == 1:
-            pa, pb = _pass_one2(xf, xuf, offa, offb, n, ka, kb, lim)
+            p = _pass_one4(xf, xuf, o, n, k, lim)
         else:
-            pa = _pass_many(xf, xuf, offa, n, ka, lim)
-            pb = _pass_many(xf, xuf, offb, n, kb, lim)
-        ma += _short_row(pa, ra, ka, lim, rstats, ro, todo, ma)
-        mb += _short_row(pb, rb, kb, lim, rstats, ro, todo, h + mb) & (not last)
-    for j in range(mb):  # the second half's after the first's
-        todo[ma + j] = todo[h + j]
-    return ma + mb
+            p = (
+                _pass_many(xf, xuf, o[0], n, k[0], lim), _pass_many(xf, xuf, o[1], n, k[1], lim),
+                _pass_many(xf, xuf, o[2], n, k[2], lim), _pass_many(xf, xuf, o[3], n, k[3], lim),
+            )  # fmt: skip
+        m0 += _fast_row(p[0], rs[0], k[0], lim, rstats, ro, todo, m0)
+        m1 += _fast_row(p[1], rs[1], k[1], lim, rstats, ro, todo, q + m1)
+        m2 += _fast_row(p[2], rs[2], k[2], lim, rstats, ro, todo, 2 * q + m2)
+        m3 += _fast_row(p[3], rs[3], k[3], lim, rstats, ro, todo, 3 * q + m3)
+    m = m0
+    for start, listed in ((q, m1), (2 * q, m2), (3 * q, m3)):  # each quarter's after the last
+        for j in range(listed):
+            todo[m + j] = todo[start + j]
+        m += listed
+    for r in range(r0 + 4 * q, r1):
+        off = r * n
+        m += _fast_row(_pass_halves(xf, xuf, off, n, xf[off], lim), r, xf[off], lim, rstats, ro, todo, m)  # fmt: skip
+    return m
 
 
 @njit(nogil=True, cache=_CACHE)
-def _short_row(res, r, k, lim, rstats, ro, todo, at):
+def _fast_row(res, r, k, lim, rstats, ro, todo, at):
     """Row ``r``'s pass results ``res`` (shift ``k``) written as a clean row's, and the row
     written in ``todo[at]``; returns whether it is listed there (whether they show
     something to report)."""
@@ -982,15 +1065,15 @@ def _short_row(res, r, k, lim, rstats, ro, todo, at):
 
 
 @njit(nogil=True, cache=_CACHE)
-def _row(xf, xuf, n, r, short, lim, thr, counts, cnt, want, rstats, ro, rcounts, locs, vals, nlocs):  # fmt: skip
-    """Row ``r`` of ``_rows``: a short row's fast pass when it proves the row clean (its
-    underflows counted: ``_counted``), else the row in sub-blocks, each with its slow path
-    when it has something to report."""
+def _row(xf, xuf, n, r, listed, lim, thr, counts, cnt, want, rstats, ro, rcounts, locs, vals, nlocs):  # fmt: skip
+    """Row ``r`` of ``_rows``: of a short row ``_fast_rows`` listed (``listed``), the fast
+    pass again when it proves the row clean (its underflows counted: ``_counted``), else
+    the row in sub-blocks, each with its slow path when it has something to report."""
     T = xf.dtype.type
     sub = SUB_BLOCK_BYTES // xf.itemsize
     off = r * n
     k = xf[off]
-    if short and (k - k) == 0:  # a row ``_short_rows`` listed: rare, so not inlined
+    if listed and (k - k) == 0:  # rare, so not inlined
         smn, smx, under, a1, a2 = _pass(xf, xuf, off, n, k, lim)
         if _plain(smn, smx, a1, lim) and _counted(under, counts, nlocs, locs.shape[1]):
             _row_stats(rstats, r - ro, k, a1, a2, smn, smx, np.bool_(True))

@@ -615,13 +615,18 @@ def test_long_rows_of_nan_are_counted_without_the_slow_path(dtype, cap):
 
 @pytest.mark.parametrize("dtype", ["f4", "f8"])
 @pytest.mark.parametrize("casts", [(), ("float16",), ("float16", "bfloat16", "float8_e4m3fn")])
-def test_long_rows_sub_blocks_are_read_in_halves(dtype, casts):
+@pytest.mark.parametrize("longer", [False, True])
+def test_long_rows_sub_blocks_are_read_in_halves(dtype, casts, longer):
     """A long row's sub-block is read as its two halves side by side (``_pass_halves``),
     the odd value of a row's last sub-block alone: what lies in either half or in that
     value (NaN, inf, an overflow, underflows) is counted, and the positions, sums and
-    extrema are the twin's, with no underflow target, one or several."""
-    sub = kernels.SUB_BLOCK_BYTES // np.dtype(dtype).itemsize
-    rows, n = 5, 2 * sub + 7  # whole sub-blocks, then one of 7 values: 3 beside 3, 1 alone
+    extrema are the twin's, with no underflow target, one or several; in rows the fast
+    pass reads first and in rows longer than ``FAST_ROW_BYTES`` (``longer``), which it
+    does not."""
+    item = np.dtype(dtype).itemsize
+    sub = kernels.SUB_BLOCK_BYTES // item
+    more = kernels.FAST_ROW_BYTES // item if longer else 0  # whole sub-blocks more
+    rows, n = 5, 2 * sub + 7 + more  # whole sub-blocks, then one of 7 values: 3 beside 3, 1 alone
     x = np.random.default_rng(9).uniform(-3, 3, (rows, n)).astype(dtype)
     h = sub // 2
     x[0, 10] = x[0, h + 10] = x[0, sub + h + 1] = 1e-30  # under float16's and float8's smallest
@@ -662,23 +667,54 @@ def test_a_multiply_add_by_the_opaque_one_adds_the_same_bits():
 
 @pytest.mark.parametrize("dtype", ["f4", "f8"])
 @pytest.mark.parametrize("casts", [(), ("float16",), ("float16", "bfloat16", "float8_e4m3fn")])
-def test_short_rows_read_two_at_a_time_are_taken_again_in_order(dtype, casts):
-    """``_short_rows`` reads a row of a batch's first half beside its twin of the second
-    (an odd batch's middle row beside itself), with no underflow target, one or several:
-    the rows it lists (non-finite values, underflows, in both halves, and the middle row)
-    are taken again in order, so the positions kept under a cap of 3 are the twin's, the
-    first in C order, and every count and sum is the twin's."""
+@pytest.mark.parametrize("cap", [3, 100])
+def test_short_rows_read_four_at_a_time_are_taken_again_in_order(dtype, casts, cap):
+    """``_fast_rows`` reads row ``i`` of each quarter of a batch side by side (the last rows
+    of a batch not divisible by four alone), with no underflow target, one or several:
+    the rows it lists (non-finite values, underflows, in every quarter, at a quarter's
+    first and last row, and in the rows alone) are taken again in order, so the positions
+    kept are the twin's, the first in C order, and every count and sum is the twin's."""
     block = kernels.SLICE_BLOCK
-    rows, n = 2 * block + 7, 12  # two whole batches, then 7 rows: the fourth beside itself
+    q = block // 4
+    rows, n = 2 * block + 7, 12  # two whole batches, then 7 rows: four side by side, three alone
     x = np.random.default_rng(8).uniform(-3, 3, (rows, n)).astype(dtype)
-    x[block - 3, 4] = x[block + 3, 1] = 1e-30  # under float16's and float8's smallest
-    for r, c, v in [(400, 2, np.nan), (5, 7, np.nan), (300, 0, np.inf), (256, 3, np.nan),
-                    (2 * block + 3, 5, np.nan), (2 * block + 1, 9, -np.inf),
-                    (2 * block + 6, 0, np.nan), (block + 260, 11, np.nan)]:  # fmt: skip
+    x[block - 3, 4] = x[block + 3, 1] = x[q + 5, 0] = 1e-30  # under float16's and float8's
+    for r, c, v in [(400, 2, np.nan), (5, 7, np.nan), (3 * q - 1, 0, np.inf), (2 * q, 3, np.nan),
+                    (q, 6, -np.inf), (block - 1, 11, np.nan), (2 * block + 3, 5, np.nan),
+                    (2 * block + 1, 9, -np.inf), (2 * block + 6, 0, np.nan),
+                    (2 * block + 4, 2, np.inf), (block + 2 * q + 4, 11, np.nan)]:  # fmt: skip
         x[r, c] = v
-    k_args = _scan_rows_against_twin(x, casts, 3)
+    k_args = _scan_rows_against_twin(x, casts, cap)
     nan_rows = np.flatnonzero(np.isnan(x).any(axis=1))
-    np.testing.assert_array_equal(k_args[6][NAN], nan_rows[:3] * n + np.argmax(np.isnan(x[nan_rows[:3]]), axis=1))  # fmt: skip
+    kept = nan_rows[:cap]
+    np.testing.assert_array_equal(k_args[6][NAN][:len(kept)], kept * n + np.argmax(np.isnan(x[kept]), axis=1))  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f8"])
+@pytest.mark.parametrize("casts", [(), ("float16",), ("float16", "bfloat16", "float8_e4m3fn")])
+@pytest.mark.parametrize("cap", [3, 100])
+def test_long_rows_read_four_at_a_time_are_taken_again_in_order(dtype, casts, cap):
+    """Rows longer than a sub-block are read by the fast pass alone too, a batch of about
+    ``FAST_BATCH_BYTES`` at a time (four rows side by side, the last ones alone); a row it
+    lists is taken again in sub-blocks: NaN, inf, overflows and underflows in every
+    quarter and in the rows alone, at a row's first and last value and either side of a
+    sub-block's edge, give the twin's counts, sums, extrema and positions, in order."""
+    item = np.dtype(dtype).itemsize
+    sub = kernels.SUB_BLOCK_BYTES // item
+    n = sub + 50
+    batch = max(4, kernels.FAST_BATCH_BYTES // (n * item))
+    rows = 2 * batch + 6  # two whole batches, then 6 rows: four side by side, two alone
+    q = batch // 4
+    x = np.random.default_rng(12).uniform(-3, 3, (rows, n)).astype(dtype)
+    for r, c, v in [(0, n - 1, np.nan), (q, 0, np.inf), (2 * q + 1, sub - 1, -np.inf),
+                    (2 * q + 1, sub, np.nan), (3 * q, 7, 7e4), (batch - 1, 3, 1e-30),
+                    (batch + q, sub + 1, 1e-30), (2 * batch + 1, 9, np.nan),
+                    (2 * batch + 4, n - 2, np.nan), (rows - 1, 0, -np.inf)]:  # fmt: skip
+        x[r, c] = v
+    k_args = _scan_rows_against_twin(x, casts, cap)
+    np.testing.assert_array_equal(k_args[5][0], np.isnan(x).sum(axis=1))
+    clean = x[1].astype(np.float64)
+    np.testing.assert_array_equal(k_args[4][3:, 1], [clean.min(), clean.max()])
 
 
 def test_flagged_slices_are_found_in_every_block():
