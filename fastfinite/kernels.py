@@ -980,13 +980,13 @@ def _rows(xf, xuf, rows, n, r0, r1, lim, thr, counts, cnt, want, todo, rstats, r
     """Rows ``r0:r1`` of ``scan_rows``'s block of ``rows`` rows of ``n`` values (``xf``:
     flat), row ``r``'s statistics in column ``r - ro`` of ``rstats``. Rows of at most
     ``FAST_ROW_BYTES`` are read by the fast pass alone (``_fast_rows``): rows of at most
-    a sub-block ``SLICE_BLOCK`` at a time, longer ones ``FAST_BATCH_BYTES`` (or four rows)
-    at a time (so that a row it lists is still in cache when it is taken again); only those it lists
-    go through ``_row`` after it, in order. A long row read in one pass rather than in
-    sub-blocks keeps the hardware prefetchers on it: rows of 1e4 float64, 0.67 -> 0.52
-    ns a value (one thread, from memory). Longer rows (and a block of one row, as a
-    plain scan's: a dirty value would take it all again) go through ``_row`` in
-    sub-blocks."""
+    a sub-block ``SLICE_BLOCK`` at a time, longer ones ``FAST_BATCH_BYTES`` (or four
+    rows) at a time, so that a row it lists is still in cache when it is taken again;
+    only those it lists go through ``_row`` after it, in order. A long row read in one
+    pass rather than in sub-blocks keeps the hardware prefetchers on it: rows of 1e4
+    float64, 0.67 -> 0.52 ns a value (one thread, from memory). Longer rows (and a block
+    of one row, as a plain scan's: a dirty value would take it all again) go through
+    ``_row`` in sub-blocks."""
     row_bytes = n * xf.itemsize
     if not (row_bytes <= FAST_ROW_BYTES and rows > 1):
         for r in range(r0, r1):
@@ -1005,12 +1005,13 @@ def _fast_rows(xf, xuf, n, r0, r1, lim, rstats, ro, todo):
     """The fast pass (``_pass``) over each row of ``r0:r1``, four rows at a time
     (``_pass_none4``): row ``i`` of each quarter of the batch side by side, so that each
     quarter is read in order; the last rows (at most three) of a batch not divisible by
-    four alone, each in halves (``_pass_halves``). Each row's statistics are written as a clean row's, with no branch but
-    the loop's: the rows whose pass shows a non-finite value, a cast risk or an underflow
-    are listed in order in ``todo`` (their number returned), for ``_row`` to take again.
-    Rows of at most ``PREFETCH_ROW_BYTES`` are asked for (``_prefetch_run``) about
-    ``PREFETCH_AHEAD`` bytes before they are read. Under ``_FLAGS``: the passes inlined
-    here take its flags, and need them to run in vectors."""
+    four alone, each in halves (``_pass_halves``). Each row's statistics are written as
+    a clean row's, with no branch but the loop's: the rows whose pass shows a non-finite
+    value, a cast risk or an underflow are listed in order in ``todo`` (their number
+    returned), for ``_row`` to take again. Rows of at most ``PREFETCH_ROW_BYTES`` are
+    asked for (``_prefetch_run``) about ``PREFETCH_AHEAD`` bytes before they are read.
+    Under ``_FLAGS``: the passes inlined here take its flags, and need them to run in
+    vectors."""
     ntiny = lim[3]
     q = (r1 - r0) // 4
     m0, m1, m2, m3 = 0, 0, 0, 0
