@@ -1,8 +1,9 @@
 """One cell of the per-slice table, alone: the plain scan and ``by`` scans of one array,
 alternated in one process, best of ``--repeat``, as multiples of the plain scan.
 
-``bench_memory.py --slices`` runs every cell between NumPy's and bottleneck's passes; this
-runs one cell with nothing in between, for A/B runs of two checkouts (``PYTHONPATH=...``)::
+``bench_memory.py --slices`` runs every cell in one process with NumPy's and bottleneck's
+passes and the floors; this runs one cell alone, for A/B runs of two checkouts
+(``PYTHONPATH=...``)::
 
     python benchmarks/ab_slices.py 1e6,100 float32 C 0 -1
 """
