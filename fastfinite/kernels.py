@@ -386,14 +386,21 @@ def _pass_none2(x, xu, offa, offb, n, ka, kb, lim):
     return (mna, mxa, (z, z, z, z, z), s1a, s2a), (mnb, mxb, (z, z, z, z, z), s1b, s2b)
 
 
+@njit(nogil=True, cache=_CACHE, inline="always")
+def _one_target(lim):
+    """What ``_pass_one`` and its two- and four-row forms take of ``lim``: ``(big, 1,
+    bound, slot, inf)``, the one underflow target's bound and slot, the integers at the
+    width of the bits (``big``'s type)."""
+    _, big, ub, _, slots, inf = lim
+    first = slots[0]
+    return big, type(big)(1), ub[first], first, inf
+
+
 @njit(nogil=True, cache=_CACHE, fastmath=_FLAGS)
 def _pass_one(x, xu, off, n, k, lim):
     """``_pass`` with one underflow target: one count."""
-    _, big, ub, _, slots, inf = lim
-    first, _ = slots
+    big, one, b0, first, inf = _one_target(lim)
     U = type(big)
-    one = U(1)
-    b0 = ub[first]
     mn = inf
     mx = -inf
     k64, unit = np.float64(k), _opaque(1.0)
@@ -412,11 +419,8 @@ def _pass_one(x, xu, off, n, k, lim):
 @njit(nogil=True, cache=_CACHE, fastmath=_FLAGS, inline="always")
 def _pass_one2(x, xu, offa, offb, n, ka, kb, lim):
     """``_pass_one`` on two runs at once, as ``_pass_none2``."""
-    _, big, ub, _, slots, inf = lim
-    first, _ = slots
+    big, one, b0, first, inf = _one_target(lim)
     U = type(big)
-    one = U(1)
-    b0 = ub[first]
     mna, mxa, mnb, mxb = inf, -inf, inf, -inf
     ka64, kb64, unit = np.float64(ka), np.float64(kb), _opaque(1.0)
     s1a, s2a, s1b, s2b = 0.0, 0.0, 0.0, 0.0
@@ -469,11 +473,8 @@ def _pass_none4(x, xu, o, n, k, lim):
 @njit(nogil=True, cache=_CACHE, fastmath=_FLAGS, inline="always")
 def _pass_one4(x, xu, o, n, k, lim):
     """``_pass_one`` on four rows at once, as ``_pass_none4``."""
-    _, big, ub, _, slots, inf = lim
-    first, _ = slots
+    big, one, b0, first, inf = _one_target(lim)
     U = type(big)
-    one = U(1)
-    b0 = ub[first]
     ma, mb, mc, md = inf, inf, inf, inf
     xa, xb, xc, xd = -inf, -inf, -inf, -inf
     ka, kb, kc, kd = np.float64(k[0]), np.float64(k[1]), np.float64(k[2]), np.float64(k[3])
