@@ -197,10 +197,11 @@ def _collector_paused():
 def _flagged(cols, dtypes, z_threshold, eps, threads) -> tuple[np.ndarray, np.ndarray]:
     """``kernels.slice_flags`` over the report's columns ``cols`` (1-D, in its argument
     order), in parts on ``threads`` cores: the flagged slices' indices and bits."""
-    from .kernels import slice_flags
+    from . import dispatch
     from .parts import in_parts
 
     size = len(cols[0])
+    slice_flags = dispatch.pick("slice_flags", "slices", np.float64, size == 1)
     # pages of these are touched only where a part flags slices
     at, bits = np.empty(size, np.int64), np.empty(size, np.int64)
     thresholds, limits = _thresholds(dtypes), (float(eps), float(z_threshold))

@@ -149,10 +149,11 @@ def slice_report(
     columns cost more than the kernel that fills them). ``finished``: every slice of
     ``stats``, in its canvas, was finished by the scan (``_finished``), this many of them
     without a finite value; their largest |z| is there already."""
-    from .kernels import slice_columns
+    from . import dispatch
 
     shape = spec.by_shape
     size = math.prod(shape)
+    slice_columns = dispatch.pick("slice_columns", "slices", np.float64, size == 1)
     names = (axis_names or {}).get(spec.by[0]) if len(spec.by) == 1 else None
     if finished is not None:
         if finished:  # slices without a finite value

@@ -26,7 +26,6 @@ from .summary import ScanSpec
 
 ON_BAD = ("raise", "warn", "skip")
 _F4, _F8 = np.dtype("=f4"), np.dtype("=f8")
-_BITS = {4: np.int32, 8: np.int64}
 _END = object()
 
 
@@ -158,7 +157,6 @@ class Guard:
         self.warned = 0
         self.problems: list[str] = []
         self._thr: dict[np.dtype, np.ndarray] = {}  # thresholds per dtype, in the block's type
-        self._quick_check = None  # kernels.quick_check, once numba is loaded
 
     # -- the check -------------------------------------------------------------------
     def _clean(self, arr: np.ndarray) -> bool:
@@ -170,19 +168,15 @@ class Guard:
             return True
         if arr.dtype in (_F4, _F8) and arr.flags.c_contiguous:  # the common case: no copy
             x = read_only(arr.reshape(-1))
-            xi = x.view(_BITS[x.itemsize])
         else:
-            block = Block(arr, (0,) * arr.ndim)
-            x, xi = block.x, block.xi
+            x = Block(arr, (0,) * arr.ndim).x
         thr = self._thr.get(arr.dtype)
         if thr is None:
             thr = ScanSpec(arr.shape, arr.dtype, self.cast, 0).thresholds.astype(x.dtype)
             self._thr[arr.dtype] = thr
-        if self._quick_check is None:
-            from .kernels import quick_check
+        from . import dispatch
 
-            self._quick_check = quick_check
-        return bool(self._quick_check(x, xi, thr))
+        return bool(dispatch.pick("quick_check", "guard", x.dtype, x.size <= 1024)(x, thr))
 
     def check(self, batch: Any, where: str) -> str | None:
         """The message for a bad batch, or None when it is fine."""

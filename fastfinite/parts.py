@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from . import kinds
-from .blocks import Block, Region, widen
+from .blocks import Block, Region
 from .pools import shared_pool
 from .summary import SliceStats, Summary, rescued
 
@@ -57,7 +57,8 @@ def in_parts(call: Callable[[int, int], object], size: int, threads: int | None 
 
 
 class PartedScan:
-    """``kernels.scan_rows`` (its NumPy twin for parts of at most ``twin_max`` values) over
+    """``kernels.scan_rows`` (its NumPy twin for parts of at most ``twin_max`` values, and
+    while the kernels are not ready: ``dispatch``) over
     consecutive regions ``boxes`` of ``block`` (boxes of the global array, adjacent in the
     block's memory order) on ``threads`` threads, at most ``2 * threads`` in flight. Counts
     and positions are folded in order; each part's statistics are kept as a region's would
@@ -78,15 +79,16 @@ class PartedScan:
         self.stats = np.empty((5, len(parts)))  # per part, as ``scan_rows`` gives a row's
         self.scounts = np.zeros((3, len(parts)), np.int64)
 
-    def scan(self, x2, xi2, thr, counts, locs, vals, nlocs) -> None:
-        """Scan ``x2``, one row holding the parts: counts added to ``counts``, the first
-        positions in ``locs``/``vals``/``nlocs``. Parts are folded in order as they finish,
-        while the next ones run."""
-        from . import kernels
-        from .slow.twins import scan_rows as twin
+    def scan(self, thr, counts, locs, vals, nlocs) -> None:
+        """Scan the block's run, one row holding the parts: counts added to ``counts``,
+        the first positions in ``locs``/``vals``/``nlocs``. Parts are folded in order as
+        they finish, while the next ones run."""
+        from . import dispatch
+        from .slow.twins import fold_part  # a few small arrays a part: no kernel to compile
 
+        block = self.block
         pool = shared_pool("part", self.threads)
-        b, cap, nparts = self.bounds - self.bounds[0], locs.shape[1], len(self.bounds) - 1
+        lo, cap, nparts = self.bounds[0], locs.shape[1], len(self.bounds) - 1
         slots = min(nparts, 2 * self.threads)
         pc = _apart(slots, kinds.N_KINDS)  # counts the kernels write as they go
         ps = np.empty((slots, 5, 1))
@@ -94,28 +96,25 @@ class PartedScan:
         pl = np.empty((slots, kinds.N_KINDS, cap), np.int64)
         pv = np.empty((slots, kinds.N_KINDS, cap))
         pn = _apart(slots, kinds.N_KINDS)
-
-        narrow = x2.dtype.kind == "u"  # bfloat16 or float8 bits; ``xi2`` is their table
+        narrow = block.bits is not None  # bfloat16 or float8: their bits
 
         def start(p: int):
-            q, part = p % slots, slice(b[p], b[p + 1])
+            q, a, b = p % slots, self.bounds[p], self.bounds[p + 1]
             pc[q], prc[q], pn[q] = 0, 0, 0
-            a, c = x2[:, part], (xi2 if narrow else xi2[:, part])
-            if b[p + 1] - b[p] <= self.twin_max:
-                kernel = twin
-                if narrow:
-                    a = widen(a, xi2)
-                    c = a.view(np.int32)
-            else:
-                kernel = kernels.scan_rows_narrow if narrow else kernels.scan_rows
-            return pool.submit(kernel, a, c, thr, pc[q], ps[q], prc[q], pl[q], pv[q], pn[q])
+            small = b - a <= self.twin_max
+            finds = (pc[q], pl[q], pv[q], pn[q], *ps[q], *prc[q])
+            if narrow:
+                fn = dispatch.pick("scan_narrow", "narrow", block.bits.dtype, small)
+                return pool.submit(fn, block.bits[a:b], block.table, 1, b - a, thr, *finds)
+            fn = dispatch.pick("scan_rows", "rows", block.x.dtype, small)
+            return pool.submit(fn, block.x[a:b], 1, b - a, thr, *finds)
 
         running = deque(start(p) for p in range(slots))
         for p in range(nparts):
             running.popleft().result()
             q = p % slots
-            self.found[p] = kernels.fold_part(
-                b[p], pc[q], pl[q], pv[q], pn[q], counts, locs, vals, nlocs
+            self.found[p] = fold_part(
+                self.bounds[p] - lo, pc[q], pl[q], pv[q], pn[q], counts, locs, vals, nlocs
             )
             self.stats[:, p], self.scounts[:, p] = ps[q][:, 0], prc[q][:, 0]
             if p + slots < nparts:

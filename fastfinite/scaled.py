@@ -20,7 +20,6 @@ import numpy as np
 from .blocks import narrow_format, read_only, widen, widen_table
 from .casts import FORMATS, source_thresholds
 from .errors import InvalidArgumentError
-from .kernels import scaled_counts
 from .report import CastRisk, DynamicRange, Location, ScanReport
 from .summary import _first
 
@@ -153,7 +152,9 @@ def _kernel_counts(flat: np.ndarray, lim: np.ndarray, cap: int) -> tuple[dict, l
     kcap = min(cap, KERNEL_LOCATIONS)
     locs = np.empty((2, kcap), np.int64)
     nlocs = np.zeros(2, np.int64)
-    scaled_counts(read_only(flat), lim, counts, locs, nlocs)
+    from . import dispatch
+
+    dispatch.pick("scaled_counts", "scaled", flat.dtype)(read_only(flat), lim, counts, locs, nlocs)
     local = [locs[k, : nlocs[k]] for k in range(2)]
     for k in range(2):
         if nlocs[k] == kcap < min(cap, counts[k]):

@@ -9,6 +9,8 @@ scaled computation's answer, at no cost to data whose squares fit."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 # The squares of smaller magnitudes come near float64's subnormals (2**-1022) and lose their
@@ -16,8 +18,19 @@ import numpy as np
 TINY = 2.0**-480
 
 # The totals over many slices are taken in blocks of this many (in L1 while the per-slice
-# moments are finished), and the blocks combined in order by ``combine``.
+# moments are finished), and the blocks combined in order by ``chan``.
 SLICE_BLOCK = 512
+
+# The order of the additions in every sum (the kernels and their NumPy twins follow it, so
+# that both give the same bits on any machine): values summed in LANES lanes (lane j takes
+# the values at j, j + LANES, ... in order from 0.0) and the lanes folded by halves; a row
+# in sub-blocks of SUB values, each summed so, the sub-blocks' lanes added in order; a
+# column's values added down the column in chunks of CHUNK rows, the chunks added in order.
+# Columns are scanned in tiles of TILE: positions come in C order within each tile.
+LANES = 16
+SUB = 4096
+CHUNK = 256
+TILE = 1024
 
 
 def combine(na, mean_a, std_a, nb, mean_b, std_b):
@@ -54,3 +67,35 @@ def scaled_moments(values: np.ndarray) -> tuple[float, float]:
     ys = y / k
     m = ys.mean()
     return float(m * k), float(np.sqrt(((ys - m) ** 2).mean()) * k)
+
+
+def pow2(v: float) -> float:
+    """A power of two at most ``v`` and above half of it: a scale that keeps squares in
+    range (``2.0**1024`` would overflow)."""
+    return math.ldexp(1.0, math.frexp(v)[1] - 1)
+
+
+def chan(na, ma, sa, nb, mb, sb):
+    """``combine`` on scalars, one operation after another: plain Python that the kernels
+    compile as it is (``kernels.slices``), so that Python and the kernels give the same
+    bits. Counts are ints, the rest floats."""
+    if nb == 0:
+        return na, ma, sa
+    if na == 0:
+        return nb, mb, sb
+    wa = na / (na + nb)
+    wb = nb / (na + nb)
+    delta = mb - ma
+    if abs(delta) < math.inf:
+        mean = ma + delta * wb
+    else:  # means of opposite signs near the maximum
+        mean = ma * wa + mb * wb
+    s = math.sqrt(wa * sa * sa + wb * sb * sb + wa * wb * delta * delta)
+    top = abs(ma) if abs(ma) > abs(mb) else abs(mb)
+    top = top if top > sa else sa
+    top = top if top > sb else sb
+    if not s < math.inf or (s < TINY and top > 0):  # a square out of range
+        k = math.ldexp(1.0, math.frexp(top)[1] - 1)  # pow2(top): plain math, for numba
+        sa, sb, d = sa / k, sb / k, mb / k - ma / k
+        s = math.sqrt(wa * sa * sa + wb * sb * sb + wa * wb * d * d) * k
+    return na + nb, mean, s

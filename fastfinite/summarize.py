@@ -9,17 +9,10 @@ import math
 
 import numpy as np
 
-from . import kinds
-from .blocks import (
-    Block,
-    Region,
-    first_where,
-    memory_order,
-    memory_view,
-    narrow_format,
-    widen,
-)
+from . import dispatch, kinds
+from .blocks import Block, Region, first_where, memory_order, memory_view, narrow_format
 from .errors import ChunkReadError, SourceError
+from .stats import TILE
 from .summary import ScanSpec, SliceCanvas, SliceStats, Summary, _first, merge_all, rescued
 
 KEPT = 1 << 10  # positions of each kind a kernel keeps; more are looked for when wanted
@@ -77,16 +70,7 @@ def summarize(
     by = spec.by
     if by is None:
         block = Block(data, start)
-        bits = block.bits is not None and block.size > spec.twin_max
-        if block.size <= spec.twin_max:  # no numba start-up for small data
-            from .slow.twins import scan_rows as kernel
-        elif bits:
-            from .kernels import scan_rows_narrow as kernel
-        else:
-            from .kernels import scan_rows as kernel
-        return _scan(block, 0, block.size, (1, -1), kernel, spec, True, block.in_c_order, bits)
-    from . import kernels
-
+        return _scan(block, 0, block.size, (1, block.size), spec, True, block.in_c_order)
     other = tuple(ax for ax in range(data.ndim) if ax not in by)
     # by the layout alone (not by contiguity), so a copy of the region scans the same way
     use_cols = data.dtype.kind != "c" and memory_order(data.strides, data.shape) == other + by
@@ -94,12 +78,11 @@ def summarize(
     order = other + by if use_cols else by + other
     block = Block(data, start, order=order, in_place=use_cols, cols=nb)
     if use_cols:  # the kernel takes tiles of columns in turn: positions in C order per tile
-        ordered = block.in_c_order and nb <= kernels.COL_TILE
-        kernel = kernels.scan_cols if block.pitched is None else kernels.scan_cols_pitched
-        shape, rows_are_slices = (-1, nb), False
+        ordered = block.in_c_order and nb <= TILE
+        shape, rows_are_slices = (block.size // max(nb, 1), nb), False
     else:
-        kernel, shape, rows_are_slices = kernels.scan_rows, (nb, -1), True
         ordered = block.in_c_order
+        shape, rows_are_slices = (nb, block.size // max(nb, 1)), True
     # slices a run of the flat slice index when the region holds the axes after by[0] whole
     inner = math.prod(spec.shape[a] for a in by[1:])
     whole = all(data.shape[a] == spec.shape[a] for a in by[1:])
@@ -109,15 +92,7 @@ def summarize(
         from .anomalies import flag_limits  # every value of its slices: finished here
 
         limits = flag_limits(spec.dtype, spec.cast, spec.z_threshold)
-        if rows_are_slices:  # each block of rows finished right after it is read
-            kernel = kernels.scan_rows_finished
-        else:  # each tile of columns
-            pitched = block.pitched is not None
-            kernel = kernels.scan_cols_pitched_finished if pitched else kernels.scan_cols_finished
-    return _scan(
-        block, 0, block.size, shape, kernel, spec, rows_are_slices, ordered, lent=lent,
-        limits=limits,
-    )  # fmt: skip
+    return _scan(block, 0, block.size, shape, spec, rows_are_slices, ordered, lent, limits)
 
 
 def summarize_parts(block: Block, boxes: list[Region], spec: ScanSpec, threads: int) -> Summary:
@@ -128,7 +103,7 @@ def summarize_parts(block: Block, boxes: list[Region], spec: ScanSpec, threads: 
 
     parts = PartedScan(block, boxes, threads, spec.twin_max)
     lo, hi = int(parts.bounds[0]), int(parts.bounds[-1])
-    s = _scan(block, lo, hi - lo, (1, -1), parts.scan, spec, True, block.in_c_order, True, False)
+    s = _scan(block, lo, hi - lo, (1, hi - lo), spec, True, block.in_c_order, run=parts.scan)
     # statistics merged as the regions' own would be: the same tree, the same bits
     t = merge_all(parts.summaries(), 0)
     s.n, s.mean, s.std, s.min, s.max, s.total = t.n, t.mean, t.std, t.min, t.max, t.total
@@ -136,35 +111,48 @@ def summarize_parts(block: Block, boxes: list[Region], spec: ScanSpec, threads: 
     return s
 
 
-def _scan(
-    block: Block, lo: int, size: int, shape: tuple[int, int], kernel, spec: ScanSpec,
-    rows_are_slices: bool, ordered, bits=False, moments=True, lent: SliceStats | None = None,
-    limits: tuple | None = None,
-):  # fmt: skip
-    """Run ``kernel`` over the ``size`` values of the block from ``lo``, in 2-D ``shape``
-    (one -1), and make the Summary; ``ordered``: the kernel records
-    positions in the global C order. Without ``moments`` the kernel takes no statistics'
-    arguments and the Summary gets none. With ``bits``, a kernel that takes narrow data's
-    bits and table (``scan_rows_narrow``, ``PartedScan.scan``) gets them (``Block.bits``);
-    other kernels get the widened values; a block read in place (``Block.pitched``), its
-    rows, their spacing and memory (``scan_cols_pitched``). ``lent``: the slices' columns in
-    a canvas, which the kernel writes into; ``limits``: its slices hold all their values
-    here, and are finished for the report by the kernel itself, block by block
-    (``scan_rows_finished``, ``scan_cols_finished``: they take the per-slice columns and
-    the ``limits``, and return the totals and flags)."""
-    cap, start = spec.max_locations, block.start
+def scan_call(block: Block, lo: int, size: int, shape: tuple[int, int], spec: ScanSpec, rows_are_slices: bool):  # fmt: skip
+    """The kernel (or its twin: ``dispatch``) for ``size`` values of ``block`` from ``lo``,
+    seen as ``shape`` (rows, columns), with its leading arguments bound: call it with
+    ``(thr, counts, locs, vals, nlocs, shift, s1, s2, mn, mx, cnan, cpos, cneg)``."""
+    small = size <= spec.twin_max
+    rows, cols = shape
     if block.pitched is not None:  # the whole block, in place
-        rows, cols, pitch, xf, xi = block.pitched
-        a, a2_shape, kind = None, (rows, cols), "f"
-        run = lambda *out: kernel(xf, xi, rows, cols, pitch, *out)  # noqa: E731
-    else:
-        a, b, narrow = block.kernel_input(lo, lo + size, bits)
-        a2, b2 = a.reshape(shape), (b if narrow else b.reshape(shape))
-        a2_shape, kind = a2.shape, a.dtype.kind
-        run = lambda *out: kernel(a2, b2, *out)  # noqa: E731
-    values = (lambda v: widen(v, block.table)) if kind == "u" else (lambda v: v)
-    thr = spec.thresholds
-    nsl = a2_shape[0] if rows_are_slices else a2_shape[1]
+        _, _, pitch, xf, _ = block.pitched
+        fn = dispatch.pick("scan_cols", "cols", xf.dtype, small)
+        return lambda *a: fn(xf, rows, cols, pitch, *a, *_col_scratch())
+    if not rows_are_slices:
+        x = block.x[lo : lo + size]
+        fn = dispatch.pick("scan_cols", "cols", x.dtype, small)
+        return lambda *a: fn(x, rows, cols, cols, *a, *_col_scratch())
+    if block.bits is not None:  # bfloat16 and float8: their bits, widened by the kernel
+        bits = block.bits[lo : lo + size]
+        fn = dispatch.pick("scan_narrow", "narrow", bits.dtype, small)
+        return lambda *a: fn(bits, block.table, rows, cols, *a)
+    x = block.x[lo : lo + size]
+    fn = dispatch.pick("scan_rows", "rows", x.dtype, small)
+    return lambda *a: fn(x, rows, cols, *a)
+
+
+def _col_scratch():
+    from .stats import LANES, TILE
+
+    return np.empty((9, TILE + LANES)), np.empty((4, TILE + LANES), np.int32)
+
+
+def _scan(
+    block: Block, lo: int, size: int, shape: tuple[int, int], spec: ScanSpec,
+    rows_are_slices: bool, ordered, lent: SliceStats | None = None, limits: tuple | None = None,
+    run=None,
+):  # fmt: skip
+    """Scan the ``size`` values of the block from ``lo``, seen as 2-D ``shape`` (rows,
+    columns; the slices are its rows or its columns), and make the Summary; ``ordered``:
+    positions come in the global C order. ``lent``: the slices' columns in a canvas, which
+    the kernel writes into; ``limits``: its slices hold all their values here, and are
+    finished for the report here (``finish_whole_slices``). ``run``: a scan of the block's
+    one row that takes no statistics (``PartedScan.scan``)."""
+    cap, start = spec.max_locations, block.start
+    nsl = shape[0] if rows_are_slices else shape[1]
     counts = np.zeros(kinds.N_KINDS, np.int64)
     if lent is not None:
         sstats, scounts = lent.kernel_outputs()
@@ -176,15 +164,14 @@ def _scan(
     locs = np.empty((kinds.N_KINDS, keep), np.int64)
     vals = np.empty((kinds.N_KINDS, keep), np.float64)
     nlocs = np.zeros(kinds.N_KINDS, np.int64)
-    if limits is not None:
-        where, flags = np.empty(nsl, np.int64), np.empty(nsl, np.int64)
-        ends = (lent.n, lent.mean, lent.std, *limits, where, flags)
-    if size:
-        out = (sstats, scounts) if moments else ()
-        if limits is not None:  # the columns one by one (contiguous)
-            out = (sstats[0], sstats[3], sstats[4], scounts, *scounts)
-        done = run(thr, counts, *out, locs, vals, nlocs, *(ends if limits is not None else ()))
+    thr = spec.thresholds
+    if size and run is not None:
+        run(thr, counts, locs, vals, nlocs)
+    elif size:
+        scan = scan_call(block, lo, size, shape, spec, rows_are_slices)
+        scan(thr, counts, locs, vals, nlocs, *sstats, *scounts)
     s = Summary(counts=counts, elements=size // block.ncomp)
+    a = None
     for k in np.flatnonzero(counts):  # the first positions of each kind, in C order
         pos, val = lo + locs[k, : nlocs[k]], vals[k, : nlocs[k]]
         if counts[k] > nlocs[k] and (not ordered or nlocs[k] < cap * block.ncomp):
@@ -193,10 +180,10 @@ def _scan(
             want = counts[k] if not ordered else cap * block.ncomp
             if a is None:
                 a = block.x[lo : lo + size]
-            got = first_where(a, lambda v, k=k: kind_mask(values(v), k, thr), want)
-            pos, val = lo + got, values(a[got]).astype(np.float64)
+            got = first_where(a, lambda v, k=k: kind_mask(v, k, thr), want)
+            pos, val = lo + got, a[got].astype(np.float64)
         s.loc_index[k], s.loc_value[k] = _first(block.to_global(pos, spec.shape), val, cap)
-    if size == 0 or not moments:
+    if size == 0 or run is not None:
         return s
     by = spec.by
     if lent is not None:  # the canvas set the slices' indices
@@ -209,14 +196,20 @@ def _scan(
         local = np.unravel_index(np.arange(nsl), tuple(block.dshape[a] for a in by))
         glob = [c + start[a] for c, a in zip(local, by)]
         idx = np.ravel_multi_index(glob, spec.by_shape).astype(np.int64)
-    length = a2_shape[1] if rows_are_slices else a2_shape[0]
+    length = shape[1] if rows_are_slices else shape[0]
     if limits is not None:
-        *totals, rescue, k, empty = done
+        fin = dispatch.pick("finish_whole_slices", "slices", np.float64, nsl == 1)
+        z = sstats[0]  # the shifts' row: read before the largest |z| is written over it
+        where, flags = np.empty(nsl, np.int64), np.empty(nsl, np.int64)
+        *totals, rescue, k, empty = fin(
+            length, *sstats, *scounts, lent.n, lent.mean, lent.std, z, *limits, where, flags
+        )
         part = lent.keep_finished(where[:k], flags[:k], empty)
     else:
         part, totals, rescue = SliceStats.from_partials(idx, length, sstats, scounts, lent)
     if rescue:
-        x2 = lambda: block.x[lo : lo + size].reshape(a2_shape)  # noqa: E731
+        rows = shape[0]
+        x2 = lambda: block.x[lo : lo + size].reshape(rows, -1)  # noqa: E731
         totals = rescued(part, x2, rows_are_slices) or totals
     s.n, s.mean, s.std, s.min, s.max, s.total = totals
     if by is not None:

@@ -220,15 +220,11 @@ class SliceCanvas:
 
 
 def _per_slice(name: str, slices: int):
-    """The per-slice kernel ``name``: its NumPy twin for a plain scan's one row (no numba
-    to load), the Numba kernel for ``by``'s slices."""
-    if slices == 1:
-        from .slow import twins
+    """The per-slice kernel ``name`` (``dispatch``): its NumPy twin for a plain scan's one
+    row (no numba to load), the Numba kernel for ``by``'s slices once it is ready."""
+    from . import dispatch
 
-        return getattr(twins, name)
-    from . import kernels
-
-    return getattr(kernels, name)
+    return dispatch.pick(name, "slices", np.float64, slices == 1)
 
 
 def rescued(part: SliceStats, values, rows_are_slices: bool = True) -> tuple | None:
@@ -296,9 +292,8 @@ def merge_slices(a: list | None, b: list | None, spend: bool = False) -> list | 
         return a
     if a[-1].idx[-1] < b[0].idx[0] or b[-1].idx[-1] < a[0].idx[0]:
         return a + b if a[-1].idx[-1] < b[0].idx[0] else b + a
-    from .kernels import fold_slices
-
     x, y = join_slices(a), join_slices(b)
+    fold_slices = _per_slice("fold_slices", len(x.idx) + len(y.idx))
     same = len(x.idx) == len(y.idx) and (x.idx == y.idx).all()
     if spend and same:
         x.finished = None  # more values: its z and flags are taken again

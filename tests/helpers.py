@@ -82,14 +82,15 @@ def calls_of(name: str, module: str = ""):
 
 _PEAK_CHILD = textwrap.dedent(
     """
-    import sys, numpy as np, fastfinite
+    import sys, numpy as np, fastfinite, fastfinite.dispatch
     def hwm():  # peak resident set (kB) of this process image; ru_maxrss keeps the parent's
         for line in open("/proc/self/status"):
             if line.startswith("VmHWM:"):
                 return int(line.split()[1])
     {setup}
-    for dt in (np.float32, np.float64):  # load numba's kernels (too large for the NumPy twin)
-        fastfinite.scan(np.zeros(1 << 17, dt))
+    with fastfinite.dispatch.using("kernels"):  # numba's kernels loaded: not the scan's
+        for dt in (np.float32, np.float64):
+            fastfinite.scan(np.zeros(1 << 17, dt))
     base = hwm()
     r = fastfinite.scan(sys.argv[1], {kwargs})
     print(hwm() - base, r.nan, r.count)

@@ -227,14 +227,13 @@ LANE_VALUES = [np.nan, np.inf, -np.inf, -0.0, 1e30, -1e30, 1e100, 3.4028236e38, 
 
 @pytest.mark.parametrize("dtype", ["<f4", ">f4", "<f8", ">f8"])
 def test_kernel_finds_a_value_at_every_lane_and_sub_block_edge(dtype):
-    """The vectorized pass reads 8-32 values a step and takes the extrema of clean sub-blocks
-    under ``nnan``: a special value (or a new extremum, or a value at or next to a cast
+    """The pass reads ``LANES`` values a step and takes the extrema of clean sub-blocks
+    from its lanes: a special value (or a new extremum, or a value at or next to a cast
     threshold) at any lane, at either edge of a sub-block or in the loop's tail must still
     be found and counted exactly."""
-    from fastfinite import kernels
+    from fastfinite.stats import SUB as sub
 
     dt = np.dtype(dtype)
-    sub = kernels.SUB_BLOCK_BYTES // dt.itemsize
     n = 2 * sub + 45
     base = np.random.default_rng(3).uniform(0.5, 2.0, n).astype(dt)
     positions = sorted({*range(33), sub - 1, sub, sub + 1, 2 * sub - 1, 2 * sub, n - 2, n - 1})

@@ -17,6 +17,7 @@ import zarr
 
 import fastfinite
 from fastfinite.blocks import first_where
+from fastfinite.stats import SLICE_BLOCK, TILE
 
 
 def _expected(x, by):
@@ -530,14 +531,11 @@ def test_cli_by_localize(tmp_path):
     assert [(f["kind"], f["where"]) for f in d["findings"]] == [("nonfinite", [1])]
 
 
-@pytest.mark.parametrize("shape", [(850, 40), (20, 12288 + 700)])
+@pytest.mark.parametrize("shape", [(850, 40), (20, TILE + 700)])
 def test_columns_finished_in_their_region_equal_the_merged_ones(shape):
-    """by=-1 on C data held in one region: the column kernel finishes its slices tile by
-    tile (short rows folded side by side first; a tile of ``COL_TILE`` columns and one
-    after), the Dask engine after the merge: the same report, bit for bit."""
-    from fastfinite.kernels import COL_TILE, FOLD_VALUES
-
-    assert shape[1] < FOLD_VALUES or shape[1] > COL_TILE
+    """by=-1 on C data held in one region: the column kernel's slices (in chunks of rows;
+    a tile of ``TILE`` columns and one after) finished in the scan, the Dask engine's after
+    the merge: the same report, bit for bit."""
     x = _data(shape, seed=5, dtype="f4")
     x[:, 3] = 2.5  # zero variance
     x[:, -1] = np.nan  # no finite value
@@ -553,11 +551,9 @@ def test_columns_finished_in_their_region_equal_the_merged_ones(shape):
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_slices_finished_in_their_regions_equal_the_merged_ones(order):
     """Regions holding whole slices finish them in the scan (moments, largest |z|, flags,
-    ``SLICE_BLOCK`` at a time: by the row kernel itself in C order, after the column
+    ``SLICE_BLOCK`` at a time, after the row kernel in C order, after the column
     kernel in F order); the Dask engine merges the same regions' slices and finishes them
     after: the same report, bit for bit, with flagged and empty slices in many blocks."""
-    from fastfinite.kernels import SLICE_BLOCK
-
     x = np.asarray(_data((6 * SLICE_BLOCK + 3, 8), seed=7, dtype="f8"), order=order)
     x[SLICE_BLOCK - 1] = 2.5  # zero variance, at the end of a block
     x[2 * SLICE_BLOCK] = np.nan  # no finite value, at the start of one

@@ -1,7 +1,16 @@
-"""The NumPy twin of each Numba kernel: the same signature and outputs (statistics equal to
-rounding), written the obvious way. A twin runs where numba would cost more than it saves
-(small blocks: ``scan_rows``, one slice: ``finish_slices``), and ``TWINS`` lists every kernel
-beside its twin for the test that compares them."""
+"""The NumPy twin of each Numba kernel: the same signature and the same outputs, bit for bit.
+
+A twin runs where numba would cost more than it saves (small blocks), and wherever the
+kernels are not compiled yet (``compute.dispatch``): a scan that starts on the twins and
+goes on with the kernels gives the report a warm scan gives. ``TWINS`` lists every kernel
+beside its twin for the test that compares them.
+
+The same bits: every sum follows the order ``stats`` fixes (lanes, sub-blocks, chunks),
+taken with ``np.add.accumulate``, which adds one value after another by definition (a
+reduction may pair them up). Formulas on scalars are the kernels' own Python source
+(``stats.chan``); elementwise formulas are written with the same operations in the same
+order as the kernels'.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +19,10 @@ import math
 import numpy as np
 
 from ..kinds import N_KINDS
-from ..stats import SLICE_BLOCK, TINY, combine
+from ..stats import CHUNK, LANES, SLICE_BLOCK, SUB, TILE, TINY, chan, pow2
 
 BIG = float(np.finfo(np.float64).max)
+PIECE = 1 << 18  # values a twin holds in float64 temporaries at once (2 MB each)
 
 
 def kind_mask(x: np.ndarray, k: int, thr: np.ndarray) -> np.ndarray:
@@ -28,160 +38,290 @@ def kind_mask(x: np.ndarray, k: int, thr: np.ndarray) -> np.ndarray:
         return (a <= thr[k - 3]) & (a > 0)
 
 
-def kind_masks(x: np.ndarray, thr: np.ndarray) -> list[np.ndarray]:
-    """The masks of every counter slot over ``x`` (``kind_mask``)."""
-    return [kind_mask(x, k, thr) for k in range(N_KINDS)]
+def fold(v: np.ndarray):
+    """The lanes of ``v`` (last axis) summed by halves, as ``lanes.fold``."""
+    while v.shape[-1] > 1:
+        h = v.shape[-1] // 2
+        v = v[..., :h] + v[..., h:]
+    return v[..., 0]
 
 
-def scan_rows(x, xi, thr, counts, rstats, rcounts, locs, vals, nlocs) -> None:
-    """``kernels.scan_rows``: counts, per-row ``[shift, s1, s2, min, max]`` over the finite
-    values (shifted by the row's first finite value), per-row NaN/+inf/-inf counts, and the
-    first positions (flat in ``x``) up to the cap. ``xi`` is not used."""
-    rows, n = x.shape
+def in_order(v: np.ndarray, axis: int) -> np.ndarray:
+    """The sum of ``v`` along ``axis`` from 0.0, one value after another."""
+    if v.shape[axis] == 0:
+        return np.zeros(np.delete(v.shape, axis))
+    return np.take(np.add.accumulate(v + 0.0, axis=axis), -1, axis=axis)  # 0.0 + v[0] first
+
+
+def lane_sum(v: np.ndarray) -> float:
+    """``v`` (1-D float64) summed in lanes and folded, missing lanes 0.0."""
+    pad = np.zeros(-(-len(v) // LANES) * LANES)
+    pad[: len(v)] = v
+    return float(fold(in_order(pad.reshape(-1, LANES), 0)))
+
+
+def _record(masks, base_pos, values, counts, locs, vals, nlocs) -> None:
+    """Add the counts of ``masks`` (one per kind, over ``values`` whose flat positions are
+    ``base_pos``) and record the first positions of each kind up to the cap."""
     cap = locs.shape[1]
-    for r in range(rows):
-        row = x[r]
-        masks = kind_masks(row, thr)
-        for k, m in enumerate(masks):
-            c = int(np.count_nonzero(m))
-            counts[k] += c
-            if k < 3:
-                rcounts[k, r] += c
-            take = min(c, cap - int(nlocs[k]))
-            if take > 0:
-                pos = np.flatnonzero(m)[:take]
-                locs[k, nlocs[k] : nlocs[k] + take] = pos + r * n
-                vals[k, nlocs[k] : nlocs[k] + take] = row[pos]
-                nlocs[k] += take
-        y = row[np.isfinite(row)]
-        if y.size:
+    for k, m in enumerate(masks):
+        c = int(np.count_nonzero(m))
+        counts[k] += c
+        take = min(c, cap - int(nlocs[k]))
+        if take > 0:
+            at = np.flatnonzero(m)[:take]
+            locs[k, nlocs[k] : nlocs[k] + take] = base_pos.reshape(-1)[at]
+            with np.errstate(invalid="ignore"):  # a float8 NaN pattern widened: signalling
+                vals[k, nlocs[k] : nlocs[k] + take] = values.reshape(-1)[at]
+            nlocs[k] += take
+
+
+def _first_finite(x2: np.ndarray, axis: int) -> np.ndarray:
+    """The first finite value along ``axis`` of each line (0 for none), in float64."""
+    fin = np.isfinite(x2)
+    if x2.shape[axis] == 0:
+        return np.zeros(x2.shape[1 - axis])
+    first = np.argmax(fin, axis=axis)
+    got = np.take_along_axis(x2, np.expand_dims(first, axis), axis).squeeze(axis)
+    return np.where(fin.any(axis=axis), got, 0).astype(np.float64)
+
+
+def scan_rows(x, rows, n, thr, counts, locs, vals, nlocs, shift, s1, s2, mn, mx, cnan, cpos, cneg):  # fmt: skip
+    """``kernels.rows.scan_rows``: counts, first positions and per-row statistics of
+    ``rows`` rows of ``n`` values of the flat block ``x``."""
+    x2 = x[: rows * n].reshape(rows, n)
+    batch = max(1, PIECE // max(n, 1))
+    for r0 in range(0, rows, batch):
+        part = x2[r0 : r0 + batch]
+        rs = part.shape[0]
+        k = _first_finite(part, 1)
+        shift[r0 : r0 + rs] = k
+        acc1, acc2 = np.zeros((rs, LANES)), np.zeros((rs, LANES))
+        lo, hi = np.full(rs, np.inf), np.full(rs, -np.inf)
+        seg = max(SUB, PIECE // SUB * SUB) if rs == 1 else n
+        for a in range(0, n, seg):  # a long row in pieces of whole sub-blocks
+            v = part[:, a : a + seg]
+            pos = (np.arange(r0, r0 + rs)[:, None] * n + np.arange(a, a + v.shape[1]))
+            masks = [kind_mask(v, kind, thr) for kind in range(N_KINDS)]
+            _record(masks, pos, v, counts, locs, vals, nlocs)
+            for c, m in zip((cnan, cpos, cneg), masks[:3]):
+                c[r0 : r0 + rs] += m.sum(axis=1)
+            fin = np.isfinite(v)
             with np.errstate(over="ignore", invalid="ignore"):
-                d = y.astype(np.float64) - np.float64(y[0])
-                rstats[:, r] = (y[0], d.sum(), (d * d).sum(), y.min(), y.max())
-        else:
-            rstats[:, r] = (0.0, 0.0, 0.0, math.inf, -math.inf)
+                d = np.where(fin, v.astype(np.float64) - k[:, None], 0.0)
+                for acc, w in ((acc1, d), (acc2, d * d)):
+                    nsub = -(-w.shape[1] // SUB)
+                    pad = np.zeros((rs, nsub * SUB))
+                    pad[:, : w.shape[1]] = w
+                    lanes = in_order(pad.reshape(rs, nsub, SUB // LANES, LANES), 2)
+                    for b in range(nsub):
+                        acc += lanes[:, b]  # in place: acc = acc + lanes, sub-block by sub-block
+            if v.shape[1]:
+                lo = np.minimum(lo, np.where(fin, v, np.inf).min(axis=1))
+                hi = np.maximum(hi, np.where(fin, v, -np.inf).max(axis=1))
+        s1[r0 : r0 + rs], s2[r0 : r0 + rs] = fold(acc1 + 0.0), fold(acc2 + 0.0)
+        mn[r0 : r0 + rs], mx[r0 : r0 + rs] = lo, hi
 
 
-def scan_cols(x, xi, thr, counts, cstats, ccounts, locs, vals, nlocs) -> None:
-    """``kernels.scan_cols``: ``scan_rows``'s outputs per column, positions in C order (the
-    kernel takes tiles of columns in turn: past one tile, other positions of the kinds)."""
-    none = np.zeros((len(counts), 0), np.int64), np.zeros((len(counts), 0))
-    scan_rows(np.ascontiguousarray(x.T), xi, thr, counts * 0, cstats, ccounts, *none, nlocs * 0)
-    one = np.empty((5, 1)), np.zeros((3, 1), np.int64)
-    scan_rows(x.reshape(1, -1), xi, thr, counts, *one, locs, vals, nlocs)
+def widen(src: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """bfloat16 or float8 bits as float32 values (``table``: float8's 256, or empty)."""
+    if src.dtype.itemsize == 2:
+        return (src.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return table[src]
 
 
-def scan_cols_pitched(xf, xi, rows, cols, pitch, thr, counts, cstats, ccounts, locs, vals, nlocs):
-    """``kernels.scan_cols_pitched``: ``scan_cols`` of the rows ``pitch`` values apart in
-    ``xf``, taken out as a contiguous block."""
-    take = np.lib.stride_tricks.as_strided
-    item = xf.itemsize
-    x = np.ascontiguousarray(take(xf, (rows, cols), (pitch * item, item)))
-    scan_cols(x, x.view(xi.dtype), thr, counts, cstats, ccounts, locs, vals, nlocs)
+def scan_narrow(src, table, rows, n, thr, counts, locs, vals, nlocs, *stats):
+    """``kernels.rows.scan_narrow``: ``scan_rows`` of the widened values."""
+    scan_rows(widen(src, table), rows, n, thr, counts, locs, vals, nlocs, *stats)
 
 
-def quick_check(x, xi, thr) -> bool:
-    """``kernels.quick_check``: no non-finite value and no cast risk in 1-D ``x``."""
-    return not any(m.any() for m in kind_masks(x, thr))
+def scan_cols(x, rows, cols, pitch, thr, counts, locs, vals, nlocs, shift, s1, s2, mn, mx, cnan, cpos, cneg, sc=None, ci=None):  # fmt: skip
+    """``kernels.cols.scan_cols``: per-column statistics of a block of ``rows`` rows of
+    ``cols`` values ``pitch`` apart in ``x``; positions in C order tile by tile."""
+    item = x.itemsize
+    x2 = np.lib.stride_tricks.as_strided(x, (rows, cols), (pitch * item, item))
+    for c in range(0, cols, TILE):
+        t = x2[:, c : c + TILE]
+        w = t.shape[1]
+        pos = np.arange(rows)[:, None] * cols + np.arange(c, c + w)
+        masks = [kind_mask(t, kind, thr) for kind in range(N_KINDS)]
+        _record(masks, pos, t, counts, locs, vals, nlocs)
+        for out, m in zip((cnan, cpos, cneg), masks[:3]):
+            out[c : c + w] += m.sum(axis=0)
+    k = _first_finite(x2, 0) if rows else np.zeros(cols)
+    shift[:] = k
+    acc1, acc2 = np.zeros(cols), np.zeros(cols)
+    lo, hi = np.full(cols, np.inf), np.full(cols, -np.inf)
+    for r0 in range(0, rows, CHUNK):
+        v = x2[r0 : r0 + CHUNK]
+        fin = np.isfinite(v)
+        with np.errstate(over="ignore", invalid="ignore"):
+            d = np.where(fin, v.astype(np.float64) - k, 0.0)
+            acc1 += in_order(d, 0)  # a chunk from 0.0, then added to the column's
+            acc2 += in_order(d * d, 0)
+        lo = np.minimum(lo, np.where(fin, v, np.inf).min(axis=0))
+        hi = np.maximum(hi, np.where(fin, v, -np.inf).max(axis=0))
+    s1[:], s2[:], mn[:], mx[:] = acc1 + 0.0, acc2 + 0.0, lo, hi
 
 
-def finish_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std):
-    """``kernels.finish_slices``: per slice count, mean and std of the finite values from the
-    shifted sums (NaN where the sums overflowed), over all of them ``totals`` of each
-    ``SLICE_BLOCK`` slices combined in order, then how many slices to rescue."""
+def quick_check(x, thr) -> bool:
+    """``kernels.checks.quick_check``: no non-finite value and no cast risk in 1-D ``x``."""
+    return not any(kind_mask(x, k, thr).any() for k in range(N_KINDS))
+
+
+def moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std) -> None:
+    """``kernels.slices._moments``: per slice count, mean and std from the shifted sums."""
     c = length - cnan - cpos - cneg
     with np.errstate(all="ignore"):
-        cs = np.maximum(c, 1)
+        cs = np.maximum(c, 1).astype(np.float64)
         ok = (np.abs(s1) < np.inf) & (s2 < np.inf)
-        v = s2 - s1 * (s1 / cs)
-        n[:] = c
-        mean[:] = np.where(c > 0, np.where(ok, shift + s1 / cs, np.nan), 0.0)
-        std[:] = np.where(c > 0, np.where(ok, np.sqrt(np.maximum(v, 0.0) / cs), np.nan), 0.0)
-    tn, tmean, tstd, lo, hi, tsum = 0, 0.0, 0.0, math.inf, -math.inf, 0.0
-    for b in range(0, len(n), SLICE_BLOCK):
-        part = (a[b : b + SLICE_BLOCK] for a in (n, mean, std, mn, mx))
-        bn, bmean, bstd, blo, bhi, bsum = totals(*part)
-        if tn == 0:  # as the kernels' ``_chan``: nothing yet, the block's own
-            tn, tmean, tstd = bn, bmean, bstd
-        else:
-            tn, tmean, tstd = (v.item() for v in combine(tn, tmean, tstd, bn, bmean, bstd))
-        lo, hi, tsum = min(lo, blo), max(hi, bhi), tsum + bsum
-    return tn, tmean, tstd, lo, hi, tsum, len(rescue_rows(n, mean, mn, mx))
-
-
-def finish_whole_slices(
-    length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std,
-    z, eps, z_threshold, thresholds, where, flags,
-):  # fmt: skip
-    """``kernels.finish_whole_slices``: ``finish_slices``, then ``slice_columns``'s largest
-    |z| in ``z`` and ``slice_flags``'s flagged slices; also how many were flagged and how
-    many hold no finite value."""
-    out = finish_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std)
-    z[:] = np.where(n > 0, max_abs_z(mean, std, mn, mx), 0.0)
-    k = slice_flags(n, mean, std, z, cnan, cpos, cneg, eps, z_threshold, thresholds, where, flags)
-    return (*out, k, int((n == 0).sum()))
-
-
-def rescue_rows(n, mean, mn, mx) -> np.ndarray:
-    """``kernels.rescue_rows``: slices with a finite value and a NaN mean, or whose
-    magnitudes all lie under ``TINY`` and are not all equal."""
-    with np.errstate(invalid="ignore"):
-        tiny = (np.fmax(np.abs(mn), np.abs(mx)) < TINY) & (mn != mx)
-    return np.flatnonzero((n > 0) & (np.isnan(mean) | tiny))
+        q = s1 / cs
+        v = s2 - s1 * q
+        m = shift + q
+        sd = np.sqrt(np.where(v > 0, v, 0.0) / cs)
+    n[:] = c
+    mean[:] = np.where(c > 0, np.where(ok, m, np.nan), 0.0)
+    std[:] = np.where(c > 0, np.where(ok, sd, np.nan), 0.0)
 
 
 def totals(n, mean, std, mn, mx) -> tuple:
-    """``kernels._totals``: ``(count, mean, std, min, max, sum)`` over rows."""
+    """``kernels.slices.totals``: ``(count, mean, std, min, max, sum)`` over slices."""
+    if len(n) == 1:
+        with np.errstate(over="ignore"):
+            total = float(n[0] * mean[0])
+        return int(n[0]), float(mean[0]), float(std[0]), float(mn[0]), float(mx[0]), total
     tn = int(n.sum())
+    lo, hi = float(mn.min(initial=np.inf)), float(mx.max(initial=-np.inf))
+    fn = n.astype(np.float64)
     with np.errstate(all="ignore"):
-        if len(n) == 1:
-            return (
-                tn,
-                float(mean[0]),
-                float(std[0]),
-                float(mn[0]),
-                float(mx[0]),
-                float(n[0] * mean[0]),
-            )
-        tsum = float((n * mean).sum())
+        tsum = lane_sum(fn * mean)
         if tn == 0:
             return 0, 0.0, 0.0, math.inf, -math.inf, tsum
-        w = n / tn
+        w = fn / np.float64(tn)
         tmean = tsum / tn
-        if not math.isfinite(tmean):  # n * mean overflowed: average the means instead
-            tmean = float((w * mean).sum())
-        var = float((w * (std * std + (mean - tmean) ** 2)).sum())
+        if not abs(tmean) < math.inf:
+            tmean = lane_sum(w * mean)
+        d = mean - tmean
+        var = lane_sum(w * (std * std + d * d))
+        if var < math.inf and not math.sqrt(var) < TINY:
+            return tn, tmean, math.sqrt(var), lo, hi, tsum
         used = n > 0
         top = max(abs(tmean), *np.abs(mean[used]), *std[used])
-        if not var < math.inf or (math.sqrt(var) < TINY and top > 0):  # squares out of range
-            k = math.ldexp(1.0, math.frexp(top)[1] - 1)
-            scaled = float((w * ((std / k) ** 2 + (mean / k - tmean / k) ** 2)).sum())
-            return tn, tmean, math.sqrt(scaled) * k, float(mn.min()), float(mx.max()), tsum
-    return tn, tmean, math.sqrt(var), float(mn.min()), float(mx.max()), tsum
+        if not var < math.inf or top > 0:
+            k = pow2(top)
+            s = std / k
+            d = mean / k - tmean / k
+            return tn, tmean, math.sqrt(lane_sum(w * (s * s + d * d))) * k, lo, hi, tsum
+    return tn, tmean, math.sqrt(var), lo, hi, tsum
+
+
+def max_abs_z(mean, std, mn, mx) -> np.ndarray:
+    """``kernels.slices.max_z`` elementwise: the largest |z|, 0 where std is 0 or a
+    quotient NaN, infinities clipped to the float64 maximum."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        a = (mx - mean) / std
+        b = (mean - mn) / std
+        z = np.clip(np.where(a >= b, a, b), -BIG, BIG)
+    return np.where((std > 0) & (a == a) & (b == b), z, 0.0)
+
+
+def _rescue(n, mean, mn, mx) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        top = np.where(np.abs(mn) > np.abs(mx), np.abs(mn), np.abs(mx))
+        return (n > 0) & ((mean != mean) | ((top < TINY) & (mn != mx)))
+
+
+def rescue_rows(n, mean, mn, mx) -> np.ndarray:
+    """``kernels.slices.rescue_rows``: slices with a finite value and a NaN mean, or whose
+    magnitudes all lie under ``TINY`` and are not all equal."""
+    return np.flatnonzero(_rescue(n, mean, mn, mx))
+
+
+def _bits(count, mean, std, z, bad, eps, z_threshold, thresholds) -> np.ndarray:
+    """``kernels.slices._bits`` elementwise."""
+    fn = count.astype(np.float64)
+    spread = count > 1
+    with np.errstate(all="ignore"):
+        r = np.where(fn * eps < 1.0, np.sqrt(1.0 - fn * eps), 0.0)
+        near = (fn * eps >= 1.0) | (std * r <= fn * np.abs(mean) * eps)
+        bits = [bad > 0, spread & (std == 0), spread & (std != 0) & (std < np.inf) & near]
+        total, m2 = np.abs(mean * fn), std * std * fn
+        for t in thresholds:
+            bits += [(count > 0) & (total >= t), (count > 0) & (m2 >= t)]
+        bits.append(spread & (z > z_threshold))
+    return sum(b.astype(np.int64) << j for j, b in enumerate(bits))
+
+
+def _flagged(every, where, flags) -> int:
+    found = np.flatnonzero(every)
+    where[: len(found)], flags[: len(found)] = found, every[found]
+    return len(found)
+
+
+def _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, final, z=None, eps=0.0, z_threshold=0.0, thresholds=(), where=None, flags=None):  # fmt: skip
+    """``kernels.slices._finish``: blocks of ``SLICE_BLOCK`` slices, their totals combined
+    in order by ``stats.chan``."""
+    moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std)
+    tn, tmean, tstd, lo, hi, tsum = 0, 0.0, 0.0, math.inf, -math.inf, 0.0
+    for b in range(0, len(n), SLICE_BLOCK):
+        part = slice(b, b + SLICE_BLOCK)
+        c, cm, cs, clo, chi, csum = totals(n[part], mean[part], std[part], mn[part], mx[part])
+        tn, tmean, tstd = chan(tn, tmean, tstd, c, cm, cs)
+        lo, hi, tsum = min(lo, clo), max(hi, chi), tsum + csum
+    rescue = int(_rescue(n, mean, mn, mx).sum())
+    if not final:
+        return tn, tmean, tstd, lo, hi, tsum, rescue
+    z[:] = np.where(n > 0, max_abs_z(mean, std, mn, mx), 0.0)
+    bits = _bits(n, mean, std, z, cnan + cpos + cneg, eps, z_threshold, thresholds)
+    return tn, tmean, tstd, lo, hi, tsum, rescue, _flagged(bits, where, flags), int((n == 0).sum())  # fmt: skip
+
+
+def finish_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std):
+    """``kernels.slices.finish_slices``."""
+    return _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, False)
+
+
+def finish_whole_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, z, eps, z_threshold, thresholds, where, flags):  # fmt: skip
+    """``kernels.slices.finish_whole_slices``."""
+    return _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, True, z, eps, z_threshold, thresholds, where, flags)  # fmt: skip
+
+
+def chan_arrays(na, ma, sa, nb, mb, sb):
+    """``stats.chan`` elementwise, the same operations in the same order."""
+    with np.errstate(all="ignore"):
+        n = na + nb
+        fn = np.maximum(n, 1).astype(np.float64)
+        wa, wb = na / fn, nb / fn
+        delta = mb - ma
+        mean = np.where(np.abs(delta) < np.inf, ma + delta * wb, ma * wa + mb * wb)
+        s = np.sqrt(wa * sa * sa + wb * sb * sb + wa * wb * delta * delta)
+        top = np.where(np.abs(ma) > np.abs(mb), np.abs(ma), np.abs(mb))
+        top = np.where(top > sa, top, sa)
+        top = np.where(top > sb, top, sb)
+        scale = ~(s < np.inf) | ((s < TINY) & (top > 0))
+        if scale.any():
+            k = np.ldexp(1.0, np.frexp(top)[1] - 1)
+            sa2, sb2, d = sa / k, sb / k, mb / k - ma / k
+            s = np.where(scale, np.sqrt(wa * sa2 * sa2 + wb * sb2 * sb2 + wa * wb * d * d) * k, s)
+    first, second = nb == 0, (na == 0) & (nb != 0)
+    mean = np.where(first, ma, np.where(second, mb, mean))
+    s = np.where(first, sa, np.where(second, sb, s))
+    return n, mean, s
 
 
 def fold_slices(idx, n, mean, std, mn, mx, nan, pos, neg, *dense) -> None:
-    """``kernels.fold_slices``: slice statistics merged into dense per-slice arrays in place
-    (``stats.combine``; ``idx`` holds each slice once)."""
+    """``kernels.slices.fold_slices``: slice statistics merged into dense per-slice arrays
+    in place (``stats.chan``)."""
     dn, dmean, dstd, dmn, dmx, dnan, dpos, dneg = dense
-    dn[idx], dmean[idx], dstd[idx] = combine(dn[idx], dmean[idx], dstd[idx], n, mean, std)
-    dmn[idx] = np.minimum(dmn[idx], mn)
-    dmx[idx] = np.maximum(dmx[idx], mx)
+    dn[idx], dmean[idx], dstd[idx] = chan_arrays(dn[idx], dmean[idx], dstd[idx], n, mean, std)
+    dmn[idx] = np.where(mn < dmn[idx], mn, dmn[idx])
+    dmx[idx] = np.where(mx > dmx[idx], mx, dmx[idx])
     for d, v in ((dnan, nan), (dpos, pos), (dneg, neg)):
         d[idx] += v
 
 
-def max_abs_z(mean, std, mn, mx) -> np.ndarray:
-    """The largest |z| of each slice, ``max((max - mean) / std, (mean - min) / std)``: 0 where
-    std is 0 or the quotient NaN, infinities clipped to the float64 maximum."""
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        z = np.maximum((mx - mean) / std, (mean - mn) / std)
-    return np.clip(np.where((std > 0) & ~np.isnan(z), z, 0.0), -BIG, BIG)
-
-
 def slice_columns(n, mean, std, mn, mx, out_mean, out_std, out_min, out_max, out_z) -> None:
-    """``kernels.slice_columns``: a report's per-slice columns (the largest |z|, NaN for the
-    statistics of slices without a finite value)."""
+    """``kernels.slices.slice_columns``: a report's per-slice columns."""
     has = n > 0
     z = np.where(has, max_abs_z(mean, std, mn, mx), 0.0)
     cols = [np.where(has, c, np.nan) for c in (mean, std, mn, mx)]
@@ -189,35 +329,17 @@ def slice_columns(n, mean, std, mn, mx, out_mean, out_std, out_min, out_max, out
         out[:] = c
 
 
-def slice_flags(
-    count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresholds, where, flags
-) -> int:
-    """``kernels.slice_flags``: the flagged slices' positions and bits (bit ``j`` for the
-    ``j``-th kind of ``anomalies.slice_kinds``, whose docstring gives the conditions) in
-    ``where`` and ``flags``; returns how many."""
-    has = count > 0
-    with np.errstate(all="ignore"):
-        var = std * std
-        spread = count > 1  # one value has no variance to speak of
-        # var <= n*eps*var + (n*m*eps)**2 in terms of the std: squares of tiny stds are 0
-        noise = (count * eps >= 1) | (std * np.sqrt(1 - count * eps) <= count * np.abs(mean) * eps)
-        bits = [
-            nan + pos + neg > 0,
-            spread & (std == 0),
-            spread & (std > 0) & (std < np.inf) & noise,
-        ]
-        for t in thresholds:
-            bits += [has & (np.abs(mean * count) >= t), has & (var * count >= t)]
-        bits.append(has & (count > 1) & (max_z > z_threshold))
-    every = sum(b.astype(np.int64) << j for j, b in enumerate(bits))
-    found = np.flatnonzero(every)
-    where[: len(found)], flags[: len(found)] = found, every[found]
-    return len(found)
+def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresholds, where, flags) -> int:  # fmt: skip
+    """``kernels.slices.slice_flags``: the flagged slices' positions and bits (bit ``j``
+    for the ``j``-th kind of ``anomalies.slice_kinds``); returns how many."""
+    bits = _bits(count, mean, std, max_z, nan + pos + neg, eps, z_threshold, thresholds)
+    return _flagged(bits, where, flags)
 
 
 def scaled_counts(x, lim, counts, locs, nlocs) -> None:
-    """``kernels.scaled_counts``: on ``f = |float32(v)|`` of the finite non-zero values,
-    overflow ``f >= over``, underflow ``f <= under``, subnormal between it and ``normal``."""
+    """``kernels.checks.scaled_counts``: on ``f = |float32(v)|`` of the finite non-zero
+    values, overflow ``f >= over``, underflow ``f <= under``, subnormal between it and
+    ``normal``."""
     over, under, normal = lim
     with np.errstate(all="ignore"):
         nonzero = np.isfinite(x) & (x != 0)
@@ -231,10 +353,24 @@ def scaled_counts(x, lim, counts, locs, nlocs) -> None:
         nlocs[row] += len(found)
 
 
+def fold_part(offset, pc, pl, pv, pn, counts, locs, vals, nlocs) -> int:
+    """A part's counts and positions folded into its run's (``parts.PartedScan``: a few
+    small arrays a part, so no kernel)."""
+    cap = locs.shape[1]
+    counts += pc
+    for k in range(N_KINDS):
+        take = min(int(pn[k]), cap - int(nlocs[k]))
+        if take > 0:
+            locs[k, nlocs[k] : nlocs[k] + take] = offset + pl[k, :take]
+            vals[k, nlocs[k] : nlocs[k] + take] = pv[k, :take]
+            nlocs[k] += take
+    return int(pc.sum())
+
+
 TWINS = {
     "scan_rows": scan_rows,
+    "scan_narrow": scan_narrow,
     "scan_cols": scan_cols,
-    "scan_cols_pitched": scan_cols_pitched,
     "quick_check": quick_check,
     "finish_slices": finish_slices,
     "finish_whole_slices": finish_whole_slices,

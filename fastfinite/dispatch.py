@@ -1,0 +1,169 @@
+"""THE choice, for each kernel call, of the Numba kernel or its NumPy twin.
+
+No scan waits on the compiler. The first time a scan asks for a group of kernels
+(``kernels.GROUPS``) for a dtype, one background thread compiles it, or loads it from
+Numba's cache, while the scan goes on with the twins; once the group is ready, every later
+call takes the kernels. A twin gives its kernel's bits (``slow.twins``), so a report does
+not depend on which ran where. Nothing here imports numba until a group is asked for.
+
+``policy`` (for tests and benchmarks): ``"auto"`` as above; ``"kernels"``: wait for the
+kernels; ``"twins"``: never the kernels.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import numpy as np
+
+from .slow import twins
+
+log = logging.getLogger("fastfinite")
+
+POLICIES = ("auto", "kernels", "twins")
+policy = "auto"
+SLOW_SECONDS = 0.5  # a group not ready after this long is being compiled, not loaded
+EXIT_WAIT_SECONDS = 30.0  # a compile in flight when the process ends is finished (cached)
+
+
+class _Group:
+    """One group of kernels for one dtype: ready, failed, or being prepared."""
+
+    def __init__(self, group: str, dtype: str):
+        self.group, self.dtype = group, dtype
+        self.ready = threading.Event()
+        self.error: BaseException | None = None
+        self.started: float | None = None
+        self.seconds: float | None = None  # how long it took
+
+
+_groups: dict[tuple[str, str], _Group] = {}
+_queue: list[_Group] = []
+_lock = threading.Lock()
+_wake = threading.Condition(_lock)
+_thread: threading.Thread | None = None
+
+
+def kernel_dtype(dtype) -> str:
+    """The dtype a kernel of data of ``dtype`` (as the kernels see it) is compiled for."""
+    dt = np.dtype(dtype)
+    return "float32" if dt.kind == "f" and dt.itemsize == 4 else (
+        "float64" if dt.kind == "f" else f"uint{8 * dt.itemsize}"
+    )
+
+
+def _compiler() -> None:
+    """The background thread: prepares queued groups, one after another."""
+    while True:
+        with _lock:
+            while not _queue:
+                _wake.wait()
+            g = _queue[0]
+        g.started = time.perf_counter()
+        try:
+            from . import kernels
+
+            kernels.prepare(g.group, g.dtype)
+        except BaseException as e:  # a kernel that cannot compile: the twins carry on
+            g.error = e
+            log.warning(
+                "fastfinite: the %s kernels for %s did not compile (%s: %s); their NumPy "
+                "twins scan instead, with the same results, more slowly",
+                g.group, g.dtype, type(e).__name__, e,
+            )  # fmt: skip
+        g.seconds = time.perf_counter() - g.started
+        with _lock:
+            _queue.pop(0)
+            g.ready.set()
+
+
+def _request(group: str, dtype: str) -> _Group:
+    """The state of ``group`` for ``dtype``, queued for the background thread when new."""
+    global _thread
+    key = (group, dtype)
+    g = _groups.get(key)
+    if g is not None:
+        return g
+    with _lock:
+        g = _groups.get(key)
+        if g is None:
+            g = _groups[key] = _Group(group, dtype)
+            _queue.append(g)
+            if _thread is None or not _thread.is_alive():
+                _thread = threading.Thread(target=_compiler, name="fastfinite-compile", daemon=True)  # fmt: skip
+                _thread.start()
+            _wake.notify()
+    return g
+
+
+def prepare(group: str, dtype) -> None:
+    """Ask for ``group``'s kernels for data of ``dtype`` ahead of a scan (returns at once)."""
+    if policy != "twins":
+        _request(group, kernel_dtype(dtype))
+
+
+def wait(group: str, dtype, timeout: float | None = None) -> bool:
+    """Prepare ``group`` for ``dtype`` and wait for it: whether its kernels are usable."""
+    g = _request(group, kernel_dtype(dtype))
+    return g.ready.wait(timeout) and g.error is None
+
+
+def pick(name: str, group: str, dtype, small: bool = False) -> Callable:
+    """Kernel ``name`` of ``group`` for data of ``dtype`` when it is ready, else its twin
+    (always for ``small`` data: numba costs more than it saves there)."""
+    if small or policy == "twins":
+        return getattr(twins, name)
+    g = _request(group, kernel_dtype(dtype))
+    if not g.ready.is_set() and policy == "kernels":
+        g.ready.wait()
+        if g.error is not None:
+            raise g.error
+    if g.ready.is_set() and g.error is None:
+        from . import kernels
+
+        return getattr(kernels, name)
+    return getattr(twins, name)
+
+
+def compiling() -> bool:
+    """Whether a group has been in preparation for longer than a load from the cache takes:
+    the kernels are being compiled (the first use on this machine)."""
+    with _lock:
+        g = _queue[0] if _queue else None
+    return g is not None and g.started is not None and time.perf_counter() - g.started > SLOW_SECONDS  # fmt: skip
+
+
+def in_flight() -> bool:
+    """Whether a group is queued or being prepared."""
+    with _lock:
+        return bool(_queue)
+
+
+@contextmanager
+def using(p: str) -> Iterator[None]:
+    """Run with dispatch ``policy`` ``p`` (``POLICIES``)."""
+    global policy
+    if p not in POLICIES:
+        raise ValueError(f"policy must be one of {POLICIES}, not {p!r}")
+    was, policy = policy, p
+    try:
+        yield
+    finally:
+        policy = was
+
+
+def _finish_at_exit() -> None:
+    """Let a compile in flight end (and be written to the cache) when the process does, so
+    the next process loads what this one compiled; a bounded wait."""
+    with _lock:
+        g = _queue[0] if _queue else None
+    if g is not None:
+        g.ready.wait(EXIT_WAIT_SECONDS)
+
+
+atexit.register(_finish_at_exit)

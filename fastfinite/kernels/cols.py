@@ -1,0 +1,277 @@
+"""The per-column scan: each column's counts and shifted sums, the rows read in order.
+
+The slices are the columns of a block of ``rows`` rows of ``cols`` values, row ``r`` at
+``x[r * pitch : r * pitch + cols]`` (``by=0`` on C-ordered data; a box of an array read
+in place has ``pitch > cols``). Each row is read once, in memory order, and added to the
+accumulators of its columns ``L`` at a time: the lanes here are columns, so each column's
+sums are plain sums down the column.
+
+What a column's statistics are, bit for bit (``twins.scan_cols`` does the same in NumPy):
+
+- the shift ``k``: the column's first finite value (0 when it has none);
+- ``d = float64(v) - float64(k)`` for each finite ``v`` (0.0 for the others);
+- the rows in chunks of ``CHUNK`` rows; a chunk's sums of ``d`` and ``d * d`` are added
+  row after row from 0.0, and the column's are the chunks' added in order to 0.0;
+- the extrema of the finite values (+inf and -inf when there is none).
+
+Columns are taken in tiles of ``TILE`` (their accumulators stay in L1), a tile's rows a
+chunk at a time. A chunk is added at once (``_add_chunk``: no test but the loop's), and
+checked after (``_chunk_clean``): finite sums and extrema inside the overflow thresholds
+prove it clean (a NaN or inf makes a sum non-finite). A chunk that is not clean is added
+again from its first row on the exact path (``_add_rows``): per column its finite values
+only and its NaN and inf counts, every kind counted and the first positions recorded, in C
+order within the tile (tile after tile past the first).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..kinds import NAN, NEGINF, POSINF
+from ..stats import CHUNK, TILE
+from .jit import helper, kernel
+from .lanes import (
+    L,
+    add,
+    anyof,
+    below,
+    both,
+    either,
+    eq,
+    finite,
+    fold,
+    ge,
+    gt,
+    le,
+    load,
+    load_part,
+    mul,
+    ne,
+    negate,
+    ones,
+    select,
+    splat,
+    store,
+    sub,
+    vabs,
+    vmax,
+    vmin,
+    wide,
+)  # fmt: skip
+from .rows import bounds
+
+assert TILE % L == 0  # a tile's chunk accumulators (32 KB) stay in L1
+SCRATCH = (9, TILE + L)  # float64 scratch: the rows below, lanes past a tile's last column
+K, T1, T2, TMN, TMX, C1, C2, CMN, CMX = range(9)
+COUNTS = (4, TILE + L)  # int32 scratch: NaN, +inf, -inf per column, underflows of a chunk
+
+
+@helper
+def _add_chunk(x, r0, r1, pitch, c, w, k, c1, c2, cmn, cmx, tiny, under, cu):
+    """Rows ``r0:r1`` of the tile's ``w`` columns from ``c`` added, every value, to the
+    chunk's sums ``c1``, ``c2`` and extrema ``cmn``, ``cmx`` (shifts ``k``); with
+    ``tiny``, ``cu`` (int32) counts ``0 < |v| <= under`` per column. Past the tile's last
+    column the lanes read the shift, which adds 0.0."""
+    u = splat(np.float64(under))
+    zero = splat(0.0)
+    for r in range(r0, r1):
+        o = r * pitch + c
+        for j in range(0, w, L):
+            kk = load(k, j)
+            if j + L <= w:
+                v = wide(load(x, o + j))
+            else:
+                v = select(below(w - j), wide(load_part(x, o + j, w - j, x.dtype.type(0))), kk)
+            d = sub(v, kk)
+            store(c1, j, add(load(c1, j), d))
+            store(c2, j, add(load(c2, j), mul(d, d)))
+            store(cmn, j, vmin(load(cmn, j), v))
+            store(cmx, j, vmax(load(cmx, j), v))
+            if tiny:
+                m = vabs(v)
+                store(cu, j, add(load(cu, j), ones(both(le(m, u), gt(m, zero)))))
+
+
+@helper
+def _chunk_clean(w, c1, cmn, cmx, cu, over, tiny, targets, counts, nlocs, cap):
+    """Whether the chunk just added to the tile's ``w`` columns is clean: finite sums,
+    extrema inside the overflow thresholds, no underflow but those one target counts here
+    (added to ``counts`` when no position of theirs is wanted)."""
+    o = splat(np.float64(over))
+    no = splat(-np.float64(over))
+    bad = False
+    for j in range(0, w, L):
+        b = either(negate(finite(load(c1, j))), ge(load(cmx, j), o))
+        bad |= anyof(both(either(b, le(load(cmn, j), no)), below(w - j)))
+    if bad or not tiny:
+        return not bad
+    c = np.int64(0)
+    for j in range(0, w, L):
+        c += fold(select(below(w - j), load(cu, j), splat(np.int32(0))))
+    if c == 0:
+        return True
+    slot = 2 + 2 * targets
+    if targets == 1 and nlocs[slot] >= cap:
+        counts[slot] += c
+        return True
+    return False
+
+
+@helper
+def _add_rows(x, r0, r1, pitch, c, w, cols, k, c1, c2, cmn, cmx, cnt, thr, targets, over, under, counts, locs, vals, nlocs):  # fmt: skip
+    """Rows ``r0:r1`` of the tile on the exact path: per column its finite values added
+    to the chunk's sums and extrema, its NaN, +inf and -inf counted in ``cnt`` (int32
+    rows 0-2); every kind counted into ``counts`` and the first positions (``r * cols +
+    column``) of the kinds still short of the cap recorded, in order."""
+    T = x.dtype.type
+    pinf = splat(np.inf)
+    ninf = splat(-np.inf)
+    zero = splat(0.0)
+    ov = splat(np.float64(over))
+    un = splat(np.float64(under))
+    cap = locs.shape[1]
+    cn, cp, cg = cnt[0], cnt[1], cnt[2]
+    for r in range(r0, r1):
+        o = r * pitch + c
+        seen = False
+        for j in range(0, w, L):
+            kk = load(k, j)
+            inside = below(w - j)
+            v = wide(load(x, o + j)) if j + L <= w else wide(load_part(x, o + j, w - j, T(0)))
+            f = both(finite(v), inside)
+            d = select(f, sub(v, kk), zero)
+            store(c1, j, add(load(c1, j), d))
+            store(c2, j, add(load(c2, j), mul(d, d)))
+            store(cmn, j, vmin(load(cmn, j), select(f, v, pinf)))
+            store(cmx, j, vmax(load(cmx, j), select(f, v, ninf)))
+            store(cn, j, add(load(cn, j), ones(both(ne(v, v), inside))))
+            store(cp, j, add(load(cp, j), ones(eq(v, pinf))))
+            store(cg, j, add(load(cg, j), ones(eq(v, ninf))))
+            m = vabs(v)
+            risk = either(either(negate(f), ge(m, ov)), both(le(m, un), gt(m, zero)))
+            seen |= anyof(both(risk, inside))
+        if not seen:
+            continue
+        for j in range(w):  # the row's values of each kind, counted and recorded in order
+            v = x[o + j]
+            a = abs(v)
+            if a < over and (a > under or a == 0):
+                continue
+            p = r * cols + c + j
+            if v != v:
+                _count(counts, locs, vals, nlocs, cap, NAN, p, v)
+            elif a == np.inf:
+                _count(counts, locs, vals, nlocs, cap, POSINF if v > 0 else NEGINF, p, v)
+            else:
+                for t in range(targets):
+                    if a >= thr[2 * t]:
+                        _count(counts, locs, vals, nlocs, cap, 3 + 2 * t, p, v)
+                    elif a > 0 and a <= thr[2 * t + 1]:
+                        _count(counts, locs, vals, nlocs, cap, 4 + 2 * t, p, v)
+
+
+@helper
+def _count(counts, locs, vals, nlocs, cap, kind, p, v):
+    """One value ``v`` of ``kind`` at position ``p``: counted, and recorded while its kind
+    is short of the cap."""
+    counts[kind] += 1
+    q = nlocs[kind]
+    if q < cap:
+        locs[kind, q] = p
+        vals[kind, q] = v
+        nlocs[kind] = q + 1
+
+
+@helper
+def _shifts(x, rows, pitch, c, w, k, todo):
+    """Each of the tile's columns' first finite value into ``k`` (0 for none): the first
+    row, then row by row for the columns still without one (a region of NaN, as a chunk
+    never written reads, is then read in memory order, not down each column)."""
+    m = 0
+    for j in range(w):
+        v = x[c + j]
+        if (v - v) == 0:
+            k[j] = v
+        else:
+            k[j] = 0.0
+            todo[m] = j
+            m += 1
+    r = 1
+    while m > 0 and r < rows:
+        o = r * pitch + c
+        left = 0
+        for i in range(m):
+            j = todo[i]
+            v = x[o + j]
+            if (v - v) == 0:
+                k[j] = v
+            else:
+                todo[left] = j
+                left += 1
+        m = left
+        r += 1
+
+
+@helper
+def _reset(s1, s2, mn, mx):
+    """Sums from 0.0 and extrema from +-inf."""
+    for j in range(s1.shape[0]):
+        s1[j] = 0.0
+        s2[j] = 0.0
+        mn[j] = np.inf
+        mx[j] = -np.inf
+
+
+@kernel
+def scan_cols(x, rows, cols, pitch, thr, counts, locs, vals, nlocs, shift, s1, s2, mn, mx, cnan, cpos, cneg, sc, ci):  # fmt: skip
+    """Scan a block of ``rows`` rows of ``cols`` values, row ``r`` at ``x[r * pitch :
+    r * pitch + cols]`` (float32 or float64), keeping statistics per column.
+
+    As ``rows.scan_rows`` with the slices along the columns: per column its statistics
+    (module docstring) into ``shift``, ``s1``, ``s2``, ``mn``, ``mx`` and its non-finite
+    counts added to ``cnan``, ``cpos``, ``cneg``; positions are flat indices of the
+    ``(rows, cols)`` block. ``sc`` and ``ci``: scratch of shapes ``SCRATCH`` (float64)
+    and ``COUNTS`` (int32)."""
+    over, under, targets = bounds(thr)
+    tiny = under >= 0
+    cap = locs.shape[1]
+    k, t1, t2, tmn, tmx, c1, c2, cmn, cmx = sc[K], sc[T1], sc[T2], sc[TMN], sc[TMX], sc[C1], sc[C2], sc[CMN], sc[CMX]  # fmt: skip
+    cu = ci[3]
+    todo = np.empty(TILE, np.int64)
+    for c in range(0, cols, TILE):
+        w = cols - c if cols - c < TILE else TILE
+        if rows > 0:
+            _shifts(x, rows, pitch, c, w, k, todo)
+        for j in range(w, TILE + L):
+            k[j] = 0.0
+        _reset(t1, t2, tmn, tmx)
+        for q in range(4):
+            cq = ci[q]
+            for j in range(TILE + L):
+                cq[j] = 0
+        for r0 in range(0, rows, CHUNK):
+            r1 = r0 + CHUNK if r0 + CHUNK < rows else rows
+            _reset(c1, c2, cmn, cmx)
+            for j in range(TILE + L):
+                cu[j] = 0
+            _add_chunk(x, r0, r1, pitch, c, w, k, c1, c2, cmn, cmx, tiny, under, cu)
+            if not _chunk_clean(w, c1, cmn, cmx, cu, over, tiny, targets, counts, nlocs, cap):
+                _reset(c1, c2, cmn, cmx)
+                _add_rows(
+                    x, r0, r1, pitch, c, w, cols, k, c1, c2, cmn, cmx, ci, thr, targets,
+                    over, under, counts, locs, vals, nlocs,
+                )  # fmt: skip
+            for j in range(0, w, L):
+                store(t1, j, add(load(t1, j), load(c1, j)))
+                store(t2, j, add(load(t2, j), load(c2, j)))
+                store(tmn, j, vmin(load(tmn, j), load(cmn, j)))
+                store(tmx, j, vmax(load(tmx, j), load(cmx, j)))
+        for j in range(w):
+            shift[c + j] = k[j]
+            s1[c + j] = t1[j]
+            s2[c + j] = t2[j]
+            mn[c + j] = tmn[j]
+            mx[c + j] = tmx[j]
+            cnan[c + j] += ci[0, j]
+            cpos[c + j] += ci[1, j]
+            cneg[c + j] += ci[2, j]
