@@ -201,7 +201,7 @@ def _flagged(cols, dtypes, z_threshold, eps, threads) -> tuple[np.ndarray, np.nd
     from .parts import in_parts
 
     size = len(cols[0])
-    slice_flags = dispatch.pick("slice_flags", "slices", np.float64, size == 1)
+    slice_flags = dispatch.pick("slice_flags", np.float64, size == 1)
     # pages of these are touched only where a part flags slices
     at, bits = np.empty(size, np.int64), np.empty(size, np.int64)
     thresholds, limits = _thresholds(dtypes), (float(eps), float(z_threshold))

@@ -153,7 +153,7 @@ def slice_report(
 
     shape = spec.by_shape
     size = math.prod(shape)
-    slice_columns = dispatch.pick("slice_columns", "slices", np.float64, size == 1)
+    slice_columns = dispatch.pick("slice_columns", np.float64, size == 1)
     names = (axis_names or {}).get(spec.by[0]) if len(spec.by) == 1 else None
     if finished is not None:
         if finished:  # slices without a finite value

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +29,6 @@ log = logging.getLogger("fastfinite")
 POLICIES = ("auto", "kernels", "twins")
 policy = "auto"
 SLOW_SECONDS = 0.5  # a group not ready after this long is being compiled, not loaded
-EXIT_WAIT_SECONDS = 30.0  # a compile in flight when the process ends is finished (cached)
 
 
 class _Group:
@@ -47,6 +47,7 @@ _queue: list[_Group] = []
 _lock = threading.Lock()
 _wake = threading.Condition(_lock)
 _thread: threading.Thread | None = None
+_closing = False  # the process is ending: no group is started any more
 
 
 def kernel_dtype(dtype) -> str:
@@ -61,10 +62,12 @@ def _compiler() -> None:
     """The background thread: prepares queued groups, one after another."""
     while True:
         with _lock:
-            while not _queue:
+            while not _queue and not _closing:
                 _wake.wait()
+            if _closing:
+                return
             g = _queue[0]
-        g.started = time.perf_counter()
+            g.started = time.perf_counter()
         try:
             from . import kernels
 
@@ -101,6 +104,12 @@ def _request(group: str, dtype: str) -> _Group:
     return g
 
 
+def _group(name: str) -> str:
+    from .kernels import group_of  # the table alone: no numba
+
+    return group_of(name)
+
+
 def prepare(group: str, dtype) -> None:
     """Ask for ``group``'s kernels for data of ``dtype`` ahead of a scan (returns at once)."""
     if policy != "twins":
@@ -113,12 +122,12 @@ def wait(group: str, dtype, timeout: float | None = None) -> bool:
     return g.ready.wait(timeout) and g.error is None
 
 
-def pick(name: str, group: str, dtype, small: bool = False) -> Callable:
-    """Kernel ``name`` of ``group`` for data of ``dtype`` when it is ready, else its twin
-    (always for ``small`` data: numba costs more than it saves there)."""
+def pick(name: str, dtype, small: bool = False) -> Callable:
+    """Kernel ``name`` for data of ``dtype`` when its group is ready, else its twin (always
+    for ``small`` data: numba costs more than it saves there)."""
     if small or policy == "twins":
         return getattr(twins, name)
-    g = _request(group, kernel_dtype(dtype))
+    g = _request(_group(name), kernel_dtype(dtype))
     if not g.ready.is_set() and policy == "kernels":
         g.ready.wait()
         if g.error is not None:
@@ -158,12 +167,29 @@ def using(p: str) -> Iterator[None]:
 
 
 def _finish_at_exit() -> None:
-    """Let a compile in flight end (and be written to the cache) when the process does, so
-    the next process loads what this one compiled; a bounded wait."""
+    """When the process ends: no group is started any more, and the one being compiled is
+    finished (and written to the cache, for the next process). Stopped in the middle, the
+    compiling thread would hold LLVM's lock while the interpreter's last collection needs
+    it (a hang at exit)."""
+    global _closing
     with _lock:
-        g = _queue[0] if _queue else None
+        _closing = True
+        g = _queue[0] if _queue and _queue[0].started is not None else None
+        _wake.notify_all()
     if g is not None:
-        g.ready.wait(EXIT_WAIT_SECONDS)
+        g.ready.wait()
+
+
+def _after_fork() -> None:
+    """In a forked child the compiling thread does not exist: groups ready in the parent
+    stay ready (their machine code was copied), the others are asked for again."""
+    global _lock, _wake, _thread, _closing, _queue, _groups
+    _lock = threading.Lock()
+    _wake = threading.Condition(_lock)
+    _thread, _closing, _queue = None, False, []
+    _groups = {k: g for k, g in _groups.items() if g.ready.is_set()}
 
 
 atexit.register(_finish_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)

@@ -176,7 +176,7 @@ class Guard:
             self._thr[arr.dtype] = thr
         from . import dispatch
 
-        return bool(dispatch.pick("quick_check", "guard", x.dtype, x.size <= 1024)(x, thr))
+        return bool(dispatch.pick("quick_check", x.dtype, x.size <= 1024)(x, thr))
 
     def check(self, batch: Any, where: str) -> str | None:
         """The message for a bad batch, or None when it is fine."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from collections import deque
 from collections.abc import Callable
 
@@ -84,6 +85,7 @@ class PartedScan:
         the first positions in ``locs``/``vals``/``nlocs``. Parts are folded in order as
         they finish, while the next ones run."""
         from . import dispatch
+        from .slow.twins import __name__ as twin_module
         from .slow.twins import fold_part  # a few small arrays a part: no kernel to compile
 
         block = self.block
@@ -98,16 +100,26 @@ class PartedScan:
         pn = _apart(slots, kinds.N_KINDS)
         narrow = block.bits is not None  # bfloat16 or float8: their bits
 
-        def start(p: int):
+        def scan(p: int) -> None:  # the kernel or its twin, as it is when the part starts
             q, a, b = p % slots, self.bounds[p], self.bounds[p + 1]
-            pc[q], prc[q], pn[q] = 0, 0, 0
             small = b - a <= self.twin_max
             finds = (pc[q], pl[q], pv[q], pn[q], *ps[q], *prc[q])
             if narrow:
-                fn = dispatch.pick("scan_narrow", "narrow", block.bits.dtype, small)
-                return pool.submit(fn, block.bits[a:b], block.table, 1, b - a, thr, *finds)
-            fn = dispatch.pick("scan_rows", "rows", block.x.dtype, small)
-            return pool.submit(fn, block.x[a:b], 1, b - a, thr, *finds)
+                fn = dispatch.pick("scan_narrow", block.bits.dtype, small)
+                args = (block.bits[a:b], block.table, 1, b - a, thr, *finds)
+            else:
+                fn = dispatch.pick("scan_rows", block.x.dtype, small)
+                args = (block.x[a:b], 1, b - a, thr, *finds)
+            if fn.__module__ == twin_module and not small:  # one at a time: the compiler
+                with _twin_turn:  # needs a core, and the GIL, to finish
+                    fn(*args)
+            else:
+                fn(*args)
+
+        def start(p: int):
+            q = p % slots
+            pc[q], prc[q], pn[q] = 0, 0, 0
+            return pool.submit(scan, p)
 
         running = deque(start(p) for p in range(slots))
         for p in range(nparts):
@@ -146,3 +158,4 @@ class PartedScan:
 
 
 ZERO = np.zeros(1, np.int64)
+_twin_turn = threading.Lock()

@@ -154,7 +154,7 @@ def _kernel_counts(flat: np.ndarray, lim: np.ndarray, cap: int) -> tuple[dict, l
     nlocs = np.zeros(2, np.int64)
     from . import dispatch
 
-    dispatch.pick("scaled_counts", "scaled", flat.dtype)(read_only(flat), lim, counts, locs, nlocs)
+    dispatch.pick("scaled_counts", flat.dtype)(read_only(flat), lim, counts, locs, nlocs)
     local = [locs[k, : nlocs[k]] for k in range(2)]
     for k in range(2):
         if nlocs[k] == kcap < min(cap, counts[k]):

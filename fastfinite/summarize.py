@@ -119,25 +119,25 @@ def scan_call(block: Block, lo: int, size: int, shape: tuple[int, int], spec: Sc
     rows, cols = shape
     if block.pitched is not None:  # the whole block, in place
         _, _, pitch, xf, _ = block.pitched
-        fn = dispatch.pick("scan_cols", "cols", xf.dtype, small)
+        fn = dispatch.pick("scan_cols", xf.dtype, small)
         return lambda *a: fn(xf, rows, cols, pitch, *a, *_col_scratch())
     if not rows_are_slices:
         x = block.x[lo : lo + size]
-        fn = dispatch.pick("scan_cols", "cols", x.dtype, small)
+        fn = dispatch.pick("scan_cols", x.dtype, small)
         return lambda *a: fn(x, rows, cols, cols, *a, *_col_scratch())
     if block.bits is not None:  # bfloat16 and float8: their bits, widened by the kernel
         bits = block.bits[lo : lo + size]
-        fn = dispatch.pick("scan_narrow", "narrow", bits.dtype, small)
+        fn = dispatch.pick("scan_narrow", bits.dtype, small)
         return lambda *a: fn(bits, block.table, rows, cols, *a)
     x = block.x[lo : lo + size]
-    fn = dispatch.pick("scan_rows", "rows", x.dtype, small)
+    fn = dispatch.pick("scan_rows", x.dtype, small)
     return lambda *a: fn(x, rows, cols, *a)
 
 
 def _col_scratch():
-    from .stats import LANES, TILE
+    from .kernels import COUNTS, SCRATCH
 
-    return np.empty((9, TILE + LANES)), np.empty((4, TILE + LANES), np.int32)
+    return np.empty(SCRATCH), np.empty(COUNTS, np.int32)
 
 
 def _scan(
@@ -198,7 +198,7 @@ def _scan(
         idx = np.ravel_multi_index(glob, spec.by_shape).astype(np.int64)
     length = shape[1] if rows_are_slices else shape[0]
     if limits is not None:
-        fin = dispatch.pick("finish_whole_slices", "slices", np.float64, nsl == 1)
+        fin = dispatch.pick("finish_whole_slices", np.float64, nsl == 1)
         z = sstats[0]  # the shifts' row: read before the largest |z| is written over it
         where, flags = np.empty(nsl, np.int64), np.empty(nsl, np.int64)
         *totals, rescue, k, empty = fin(

@@ -224,7 +224,7 @@ def _per_slice(name: str, slices: int):
     row (no numba to load), the Numba kernel for ``by``'s slices once it is ready."""
     from . import dispatch
 
-    return dispatch.pick(name, "slices", np.float64, slices == 1)
+    return dispatch.pick(name, np.float64, slices == 1)
 
 
 def rescued(part: SliceStats, values, rows_are_slices: bool = True) -> tuple | None:

@@ -126,7 +126,7 @@ def scan_cols_args(draw):
     wide = np.full((rows, pitch), np.nan, x.dtype)  # the gaps hold what must not be read
     wide[:, :cols] = x
     flat = wide.reshape(-1)[: (rows - 1) * pitch + cols]
-    scratch = [np.empty(kernels.cols.SCRATCH), np.empty(kernels.cols.COUNTS, np.int32)]
+    scratch = [np.empty(kernels.SCRATCH), np.empty(kernels.COUNTS, np.int32)]
     return [read_only(flat), rows, cols, pitch, thr, *_finds(draw(CAPS)), *_stats(cols), *scratch]  # fmt: skip
 
 
@@ -336,7 +336,7 @@ def test_a_dirty_chunk_is_added_again_and_the_others_are_not(dtype):
     x[CHUNK, TILE + 3] = 7e4  # over float16's maximum
     x[2 * CHUNK + 7, TILE - 1] = -np.inf
     thr = ScanSpec(x.shape, x.dtype, ("float16",)).thresholds
-    scratch = [np.empty(kernels.cols.SCRATCH), np.empty(kernels.cols.COUNTS, np.int32)]
+    scratch = [np.empty(kernels.SCRATCH), np.empty(kernels.COUNTS, np.int32)]
     args = [read_only(x.reshape(-1)), rows, cols, cols, thr, *_finds(5), *_stats(cols), *scratch]
     ka, ta = _copies(args)
     ko, to = kernels.scan_cols(*ka), TWINS["scan_cols"](*ta)

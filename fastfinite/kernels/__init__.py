@@ -4,27 +4,18 @@
 types a scan passes (``examples``): compiling a group is calling its kernels on those
 (``prepare``), so a process that did so (or loaded them from the cache) never compiles
 again mid-scan, and ``fastfinite compile`` fills the cache with every group for every
-dtype. Import this package only where numba is wanted: it loads numba.
+dtype. The table needs no numba: the kernels' modules (which load it) are imported when a
+kernel is first asked for (``kernels.scan_rows``).
 """
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
 from ..kinds import N_KINDS, N_TARGET_SLOTS
-from ..stats import SUB
-from .checks import quick_check, scaled_counts
-from .cols import COUNTS, SCRATCH, scan_cols
-from .jit import cache_directory
-from .rows import scan_narrow, scan_rows
-from .slices import (
-    finish_slices,
-    finish_whole_slices,
-    fold_slices,
-    rescue_rows,
-    slice_columns,
-    slice_flags,
-)
+from ..stats import LANES, SUB, TILE
 
 # the groups of kernels, by what a scan of some data calls; the dtype is the data's as the
 # kernels see it (float32 or float64; uint16/uint8 for bfloat16/float8's bits)
@@ -32,10 +23,8 @@ GROUPS = {
     "rows": ("scan_rows",),
     "narrow": ("scan_narrow",),
     "cols": ("scan_cols",),
-    "slices": (
-        "finish_slices", "finish_whole_slices", "rescue_rows", "fold_slices",
-        "slice_columns", "slice_flags",
-    ),  # fmt: skip
+    "finish": ("finish_slices", "finish_whole_slices", "rescue_rows"),
+    "merge": ("fold_slices", "slice_columns", "slice_flags"),
     "guard": ("quick_check",),
     "scaled": ("scaled_counts",),
 }
@@ -43,10 +32,33 @@ KERNEL_DTYPES = {
     "rows": ("float32", "float64"),
     "narrow": ("uint16", "uint8"),
     "cols": ("float32", "float64"),
-    "slices": ("float64",),
+    "finish": ("float64",),
+    "merge": ("float64",),
     "guard": ("float32", "float64"),
     "scaled": ("float32", "float64"),
 }
+
+
+_HOMES = {
+    "scan_rows": "rows", "scan_narrow": "rows", "scan_cols": "cols", "quick_check": "checks",
+    "scaled_counts": "checks", "finish_whole_slices": "slices", "finish_slices": "slices",
+    "rescue_rows": "slices", "fold_slices": "slices", "slice_columns": "slices",
+    "slice_flags": "slices", "cache_directory": "jit",
+}  # fmt: skip
+SCRATCH = (9, TILE + LANES)  # scan_cols's float64 scratch
+COUNTS = (4, TILE + LANES)  # and its int32 scratch
+
+
+def __getattr__(name: str):
+    """A kernel, its module imported (with numba) on first use."""
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
+
+
+def group_of(name: str) -> str:
+    """The group kernel ``name`` is compiled with."""
+    return next(g for g, names in GROUPS.items() if name in names)
 
 
 def read_only(a: np.ndarray) -> np.ndarray:
@@ -105,12 +117,7 @@ def examples(name: str, dtype: str) -> tuple:
 def prepare(group: str, dtype: str) -> None:
     """Compile (or load from the cache) every kernel of ``group`` for ``dtype``."""
     for name in GROUPS[group]:
-        globals()[name](*examples(name, dtype))
+        __getattr__(name)(*examples(name, dtype))
 
 
-__all__ = [
-    "GROUPS", "KERNEL_DTYPES", "cache_directory", "examples", "finish_slices",
-    "finish_whole_slices", "fold_slices", "prepare", "quick_check",
-    "rescue_rows", "scaled_counts", "scan_cols", "scan_narrow", "scan_rows",
-    "slice_columns", "slice_flags",
-]  # fmt: skip
+__all__ = ["GROUPS", "KERNEL_DTYPES", "examples", "group_of", "prepare", *_HOMES]

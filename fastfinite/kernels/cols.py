@@ -61,9 +61,10 @@ from .lanes import (
 from .rows import bounds
 
 assert TILE % L == 0  # a tile's chunk accumulators (32 KB) stay in L1
-SCRATCH = (9, TILE + L)  # float64 scratch: the rows below, lanes past a tile's last column
+# the rows of the float64 scratch (``kernels.SCRATCH``: lanes past a tile's last column);
+# the int32 scratch (``kernels.COUNTS``) holds NaN, +inf, -inf per column, a chunk's
+# underflows
 K, T1, T2, TMN, TMX, C1, C2, CMN, CMX = range(9)
-COUNTS = (4, TILE + L)  # int32 scratch: NaN, +inf, -inf per column, underflows of a chunk
 
 
 @helper
@@ -230,8 +231,8 @@ def scan_cols(x, rows, cols, pitch, thr, counts, locs, vals, nlocs, shift, s1, s
     As ``rows.scan_rows`` with the slices along the columns: per column its statistics
     (module docstring) into ``shift``, ``s1``, ``s2``, ``mn``, ``mx`` and its non-finite
     counts added to ``cnan``, ``cpos``, ``cneg``; positions are flat indices of the
-    ``(rows, cols)`` block. ``sc`` and ``ci``: scratch of shapes ``SCRATCH`` (float64)
-    and ``COUNTS`` (int32)."""
+    ``(rows, cols)`` block. ``sc`` and ``ci``: scratch of shapes ``kernels.SCRATCH``
+    (float64) and ``kernels.COUNTS`` (int32)."""
     over, under, targets = bounds(thr)
     tiny = under >= 0
     cap = locs.shape[1]

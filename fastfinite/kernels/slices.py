@@ -14,25 +14,27 @@ import math
 
 import numpy as np
 
-from ..stats import SLICE_BLOCK, TINY, chan, pow2
+from ..stats import SLICE_BLOCK, TINY, chan
 from .jit import helper, kernel
 from .lanes import L, add, div, fold, load, load_part, mul, splat, sub, tofloat
 
 _chan = helper(chan)
-_pow2 = helper(pow2)
+_NO, _YES = np.bool_(False), np.bool_(True)
 BIG = float(np.finfo(np.float64).max)
 
 
 @helper
-def _lane_sum(kind, n, mean, std, tn, tmean, k):
-    """A sum over slices in ``L`` lanes, folded: of ``n * mean`` (``kind`` 0), ``(n /
-    tn) * mean`` (1), ``(n / tn) * (std**2 + (mean - tmean)**2)`` (2), or the same with
-    ``std``, ``mean`` and ``tmean`` divided by ``k`` (3). Missing lanes add 0.0."""
+def _lane_sums(n, mean, std, tmean, spread):
+    """Over slices, in ``L`` lanes folded (missing lanes add 0.0): ``sum(n * mean)``, or
+    with ``spread`` ``sum((n / tn) * (std**2 + (mean - tmean)**2))``, ``tn = sum(n)``; and
+    ``tn``."""
     m = n.shape[0]
+    tn = np.int64(0)
+    for r in range(m):
+        tn += n[r]
     acc = splat(0.0)
     ftn = splat(np.float64(tn))
     tm = splat(tmean)
-    kk = splat(k)
     for i in range(0, m, L):
         q = m - i
         if q >= L:
@@ -40,55 +42,33 @@ def _lane_sum(kind, n, mean, std, tn, tmean, k):
         else:
             fn = tofloat(load_part(n, i, q, 0))
             mu, sd = load_part(mean, i, q, 0.0), load_part(std, i, q, 0.0)
-        if kind == 0:
-            t = mul(fn, mu)
-        elif kind == 1:
-            t = mul(div(fn, ftn), mu)
-        elif kind == 2:
+        if spread:
             d = sub(mu, tm)
-            t = mul(div(fn, ftn), add(mul(sd, sd), mul(d, d)))
+            acc = add(acc, mul(div(fn, ftn), add(mul(sd, sd), mul(d, d))))
         else:
-            s = div(sd, kk)
-            d = sub(div(mu, kk), div(tm, kk))
-            t = mul(div(fn, ftn), add(mul(s, s), mul(d, d)))
-        acc = add(acc, t)
-    return fold(acc)
+            acc = add(acc, mul(fn, mu))
+    return fold(acc), tn
 
 
 @helper
 def totals(n, mean, std, mn, mx):
-    """``(count, mean, std, min, max, sum)`` over slices of counts ``n``, means and stds:
-    the mean of the means when the sum overflows, the spread scaled when a square does."""
-    m = n.shape[0]
-    if m == 1:
-        return n[0], mean[0], std[0], mn[0], mx[0], n[0] * mean[0]
-    tn = np.int64(0)
+    """``(count, mean, std, min, max, sum, ok)`` over slices of counts ``n``, means and
+    stds; not ``ok`` where the sum or a square overflows or the spread's squares fall under
+    ``TINY``: then ``twins.totals`` takes them (its mean of the means, its spread scaled)."""
+    if n.shape[0] == 1:
+        return n[0], mean[0], std[0], mn[0], mx[0], n[0] * mean[0], True
     lo = math.inf
     hi = -math.inf
-    top = 0.0
-    for r in range(m):
-        tn += n[r]
+    for r in range(n.shape[0]):
         lo = mn[r] if mn[r] < lo else lo
         hi = mx[r] if mx[r] > hi else hi
-    tsum = _lane_sum(0, n, mean, std, tn, 0.0, 1.0)
+    tsum, tn = _lane_sums(n, mean, std, 0.0, _NO)
     if tn == 0:
-        return tn, 0.0, 0.0, math.inf, -math.inf, tsum
+        return tn, 0.0, 0.0, math.inf, -math.inf, tsum, True
     tmean = tsum / tn
-    if not abs(tmean) < math.inf:  # n * mean overflowed: average the means instead
-        tmean = _lane_sum(1, n, mean, std, tn, 0.0, 1.0)
-    var = _lane_sum(2, n, mean, std, tn, tmean, 1.0)
-    if var < math.inf and not math.sqrt(var) < TINY:
-        return tn, tmean, math.sqrt(var), lo, hi, tsum
-    top = abs(tmean)
-    for r in range(m):
-        if n[r] > 0:
-            a = abs(mean[r])
-            top = a if a > top else top
-            top = std[r] if std[r] > top else top
-    if not var < math.inf or top > 0:  # a square out of range
-        k = _pow2(top)
-        return tn, tmean, math.sqrt(_lane_sum(3, n, mean, std, tn, tmean, k)) * k, lo, hi, tsum
-    return tn, tmean, math.sqrt(var), lo, hi, tsum
+    var, _ = _lane_sums(n, mean, std, tmean, _YES)
+    ok = abs(tmean) < math.inf and var < math.inf and not math.sqrt(var) < TINY
+    return tn, tmean, math.sqrt(var), lo, hi, tsum, ok
 
 
 @helper
@@ -152,11 +132,21 @@ def _bits(n, mean, std, z, bad, eps, z_threshold, thresholds):
     return f | (np.int64(spread and z > z_threshold) << (3 + 2 * nt))
 
 
-@helper
-def _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, final, z, eps, z_threshold, thresholds, where, flags):  # fmt: skip
-    """``finish_slices`` and, when ``final``, ``finish_whole_slices``: a block of
-    ``SLICE_BLOCK`` slices at a time, its columns in cache from the moments to the flags;
-    the blocks' totals combined in order (``stats.chan``)."""
+@kernel
+def _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, z, eps, z_threshold, thresholds, where, flags):  # fmt: skip
+    """Per slice count, mean and std of the finite values (into ``n``, ``mean``, ``std``)
+    from a scan's outputs (``length`` values per slice; ``mn``, ``mx``: the extrema of
+    its finite values), and over all of them ``(count, mean, std, min, max, sum)``, the
+    number of slices to rescue (``rescue_rows``: a slice whose sums overflowed gets a NaN
+    mean and std, and is taken again, scaled, by ``summary.rescued``); then, for slices
+    whose values all lie in this block (nothing else will be merged into them: ``z`` has a
+    place for each), the largest |z| of each in ``z`` (it may be ``shift``'s memory) and
+    the flagged slices' positions and bits in ``where`` and ``flags`` (``slice_flags``'s),
+    how many were flagged and how many hold no finite value. A block of ``SLICE_BLOCK``
+    slices at a time, its columns in cache from the moments to the flags; the blocks'
+    totals combined in order (``stats.chan``). Returns whether the totals are all there
+    (``totals``'s ``ok``: when not, ``finish_whole_slices`` takes them in Python)."""
+    final = z.shape[0] == n.shape[0]  # (for no slice at all, either way: nothing to do)
     tn = np.int64(0)
     tmean = 0.0
     tstd = 0.0
@@ -166,12 +156,14 @@ def _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, final
     rescue = np.int64(0)
     k = np.int64(0)
     empty = np.int64(0)
+    whole = True
     m = n.shape[0]
     for b0 in range(0, m, SLICE_BLOCK):
         b1 = b0 + SLICE_BLOCK if b0 + SLICE_BLOCK < m else m
         bn, bmean, bstd, bmn, bmx = n[b0:b1], mean[b0:b1], std[b0:b1], mn[b0:b1], mx[b0:b1]
         _moments(length, shift[b0:b1], s1[b0:b1], s2[b0:b1], cnan[b0:b1], cpos[b0:b1], cneg[b0:b1], bn, bmean, bstd)  # fmt: skip
-        c, cm, cs, clo, chi, csum = totals(bn, bmean, bstd, bmn, bmx)
+        c, cm, cs, clo, chi, csum, ok = totals(bn, bmean, bstd, bmn, bmx)
+        whole = whole and ok
         tn, tmean, tstd = _chan(tn, tmean, tstd, c, cm, cs)
         lo = clo if clo < lo else lo
         hi = chi if chi > hi else hi
@@ -189,30 +181,34 @@ def _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, final
                 where[k] = r
                 flags[k] = f
                 k += 1
-    return tn, tmean, tstd, lo, hi, tsum, rescue, k, empty
+    return tn, tmean, tstd, lo, hi, tsum, rescue, k, empty, whole
 
 
-@kernel
-def finish_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std):
-    """Per slice count, mean and std of the finite values (into ``n``, ``mean``, ``std``)
-    from a scan's outputs (``length`` values per slice; ``mn``, ``mx``: the extrema of
-    its finite values), and over all of them ``(count, mean, std, min, max, sum)``, then
-    the number of slices to rescue (``rescue_rows``): a slice whose sums overflowed gets a
-    NaN mean and std, and is taken again, scaled (``summary.rescued``)."""
-    e = np.empty(0)
-    w = np.empty(0, np.int64)
-    t = _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, False, e, 0.0, 0.0, e, w, w)  # fmt: skip
-    return t[0], t[1], t[2], t[3], t[4], t[5], t[6]
-
-
-@kernel
 def finish_whole_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, z, eps, z_threshold, thresholds, where, flags):  # fmt: skip
-    """``finish_slices`` for slices whose values all lie in this block (nothing else will
-    be merged into them), in the same pass: the largest |z| of each slice in ``z`` (it may
-    be ``shift``'s memory) and the flagged slices' positions and bits in ``where`` and
-    ``flags`` (``slice_flags``'s). Returns ``finish_slices``'s results, then how many
-    slices were flagged and how many hold no finite value."""
-    return _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, True, z, eps, z_threshold, thresholds, where, flags)  # fmt: skip
+    """Per slice count, mean and std of the finite values (into ``n``, ``mean``, ``std``)
+    from a scan's outputs, over all of them ``(count, mean, std, min, max, sum)``, the
+    slices to rescue, the flagged slices and the empty ones (``_finish``); the rare totals
+    whose sums overflow are taken by ``twins.slice_totals`` (the same bits)."""
+    *out, whole = _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, z, eps, z_threshold, thresholds, where, flags)  # fmt: skip
+    if not whole:
+        from ..slow.twins import slice_totals
+
+        out[:6] = slice_totals(n, mean, std, mn, mx)
+    return tuple(out)
+
+
+_NO_Z, _NO_FLAGS = np.empty(0), np.empty(0, np.int64)
+
+
+def finish_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std):
+    """``finish_whole_slices``'s moments, totals and slices to rescue alone, for slices
+    that other parts of the array may add to (one kernel compiled for both: an empty ``z``
+    asks for no more)."""
+    t = finish_whole_slices(
+        length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, _NO_Z, 0.0, 0.0,
+        _NO_Z, _NO_FLAGS, _NO_FLAGS,
+    )  # fmt: skip
+    return t[:7]
 
 
 @kernel

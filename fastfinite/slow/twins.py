@@ -46,10 +46,28 @@ def fold(v: np.ndarray):
     return v[..., 0]
 
 
+def _adds_in_order() -> bool:
+    """Whether ``np.add.reduce`` over an axis that is not the last (the last holding two
+    values or more) adds one row after another, as NumPy's reductions do (only a reduction
+    along the last, contiguous axis is paired up): checked on values whose sum tells the
+    two orders apart, so a NumPy that changed would not silently give other bits."""
+    v = np.array([1e16, 1.0, -1e16, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])  # fmt: skip
+    col = np.stack([v, v[::-1]], axis=1)
+    want = [0.0, 0.0]
+    for row in col:
+        want = [want[0] + row[0], want[1] + row[1]]
+    return np.add.reduce(col, axis=0, initial=0.0).tolist() == want
+
+
+ADDS_IN_ORDER = _adds_in_order()
+
+
 def in_order(v: np.ndarray, axis: int) -> np.ndarray:
-    """The sum of ``v`` along ``axis`` from 0.0, one value after another."""
+    """The sum of ``v`` along ``axis`` (not the last) from 0.0, one value after another."""
     if v.shape[axis] == 0:
         return np.zeros(np.delete(v.shape, axis))
+    if ADDS_IN_ORDER and v.shape[-1] > 1 and axis != v.ndim - 1:
+        return np.add.reduce(v, axis=axis, initial=0.0)
     return np.take(np.add.accumulate(v + 0.0, axis=axis), -1, axis=axis)  # 0.0 + v[0] first
 
 
@@ -60,19 +78,62 @@ def lane_sum(v: np.ndarray) -> float:
     return float(fold(in_order(pad.reshape(-1, LANES), 0)))
 
 
-def _record(masks, base_pos, values, counts, locs, vals, nlocs) -> None:
-    """Add the counts of ``masks`` (one per kind, over ``values`` whose flat positions are
-    ``base_pos``) and record the first positions of each kind up to the cap."""
+def _lanes(d: np.ndarray) -> np.ndarray:
+    """Rows ``d`` (2-D float64) summed as the row kernel sums them: in sub-blocks of
+    ``SUB`` values, each in ``LANES`` lanes from 0.0 (a short one's missing values 0.0),
+    the sub-blocks' lanes added in order; returns the lanes (rows, ``LANES``)."""
+    rows, n = d.shape
+    full = n // SUB
+    acc = np.zeros((rows, LANES))
+    if full:
+        lanes = in_order(d[:, : full * SUB].reshape(rows, full, SUB // LANES, LANES), 2)
+        for b in range(full):
+            acc += lanes[:, b]
+    if n > full * SUB:
+        tail = d[:, full * SUB :]
+        pad = np.zeros((rows, -(-tail.shape[1] // LANES) * LANES))
+        pad[:, : tail.shape[1]] = tail
+        acc += in_order(pad.reshape(rows, -1, LANES), 1)
+    return acc
+
+
+def _risks(v: np.ndarray, fin: np.ndarray, clean: bool, thr: np.ndarray) -> list:
+    """The masks of every counter slot over ``v`` (``fin``: its finite values; ``clean``:
+    all of them), None for a slot that cannot hold there (an unused cast slot, or no
+    value beyond its threshold)."""
+    masks: list = [None] * N_KINDS
+    if not clean:
+        masks[0], masks[1], masks[2] = np.isnan(v), v == np.inf, v == -np.inf
+    a = None
+    for k in range(3, N_KINDS):
+        t = thr[k - 3]
+        if (k % 2 and t == np.inf) or (not k % 2 and t < 0):
+            continue
+        if a is None:
+            with np.errstate(invalid="ignore"):
+                a = np.abs(v)
+        with np.errstate(invalid="ignore"):
+            masks[k] = ((a >= t) & fin) if k % 2 else ((a <= t) & (a > 0))
+    return masks
+
+
+def _record(masks, to_global, values, counts, locs, vals, nlocs) -> None:
+    """Add the counts of ``masks`` (one per kind, None for none, over ``values``) and
+    record the first positions of each kind up to the cap (``to_global``: a flat index of
+    ``values`` to the position the kernel records)."""
     cap = locs.shape[1]
+    flat = values.reshape(-1)
     for k, m in enumerate(masks):
+        if m is None:
+            continue
         c = int(np.count_nonzero(m))
         counts[k] += c
         take = min(c, cap - int(nlocs[k]))
         if take > 0:
             at = np.flatnonzero(m)[:take]
-            locs[k, nlocs[k] : nlocs[k] + take] = base_pos.reshape(-1)[at]
+            locs[k, nlocs[k] : nlocs[k] + take] = to_global(at)
             with np.errstate(invalid="ignore"):  # a float8 NaN pattern widened: signalling
-                vals[k, nlocs[k] : nlocs[k] + take] = values.reshape(-1)[at]
+                vals[k, nlocs[k] : nlocs[k] + take] = flat[at]
             nlocs[k] += take
 
 
@@ -101,25 +162,25 @@ def scan_rows(x, rows, n, thr, counts, locs, vals, nlocs, shift, s1, s2, mn, mx,
         seg = max(SUB, PIECE // SUB * SUB) if rs == 1 else n
         for a in range(0, n, seg):  # a long row in pieces of whole sub-blocks
             v = part[:, a : a + seg]
-            pos = (np.arange(r0, r0 + rs)[:, None] * n + np.arange(a, a + v.shape[1]))
-            masks = [kind_mask(v, kind, thr) for kind in range(N_KINDS)]
-            _record(masks, pos, v, counts, locs, vals, nlocs)
-            for c, m in zip((cnan, cpos, cneg), masks[:3]):
-                c[r0 : r0 + rs] += m.sum(axis=1)
+            w = v.shape[1]
             fin = np.isfinite(v)
+            clean = bool(fin.all())
+            masks = _risks(v, fin, clean, thr)
+            place = lambda j, r0=r0, a=a, w=w: (r0 + j // w) * n + a + j % w  # noqa: E731
+            _record(masks, place, v, counts, locs, vals, nlocs)
+            if not clean:
+                for c, m in zip((cnan, cpos, cneg), masks[:3]):
+                    c[r0 : r0 + rs] += m.sum(axis=1)
             with np.errstate(over="ignore", invalid="ignore"):
-                d = np.where(fin, v.astype(np.float64) - k[:, None], 0.0)
-                for acc, w in ((acc1, d), (acc2, d * d)):
-                    nsub = -(-w.shape[1] // SUB)
-                    pad = np.zeros((rs, nsub * SUB))
-                    pad[:, : w.shape[1]] = w
-                    lanes = in_order(pad.reshape(rs, nsub, SUB // LANES, LANES), 2)
-                    for b in range(nsub):
-                        acc += lanes[:, b]  # in place: acc = acc + lanes, sub-block by sub-block
-            if v.shape[1]:
-                lo = np.minimum(lo, np.where(fin, v, np.inf).min(axis=1))
-                hi = np.maximum(hi, np.where(fin, v, -np.inf).max(axis=1))
-        s1[r0 : r0 + rs], s2[r0 : r0 + rs] = fold(acc1 + 0.0), fold(acc2 + 0.0)
+                d = v.astype(np.float64) - k[:, None]
+                if not clean:
+                    d[~fin] = 0.0
+                acc1 += _lanes(d)
+                acc2 += _lanes(d * d)
+            if w:
+                lo = np.minimum(lo, (v if clean else np.where(fin, v, np.inf)).min(axis=1))
+                hi = np.maximum(hi, (v if clean else np.where(fin, v, -np.inf)).max(axis=1))
+        s1[r0 : r0 + rs], s2[r0 : r0 + rs] = fold(acc1), fold(acc2)
         mn[r0 : r0 + rs], mx[r0 : r0 + rs] = lo, hi
 
 
@@ -140,28 +201,39 @@ def scan_cols(x, rows, cols, pitch, thr, counts, locs, vals, nlocs, shift, s1, s
     ``cols`` values ``pitch`` apart in ``x``; positions in C order tile by tile."""
     item = x.itemsize
     x2 = np.lib.stride_tricks.as_strided(x, (rows, cols), (pitch * item, item))
+    k = _first_finite(x2, 0) if rows else np.zeros(cols)
+    shift[:] = k
     for c in range(0, cols, TILE):
         t = x2[:, c : c + TILE]
         w = t.shape[1]
-        pos = np.arange(rows)[:, None] * cols + np.arange(c, c + w)
-        masks = [kind_mask(t, kind, thr) for kind in range(N_KINDS)]
-        _record(masks, pos, t, counts, locs, vals, nlocs)
-        for out, m in zip((cnan, cpos, cneg), masks[:3]):
-            out[c : c + w] += m.sum(axis=0)
-    k = _first_finite(x2, 0) if rows else np.zeros(cols)
-    shift[:] = k
+        fin = np.isfinite(t)
+        clean = bool(fin.all())
+        masks = _risks(t, fin, clean, thr)
+        _record(masks, lambda j, c=c, w=w: (j // w) * cols + c + j % w, t, counts, locs, vals, nlocs)  # fmt: skip
+        if not clean:
+            for out, m in zip((cnan, cpos, cneg), masks[:3]):
+                out[c : c + w] += m.sum(axis=0)
     acc1, acc2 = np.zeros(cols), np.zeros(cols)
     lo, hi = np.full(cols, np.inf), np.full(cols, -np.inf)
-    for r0 in range(0, rows, CHUNK):
-        v = x2[r0 : r0 + CHUNK]
+    step = max(CHUNK, PIECE // max(cols, 1) // CHUNK * CHUNK)
+    for r0 in range(0, rows, step):  # whole chunks at a time
+        v = x2[r0 : r0 + step]
         fin = np.isfinite(v)
+        clean = bool(fin.all())
         with np.errstate(over="ignore", invalid="ignore"):
-            d = np.where(fin, v.astype(np.float64) - k, 0.0)
-            acc1 += in_order(d, 0)  # a chunk from 0.0, then added to the column's
-            acc2 += in_order(d * d, 0)
-        lo = np.minimum(lo, np.where(fin, v, np.inf).min(axis=0))
-        hi = np.maximum(hi, np.where(fin, v, -np.inf).max(axis=0))
-    s1[:], s2[:], mn[:], mx[:] = acc1 + 0.0, acc2 + 0.0, lo, hi
+            d = v.astype(np.float64) - k
+            if not clean:
+                d[~fin] = 0.0
+            nch = -(-v.shape[0] // CHUNK)
+            for acc, w in ((acc1, d), (acc2, d * d)):
+                pad = np.zeros((nch * CHUNK, cols))
+                pad[: v.shape[0]] = w
+                chunks = in_order(pad.reshape(nch, CHUNK, cols), 1)  # each chunk from 0.0
+                for q in range(nch):
+                    acc += chunks[q]  # then added to the column's, in order
+        lo = np.minimum(lo, (v if clean else np.where(fin, v, np.inf)).min(axis=0))
+        hi = np.maximum(hi, (v if clean else np.where(fin, v, -np.inf)).max(axis=0))
+    s1[:], s2[:], mn[:], mx[:] = acc1, acc2, lo, hi
 
 
 def quick_check(x, thr) -> bool:
@@ -258,16 +330,23 @@ def _flagged(every, where, flags) -> int:
     return len(found)
 
 
-def _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, final, z=None, eps=0.0, z_threshold=0.0, thresholds=(), where=None, flags=None):  # fmt: skip
-    """``kernels.slices._finish``: blocks of ``SLICE_BLOCK`` slices, their totals combined
-    in order by ``stats.chan``."""
-    moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std)
+def slice_totals(n, mean, std, mn, mx) -> tuple:
+    """``(count, mean, std, min, max, sum)`` over slices: ``totals`` of each block of
+    ``SLICE_BLOCK`` slices, combined in order by ``stats.chan``."""
     tn, tmean, tstd, lo, hi, tsum = 0, 0.0, 0.0, math.inf, -math.inf, 0.0
     for b in range(0, len(n), SLICE_BLOCK):
         part = slice(b, b + SLICE_BLOCK)
         c, cm, cs, clo, chi, csum = totals(n[part], mean[part], std[part], mn[part], mx[part])
         tn, tmean, tstd = chan(tn, tmean, tstd, c, cm, cs)
         lo, hi, tsum = min(lo, clo), max(hi, chi), tsum + csum
+    return tn, tmean, tstd, lo, hi, tsum
+
+
+def _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, final, z=None, eps=0.0, z_threshold=0.0, thresholds=(), where=None, flags=None):  # fmt: skip
+    """``kernels.slices._finish``: blocks of ``SLICE_BLOCK`` slices, their totals combined
+    in order by ``stats.chan``."""
+    moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std)
+    tn, tmean, tstd, lo, hi, tsum = slice_totals(n, mean, std, mn, mx)
     rescue = int(_rescue(n, mean, mn, mx).sum())
     if not final:
         return tn, tmean, tstd, lo, hi, tsum, rescue
