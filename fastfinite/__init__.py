@@ -3,6 +3,7 @@
 from ._version import __version__ as __version__
 from .api import assert_finite, scan
 from .changes import Change, CountChange, ReportChanges, diff_reports
+from .compiling import CompileReport, compile
 from .errors import (
     ChunkReadError,
     FastFiniteError,
@@ -22,6 +23,7 @@ __all__ = [
     "guard",
     "CastRisk",
     "Change",
+    "CompileReport",
     "CountChange",
     "ChunkReadError",
     "FastFiniteError",
@@ -36,6 +38,7 @@ __all__ = [
     "SourceError",
     "UnsupportedDtypeError",
     "assert_finite",
+    "compile",
     "diff_reports",
     "localize",
     "merge_reports",

@@ -1,4 +1,4 @@
-"""The ``fastfinite`` command: ``scan`` and ``demo``.
+"""The ``fastfinite`` command: ``scan``, ``merge``, ``diff``, ``compile`` and ``demo``.
 
 Exit codes: 0 nothing found, 1 something found, 2 usage or read error.
 """
@@ -280,6 +280,42 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("-q", "--quiet", action="store_true", help="print nothing: the exit code only")
 
+    k = sub.add_parser(
+        "compile",
+        help="compile every kernel into Numba's cache (for Docker images, CI caches, "
+        "cluster images): later processes load them instead of compiling",
+        description="Compile the kernels scans call into Numba's cache for this CPU, in as "
+        "many processes at once as there are cores. A scan never waits for its kernels (it "
+        "starts on their NumPy twins), but a fresh process runs at full speed only once they "
+        "are compiled: this pays for that once, ahead of time. The cache is NUMBA_CACHE_DIR, "
+        "else __pycache__ beside fastfinite's source, else ~/.cache/fastfinite.",
+    )
+    k.add_argument(
+        "--mode",
+        type=_list,
+        default=None,
+        metavar="MODES",
+        help="comma-separated kinds of scan to compile for: plain, by=0, by=-1, scale, "
+        "narrow (bfloat16 and float8 data), guard; also localize, cast, complex, integer "
+        "(plain's kernels) (default: all)",
+    )
+    k.add_argument(
+        "--dtype",
+        type=_list,
+        default=("float32", "float64"),
+        metavar="DTYPES",
+        help="float32 and/or float64, the data's type as the kernels see it (float16 and "
+        "bfloat16 data as float32, integers as float64) (default: both)",
+    )
+    k.add_argument(
+        "--processes",
+        type=_whole("--processes", 1),
+        default=None,
+        metavar="N",
+        help="groups of kernels compiled at once (default: one per core)",
+    )
+    k.add_argument("--no-progress", action="store_true", help="no progress bar")
+
     d = sub.add_parser(
         "demo",
         help="write a demo dataset with planted problems and scan it",
@@ -418,6 +454,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _merge(args)
         if args.command == "diff":
             return _diff(args)
+        if args.command == "compile":
+            from .compiling import compile_main
+
+            progress = not args.no_progress and sys.stderr.isatty()
+            return compile_main(args.mode, list(args.dtype), args.processes, progress)
         if args.command == "demo":
             from .demo import run_demo
 

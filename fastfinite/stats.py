@@ -28,7 +28,7 @@ SLICE_BLOCK = 512
 # column's values added down the column in chunks of CHUNK rows, the chunks added in order.
 # Columns are scanned in tiles of TILE: positions come in C order within each tile.
 LANES = 16
-SUB = 4096
+SUB = 2048
 CHUNK = 256
 TILE = 1024
 

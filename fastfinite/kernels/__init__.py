@@ -43,7 +43,7 @@ _HOMES = {
     "scan_rows": "rows", "scan_narrow": "rows", "scan_cols": "cols", "quick_check": "checks",
     "scaled_counts": "checks", "finish_whole_slices": "slices", "finish_slices": "slices",
     "rescue_rows": "slices", "fold_slices": "slices", "slice_columns": "slices",
-    "slice_flags": "slices", "cache_directory": "jit",
+    "slice_flags": "slices", "_finish": "slices", "cache_directory": "jit",
 }  # fmt: skip
 SCRATCH = (9, TILE + LANES)  # scan_cols's float64 scratch
 COUNTS = (4, TILE + LANES)  # and its int32 scratch
@@ -54,6 +54,13 @@ def __getattr__(name: str):
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
+
+
+def narrow_buffer() -> tuple[np.ndarray, np.ndarray]:
+    """``scan_narrow``'s last arguments: a buffer of ``SUB`` float32 and a read-only view
+    of it."""
+    buf = np.empty(SUB, np.float32)
+    return buf, read_only(buf)
 
 
 def group_of(name: str) -> str:
@@ -87,7 +94,7 @@ def examples(name: str, dtype: str) -> tuple:
         return (x, 1, x.size, thr, *_finds(), *_stats(1))
     if name == "scan_narrow":
         table = np.zeros(0 if dt.itemsize == 2 else 256, np.float32)
-        return (x, table, 1, x.size, thr, *_finds(), *_stats(1))
+        return (x, table, 1, x.size, thr, *_finds(), *_stats(1), *narrow_buffer())
     if name == "scan_cols":
         return (x, 2, 20, 21, thr, *_finds(), *_stats(20), np.empty(SCRATCH), np.empty(COUNTS, np.int32))  # fmt: skip
     if name == "quick_check":
@@ -112,6 +119,18 @@ def examples(name: str, dtype: str) -> tuple:
     if name == "slice_flags":
         return (i64(), f64(), f64(), f64(), i64(), i64(), i64(), *flags)
     raise KeyError(name)
+
+
+def entries(group: str, dtype: str) -> list[tuple[str, tuple]]:
+    """The kernels (numba's dispatchers, by name) ``group`` compiles for ``dtype``, with
+    arguments of the types a scan gives them."""
+    out = []
+    for name in GROUPS[group]:
+        if name == "finish_slices":  # finish_whole_slices's kernel, called another way
+            continue
+        args = examples(name, dtype)
+        out.append(("_finish" if name == "finish_whole_slices" else name, args))
+    return out
 
 
 def prepare(group: str, dtype: str) -> None:

@@ -161,45 +161,116 @@ def exact(x, s, e, k, pos, thr, targets, found, counts, locs, vals, nlocs):
 
 
 @helper
-def sub_block(x, a, b, k, pos, thr, over, under, targets, found, counts, locs, vals, nlocs):
-    """A sub-block ``x[a:b]`` of a row of shift ``k``, positions from ``pos``: the fast
-    pass, then the exact path when the sub-block is not proven clean. Returns the lanes
-    of its sums and extrema over its finite values, and its NaN, +inf, -inf counts."""
+def _pass(x, a, b, k, tiny):
+    """The fast pass over ``x[a:b]`` (at most ``SUB`` values) in lanes: the sums of ``d``
+    and ``d * d`` over every value (``d = v - k``), the extrema (a NaN is never taken)
+    and, with ``tiny``, the smallest non-zero magnitude. Values past ``b`` read as ``k``
+    (they add 0.0 and leave the extrema be)."""
     T = x.dtype.type
-    inf = T(np.inf)
-    tiny = under >= 0
     kk = splat(np.float64(k))
-    a1 = splat(0.0)
-    a2 = a1
-    smn = splat(inf)
-    smx = splat(-inf)
-    cu = splat(np.int32(0))
-    u = splat(under)
+    s1 = splat(0.0)
+    s2 = s1
+    inf = splat(T(np.inf))
+    mn = inf
+    mx = splat(T(-np.inf))
+    mz = inf
     zero = splat(T(0))
     full = a + (b - a) // L * L
-    for i in range(a, b, L):  # every value; past ``b``: ``k``, which adds 0.0
+    for i in range(a, b, L):
         v = load(x, i) if i < full else load_part(x, i, b - i, k)
+        d = sub(wide(v), kk)
+        s1 = add(s1, d)
+        s2 = add(s2, mul(d, d))
+        mn = vmin(mn, v)
+        mx = vmax(mx, v)
+        if tiny:
+            m = vabs(v)
+            mz = vmin(mz, select(gt(m, zero), m, inf))
+    return s1, s2, mn, mx, mz
+
+
+@helper
+def _pass4(x, a, k, tiny):
+    """``_pass`` over four whole sub-blocks from ``a``, side by side in one loop: four
+    streams of reads keep the hardware prefetchers ahead of it (1e8 float32 on two threads
+    of a Xeon, one stream 16.9 GB/s, four 25.3; float64 22.4, 26.5). Each sub-block's sums;
+    the extrema and smallest magnitude of the four together (when they show something, each
+    sub-block is taken again on its own)."""
+    T = x.dtype.type
+    kk = splat(np.float64(k))
+    z = splat(0.0)
+    inf = splat(T(np.inf))
+    zero = splat(T(0))
+    a1, a2, b1, b2, c1, c2, d1, d2 = z, z, z, z, z, z, z, z
+    mn, mz = inf, inf
+    mx = splat(T(-np.inf))
+    for i in range(a, a + SUB, L):
+        v = load(x, i)
+        w = load(x, i + SUB)
+        y = load(x, i + 2 * SUB)
+        q = load(x, i + 3 * SUB)
         d = sub(wide(v), kk)
         a1 = add(a1, d)
         a2 = add(a2, mul(d, d))
-        smn = vmin(smn, v)
-        smx = vmax(smx, v)
+        d = sub(wide(w), kk)
+        b1 = add(b1, d)
+        b2 = add(b2, mul(d, d))
+        d = sub(wide(y), kk)
+        c1 = add(c1, d)
+        c2 = add(c2, mul(d, d))
+        d = sub(wide(q), kk)
+        d1 = add(d1, d)
+        d2 = add(d2, mul(d, d))
+        mn = vmin(vmin(mn, v), vmin(vmin(w, y), q))
+        mx = vmax(vmax(mx, v), vmax(vmax(w, y), q))
         if tiny:
-            m = vabs(v)
-            cu = add(cu, ones(both(both(le(m, u), gt(m, zero)), below(b - i))))
-    clean = not anyof(negate(finite(a1)))
-    clean = clean and least(smn) > -over and greatest(smx) < over
-    if clean and tiny:
-        c = fold(cu)
-        if c > 0:  # counted here when one target can underflow and wants no position
-            slot = 2 + 2 * targets
-            clean = targets == 1 and nlocs[slot] >= locs.shape[1]
-            if clean:
-                counts[slot] += c
+            m = vmin(vmin(vabs(v), vabs(w)), vmin(vabs(y), vabs(q)))
+            m = select(gt(m, zero), m, inf)  # a zero here: each sub-block is looked at alone
+            mz = vmin(mz, m)
+    return (a1, b1, c1, d1), (a2, b2, c2, d2), mn, mx, mz
+
+
+@helper
+def _count_under(x, a, b, under):
+    """The values of ``x[a:b]`` with ``0 < |v| <= under``."""
+    T = x.dtype.type
+    u = splat(under)
+    zero = splat(T(0))
+    c = splat(np.int32(0))
+    for i in range(a, b, L):
+        m = vabs(load(x, i) if i + L <= b else load_part(x, i, b - i, T(0)))
+        c = add(c, ones(both(le(m, u), gt(m, zero))))
+    return fold(c)
+
+
+@helper
+def _settle(x, a, b, k, pos, lanes, thr, over, under, targets, found, counts, locs, vals, nlocs):  # fmt: skip
+    """A sub-block ``x[a:b]`` (positions from ``pos``) after its fast pass (``lanes``):
+    clean when its sums are finite, its extrema inside the overflow thresholds and no
+    magnitude at or under an underflow threshold (or only the one target's, counted here
+    when it wants no position); else taken again on the exact path. Returns its sums' and
+    extrema's lanes over its finite values and its NaN, +inf, -inf counts."""
+    s1, s2, mn, mx, mz = lanes
+    clean = not anyof(negate(finite(s1))) and least(mn) > -over and greatest(mx) < over
+    if clean and under >= 0 and least(mz) <= under:
+        slot = 2 + 2 * targets  # the last target's underflow
+        clean = targets == 1 and nlocs[slot] >= locs.shape[1]
+        if clean:
+            counts[slot] += _count_under(x, a, b, under)
     if clean:
-        return a1, a2, smn, smx, np.int64(0), np.int64(0), np.int64(0)
-    a1, a2, smn, smx = exact(x, a, b, k, pos, thr, targets, found, counts, locs, vals, nlocs)
-    return a1, a2, smn, smx, found[NAN], found[POSINF], found[NEGINF]
+        return s1, s2, mn, mx, np.int64(0), np.int64(0), np.int64(0)
+    s1, s2, mn, mx = exact(x, a, b, k, pos, thr, targets, found, counts, locs, vals, nlocs)
+    return s1, s2, mn, mx, found[NAN], found[POSINF], found[NEGINF]
+
+
+@helper
+def _added(r1, r2, lo, hi, c, got):
+    """A row's lanes with a sub-block's (``_settle``'s) added, its counts added to ``c``."""
+    a1, a2, smn, smx, n0, n1, n2 = got
+    c[0] += n0
+    c[1] += n1
+    c[2] += n2
+    return add(r1, a1), add(r2, a2), vmin(lo, smn), vmax(hi, smx)
 
 
 @helper
@@ -231,9 +302,11 @@ def scan_rows(x, rows, n, thr, counts, locs, vals, nlocs, shift, s1, s2, mn, mx,
     ``(inf, -1)`` for an unused slot), the first positions (flat in ``x``) and values of
     each kind kept in ``locs``/``vals`` up to their width (``nlocs`` of each); per row,
     its statistics (module docstring) into ``shift``, ``s1``, ``s2``, ``mn``, ``mx`` and
-    its non-finite counts added to ``cnan``, ``cpos``, ``cneg``."""
+    its non-finite counts added to ``cnan``, ``cpos``, ``cneg``. A row's whole sub-blocks
+    are read four at a time (``_pass4``)."""
     T = x.dtype.type
     over, under, targets = bounds(thr)
+    tiny = under >= 0
     found = np.empty(N_KINDS, np.int64)
     z = splat(0.0)
     for r in range(rows):
@@ -248,29 +321,39 @@ def scan_rows(x, rows, n, thr, counts, locs, vals, nlocs, shift, s1, s2, mn, mx,
         r2 = z
         lo = splat(T(np.inf))
         hi = splat(T(-np.inf))
-        c0 = np.int64(0)
-        c1 = np.int64(0)
-        c2 = np.int64(0)
-        for a in range(s, e, SUB):
-            b = a + SUB if a + SUB < e else e
-            a1, a2, smn, smx, n0, n1, n2 = sub_block(
-                x, a, b, k, a, thr, over, under, targets, found, counts, locs, vals, nlocs
-            )
-            r1 = add(r1, a1)
-            r2 = add(r2, a2)
-            lo = vmin(lo, smn)
-            hi = vmax(hi, smx)
-            c0 += n0
-            c1 += n1
-            c2 += n2
+        c = np.zeros(3, np.int64)
+        a = s
+        while a < e:
+            if a + 4 * SUB <= e:
+                p1, p2, qmn, qmx, qmz = _pass4(x, a, k, tiny)
+                clean = least(qmn) > -over and greatest(qmx) < over and least(qmz) > under
+                for j in range(4):
+                    clean = clean and not anyof(negate(finite(p1[j])))
+                if clean:  # the four sub-blocks' lanes, in order
+                    for j in range(4):
+                        r1 = add(r1, p1[j])
+                        r2 = add(r2, p2[j])
+                    lo = vmin(lo, qmn)
+                    hi = vmax(hi, qmx)
+                    a += 4 * SUB
+                    continue
+                stop = a + 4 * SUB  # something to look at: each sub-block alone
+            else:
+                stop = e
+            while a < stop:
+                b = a + SUB if a + SUB < e else e
+                lanes = _pass(x, a, b, k, tiny)
+                got = _settle(x, a, b, k, a, lanes, thr, over, under, targets, found, counts, locs, vals, nlocs)  # fmt: skip
+                r1, r2, lo, hi = _added(r1, r2, lo, hi, c, got)
+                a = b
         shift[r] = k
         s1[r] = fold(r1)
         s2[r] = fold(r2)
         mn[r] = least(lo)
         mx[r] = greatest(hi)
-        cnan[r] += c0
-        cpos[r] += c1
-        cneg[r] += c2
+        cnan[r] += c[0]
+        cpos[r] += c[1]
+        cneg[r] += c[2]
 
 
 @helper
@@ -293,6 +376,7 @@ def scan_narrow(src, table, rows, n, thr, counts, locs, vals, nlocs, shift, s1, 
     empty for bfloat16) in a buffer that stays in cache, then scanned as ``scan_rows``
     scans float32 (the same bits as the widened data's). Positions are flat in ``src``."""
     over, under, targets = bounds(thr)
+    tiny = under >= 0
     found = np.empty(N_KINDS, np.int64)
     buf = np.empty(SUB, np.float32)
     bufu = buf.view(np.uint32)
@@ -316,27 +400,18 @@ def scan_narrow(src, table, rows, n, thr, counts, locs, vals, nlocs, shift, s1, 
         r2 = z
         lo = splat(np.float32(np.inf))
         hi = splat(np.float32(-np.inf))
-        c0 = np.int64(0)
-        c1 = np.int64(0)
-        c2 = np.int64(0)
+        c = np.zeros(3, np.int64)
         for a in range(s, e, SUB):
             b = a + SUB if a + SUB < e else e
             _widen(src, table, a, b, buf, bufu)
-            a1, a2, smn, smx, n0, n1, n2 = sub_block(
-                buf, 0, b - a, k, a, thr, over, under, targets, found, counts, locs, vals, nlocs
-            )
-            r1 = add(r1, a1)
-            r2 = add(r2, a2)
-            lo = vmin(lo, smn)
-            hi = vmax(hi, smx)
-            c0 += n0
-            c1 += n1
-            c2 += n2
+            lanes = _pass(buf, 0, b - a, k, tiny)
+            got = _settle(buf, 0, b - a, k, a, lanes, thr, over, under, targets, found, counts, locs, vals, nlocs)  # fmt: skip
+            r1, r2, lo, hi = _added(r1, r2, lo, hi, c, got)
         shift[r] = k
         s1[r] = fold(r1)
         s2[r] = fold(r2)
         mn[r] = least(lo)
         mx[r] = greatest(hi)
-        cnan[r] += c0
-        cpos[r] += c1
-        cneg[r] += c2
+        cnan[r] += c[0]
+        cpos[r] += c[1]
+        cneg[r] += c[2]
