@@ -153,7 +153,6 @@ def slice_report(
 
     shape = spec.by_shape
     size = math.prod(shape)
-    slice_columns = dispatch.pick("slice_columns", np.float64, size == 1)
     names = (axis_names or {}).get(spec.by[0]) if len(spec.by) == 1 else None
     if finished is not None:
         if finished:  # slices without a finite value
@@ -178,6 +177,7 @@ def slice_report(
     else:
         mean, std, mn, mx, z = (np.empty(size) for _ in range(5))
     ins, outs = (full.n, full.mean, full.std, full.min, full.max), (mean, std, mn, mx, z)
+    slice_columns = dispatch.pick("slice_columns", np.float64, size == 1)
     in_parts(lambda a, b: slice_columns(*(c[a:b] for c in ins + outs)), size, threads)
     cols = (full.nan, full.posinf, full.neginf, full.n, mean, std, mn, mx, z)
     return SliceReport(spec.by, *(np.asarray(c).reshape(shape) for c in cols), names)

@@ -295,9 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_list,
         default=None,
         metavar="MODES",
-        help="comma-separated kinds of scan to compile for: plain, by=0, by=-1, scale, "
-        "narrow (bfloat16 and float8 data), guard; also localize, cast, complex, integer "
-        "(plain's kernels) (default: all)",
+        help="comma-separated kinds of scan to compile for: plain, by=0, by=-1, localize, "
+        "scale, narrow (bfloat16 and float8 data), guard; also cast, complex, integer "
+        "(plain's kernels) and 'by tuples' (by=-1's) (default: all)",
     )
     k.add_argument(
         "--dtype",

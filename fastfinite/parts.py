@@ -19,8 +19,9 @@ from collections.abc import Callable
 import numpy as np
 
 from . import kinds
-from .blocks import Block, Region
+from .blocks import Block, Region, widen
 from .pools import shared_pool
+from .stats import SUB
 from .summary import SliceStats, Summary, rescued
 
 
@@ -86,7 +87,7 @@ class PartedScan:
         they finish, while the next ones run."""
         from . import dispatch
         from .slow.twins import __name__ as twin_module
-        from .slow.twins import fold_part  # a few small arrays a part: no kernel to compile
+        from .slow.twins import fold_part, record_positions  # a few small arrays a part
 
         block = self.block
         pool = shared_pool("part", self.threads)
@@ -103,18 +104,23 @@ class PartedScan:
         def scan(p: int) -> None:  # the kernel or its twin, as it is when the part starts
             q, a, b = p % slots, self.bounds[p], self.bounds[p + 1]
             small = b - a <= self.twin_max
-            finds = (pc[q], pl[q], pv[q], pn[q], *ps[q], *prc[q])
+            spans = np.empty((3, 2 + (b - a) // SUB), np.int64)
+            finds = (pc[q], cap, np.empty(kinds.N_KINDS, np.int64), spans, *ps[q], *prc[q])
             if narrow:
                 fn = dispatch.pick("scan_narrow", block.bits.dtype, small)
-                args = (block.bits[a:b], block.table, 1, b - a, thr, *finds)
+                bits, table = block.bits[a:b], block.table
+                args = (bits, table, 1, b - a, thr, *finds, np.empty(SUB, np.float32))
+                values = lambda s, e: widen(bits[s:e], table)  # noqa: E731
             else:
                 fn = dispatch.pick("scan_rows", block.x.dtype, small)
                 args = (block.x[a:b], 1, b - a, thr, *finds)
+                values = lambda s, e: block.x[a + s : a + e]  # noqa: E731
             if fn.__module__ == twin_module and not small:  # one at a time: the compiler
                 with _twin_turn:  # needs a core, and the GIL, to finish
-                    fn(*args)
+                    m = fn(*args)
             else:
-                fn(*args)
+                m = fn(*args)
+            record_positions(values, spans, m, thr, pl[q], pv[q], pn[q])
 
         def start(p: int):
             q = p % slots

@@ -10,9 +10,10 @@ import math
 import numpy as np
 
 from . import dispatch, kinds
-from .blocks import Block, Region, first_where, memory_order, memory_view, narrow_format
+from .blocks import Block, Region, first_where, memory_order, memory_view, narrow_format, widen
 from .errors import ChunkReadError, SourceError
-from .stats import TILE
+from .slow.twins import record_positions
+from .stats import SUB, TILE
 from .summary import ScanSpec, SliceCanvas, SliceStats, Summary, _first, merge_all, rescued
 
 KEPT = 1 << 10  # positions of each kind a kernel keeps; more are looked for when wanted
@@ -113,25 +114,29 @@ def summarize_parts(block: Block, boxes: list[Region], spec: ScanSpec, threads: 
 
 def scan_call(block: Block, lo: int, size: int, shape: tuple[int, int], spec: ScanSpec, rows_are_slices: bool):  # fmt: skip
     """The kernel (or its twin: ``dispatch``) for ``size`` values of ``block`` from ``lo``,
-    seen as ``shape`` (rows, columns), with its leading arguments bound: call it with
-    ``(thr, counts, locs, vals, nlocs, shift, s1, s2, mn, mx, cnan, cpos, cneg)``."""
+    seen as ``shape`` (rows, columns): ``(scan, values, spans)``. ``scan`` takes ``(thr,
+    counts, cap, seen, blocks, shift, s1, s2, mn, mx, cnan, cpos, cneg)`` and returns how
+    many spans it listed in ``blocks`` (at most ``spans``); ``values(a, b)`` are the floats
+    a span covers."""
     small = size <= spec.twin_max
     rows, cols = shape
-    if block.pitched is not None:  # the whole block, in place
-        _, _, pitch, xf, _ = block.pitched
-        fn = dispatch.pick("scan_cols", xf.dtype, small)
-        return lambda *a: fn(xf, rows, cols, pitch, *a, *_col_scratch())
-    if not rows_are_slices:
-        x = block.x[lo : lo + size]
+    if block.pitched is not None or not rows_are_slices:
+        if block.pitched is not None:  # the whole block, in place
+            _, _, pitch, x, _ = block.pitched
+        else:
+            x, pitch = block.x[lo : lo + size], cols
         fn = dispatch.pick("scan_cols", x.dtype, small)
-        return lambda *a: fn(x, rows, cols, cols, *a, *_col_scratch())
+        spans = rows * -(-cols // TILE) + 1
+        return (lambda *a: fn(x, rows, cols, pitch, *a, *_col_scratch())), (lambda a, b: x[a:b]), spans  # fmt: skip
+    spans = rows + size // SUB + 1
     if block.bits is not None:  # bfloat16 and float8: their bits, widened by the kernel
-        bits = block.bits[lo : lo + size]
+        bits, table = block.bits[lo : lo + size], block.table
         fn = dispatch.pick("scan_narrow", bits.dtype, small)
-        return lambda *a: fn(bits, block.table, rows, cols, *a)
+        buf = np.empty(SUB, np.float32)
+        return (lambda *a: fn(bits, table, rows, cols, *a, buf)), (lambda a, b: widen(bits[a:b], table)), spans  # fmt: skip
     x = block.x[lo : lo + size]
     fn = dispatch.pick("scan_rows", x.dtype, small)
-    return lambda *a: fn(x, rows, cols, *a)
+    return (lambda *a: fn(x, rows, cols, *a)), (lambda a, b: x[a:b]), spans
 
 
 def _col_scratch():
@@ -168,8 +173,10 @@ def _scan(
     if size and run is not None:
         run(thr, counts, locs, vals, nlocs)
     elif size:
-        scan = scan_call(block, lo, size, shape, spec, rows_are_slices)
-        scan(thr, counts, locs, vals, nlocs, *sstats, *scounts)
+        scan, values, spans = scan_call(block, lo, size, shape, spec, rows_are_slices)
+        blocks = np.empty((3, spans), np.int64)
+        m = scan(thr, counts, keep, np.empty(kinds.N_KINDS, np.int64), blocks, *sstats, *scounts)
+        record_positions(values, blocks, m, thr, locs, vals, nlocs)
     s = Summary(counts=counts, elements=size // block.ncomp)
     a = None
     for k in np.flatnonzero(counts):  # the first positions of each kind, in C order

@@ -25,7 +25,7 @@ from fastfinite.casts import TARGETS, source_thresholds
 from fastfinite.kernels import jit
 from fastfinite.kinds import N_KINDS
 from fastfinite.scaled import limits_of
-from fastfinite.slow.twins import TWINS
+from fastfinite.slow.twins import TWINS, record_positions, widen
 from fastfinite.stats import CHUNK, LANES, SLICE_BLOCK, SUB, TILE
 from fastfinite.summary import ScanSpec
 
@@ -80,9 +80,9 @@ def blocks(draw, shapes):
     return x, thr
 
 
-def _finds(cap: int):
-    return [np.zeros(N_KINDS, np.int64), np.zeros((N_KINDS, cap), np.int64),
-            np.zeros((N_KINDS, cap)), np.zeros(N_KINDS, np.int64)]  # fmt: skip
+def _finds(cap: int, spans: int):
+    """A scan's ``(counts, cap, seen, blocks)``."""
+    return [np.zeros(N_KINDS, np.int64), cap, np.zeros(N_KINDS, np.int64), np.zeros((3, spans), np.int64)]  # fmt: skip
 
 
 def _stats(m: int):
@@ -97,7 +97,7 @@ COLS = [(1, 5), (30, 40), (CHUNK + 1, 17), (2 * CHUNK + 3, LANES + 1), (3, TILE 
 def scan_rows_args(draw):
     x, thr = draw(blocks(ROWS))
     rows, n = x.shape
-    return [read_only(x.reshape(-1)), rows, n, thr, *_finds(draw(CAPS)), *_stats(rows)]
+    return [read_only(x.reshape(-1)), rows, n, thr, *_finds(draw(CAPS), rows + x.size // SUB + 1), *_stats(rows)]  # fmt: skip
 
 
 @st.composite
@@ -115,7 +115,8 @@ def scan_narrow_args(draw):
         keep = rng.random(rows * n) < 0.99
         bits = np.where(keep, ordinary, bits)
     thr = ScanSpec((rows, n), dt, draw(CASTS)).thresholds
-    return [read_only(bits), widen_table(dt), rows, n, thr, *_finds(draw(CAPS)), *_stats(rows)]
+    spans = rows + bits.size // SUB + 1
+    return [read_only(bits), widen_table(dt), rows, n, thr, *_finds(draw(CAPS), spans), *_stats(rows), np.empty(SUB, np.float32)]  # fmt: skip
 
 
 @st.composite
@@ -127,7 +128,8 @@ def scan_cols_args(draw):
     wide[:, :cols] = x
     flat = wide.reshape(-1)[: (rows - 1) * pitch + cols]
     scratch = [np.empty(kernels.SCRATCH), np.empty(kernels.COUNTS, np.int32)]
-    return [read_only(flat), rows, cols, pitch, thr, *_finds(draw(CAPS)), *_stats(cols), *scratch]  # fmt: skip
+    spans = rows * -(-cols // TILE) + 1
+    return [read_only(flat), rows, cols, pitch, thr, *_finds(draw(CAPS), spans), *_stats(cols), *scratch]  # fmt: skip
 
 
 @st.composite
@@ -261,21 +263,26 @@ INPUTS = {
 }
 
 
-def _found_ones(args, counts_at, locs_at, nlocs_at):
-    """The arguments a kernel writes, positions and values cut to the ones it recorded."""
-    nlocs = args[nlocs_at]
-    out = [args[counts_at], nlocs]
-    for table in (args[locs_at], args[locs_at + 1]):
-        out += [table[k, : nlocs[k]] for k in range(len(nlocs))]
-    return out
+def _positions(name, args, m):
+    """The first positions and values a scan's listed spans hold (``record_positions``)."""
+    at = {"scan_rows": 4, "scan_narrow": 5, "scan_cols": 5}[name]
+    cap, blocks = args[at + 1], args[at + 3]
+    thr = args[at - 1]
+    if name == "scan_narrow":
+        values = lambda a, b: widen(args[0][a:b], args[1])  # noqa: E731
+    else:
+        values = lambda a, b: args[0][a:b]  # noqa: E731
+    locs, vals, nlocs = np.zeros((N_KINDS, cap), np.int64), np.zeros((N_KINDS, cap)), np.zeros(N_KINDS, np.int64)  # fmt: skip
+    record_positions(values, blocks, m, thr, locs, vals, nlocs)
+    return [nlocs, *(locs[k, : nlocs[k]] for k in range(N_KINDS)), *(vals[k, : nlocs[k]] for k in range(N_KINDS))]  # fmt: skip
 
 
 def outputs(name, args, result) -> list:
-    """What a kernel gives: its result and every argument it writes (positions: those it
-    recorded)."""
+    """What a kernel gives: its result and every argument it writes (a scan: its counts,
+    statistics, and the positions its listed spans hold)."""
     if name in ("scan_rows", "scan_narrow", "scan_cols"):
         at = {"scan_rows": 4, "scan_narrow": 5, "scan_cols": 5}[name]
-        return [*_found_ones(args, at, at + 1, at + 3), *args[at + 4 : at + 12]]
+        return [args[at], *_positions(name, args, result), *args[at + 4 : at + 12]]
     if name == "scaled_counts":
         n = args[4]
         return [args[2], n, args[3][0, : n[0]], args[3][1, : n[1]]]
@@ -319,10 +326,12 @@ def test_a_value_in_any_lane_of_any_sub_block_is_found(dtype):
             for at in (lane, SUB + SUB // 2 + lane, 2 * SUB - LANES + lane, n - 1 - lane % 5):
                 x = np.ones(n, dtype)
                 x[at] = value
-                ka, ta = _copies([read_only(x), 1, n, thr, *_finds(3), *_stats(1)])
+                ka, ta = _copies([read_only(x), 1, n, thr, *_finds(3, n // SUB + 2), *_stats(1)])
                 ko, to = kernels.scan_rows(*ka), TWINS["scan_rows"](*ta)
-                assert same(outputs("scan_rows", ka, ko), outputs("scan_rows", ta, to))
-                assert ka[4].sum() == 1 and ka[5][np.flatnonzero(ka[4])[0], 0] == at
+                got = outputs("scan_rows", ka, ko)
+                assert same(got, outputs("scan_rows", ta, to))
+                kind = np.flatnonzero(ka[4])[0]
+                assert ka[4].sum() == 1 and got[2 + kind].tolist() == [at]
 
 
 @pytest.mark.parametrize("dtype", ["f4", "f8"])
@@ -337,7 +346,7 @@ def test_a_dirty_chunk_is_added_again_and_the_others_are_not(dtype):
     x[2 * CHUNK + 7, TILE - 1] = -np.inf
     thr = ScanSpec(x.shape, x.dtype, ("float16",)).thresholds
     scratch = [np.empty(kernels.SCRATCH), np.empty(kernels.COUNTS, np.int32)]
-    args = [read_only(x.reshape(-1)), rows, cols, cols, thr, *_finds(5), *_stats(cols), *scratch]
+    args = [read_only(x.reshape(-1)), rows, cols, cols, thr, *_finds(5, 2 * rows + 1), *_stats(cols), *scratch]  # fmt: skip
     ka, ta = _copies(args)
     ko, to = kernels.scan_cols(*ka), TWINS["scan_cols"](*ta)
     assert same(outputs("scan_cols", ka, ko), outputs("scan_cols", ta, to))

@@ -56,13 +56,6 @@ def __getattr__(name: str):
     return getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
 
 
-def narrow_buffer() -> tuple[np.ndarray, np.ndarray]:
-    """``scan_narrow``'s last arguments: a buffer of ``SUB`` float32 and a read-only view
-    of it."""
-    buf = np.empty(SUB, np.float32)
-    return buf, read_only(buf)
-
-
 def group_of(name: str) -> str:
     """The group kernel ``name`` is compiled with."""
     return next(g for g, names in GROUPS.items() if name in names)
@@ -74,11 +67,9 @@ def read_only(a: np.ndarray) -> np.ndarray:
     return v
 
 
-def _finds(cap: int = 2):
-    return (
-        np.zeros(N_KINDS, np.int64), np.zeros((N_KINDS, cap), np.int64),
-        np.zeros((N_KINDS, cap)), np.zeros(N_KINDS, np.int64),
-    )  # fmt: skip
+def _finds(spans: int = 8):
+    """``(counts, cap, seen, blocks)``, as a scan passes them."""
+    return np.zeros(N_KINDS, np.int64), 2, np.zeros(N_KINDS, np.int64), np.zeros((3, spans), np.int64)  # fmt: skip
 
 
 def _stats(m: int):
@@ -94,7 +85,7 @@ def examples(name: str, dtype: str) -> tuple:
         return (x, 1, x.size, thr, *_finds(), *_stats(1))
     if name == "scan_narrow":
         table = np.zeros(0 if dt.itemsize == 2 else 256, np.float32)
-        return (x, table, 1, x.size, thr, *_finds(), *_stats(1), *narrow_buffer())
+        return (x, table, 1, x.size, thr, *_finds(), *_stats(1), np.empty(SUB, np.float32))
     if name == "scan_cols":
         return (x, 2, 20, 21, thr, *_finds(), *_stats(20), np.empty(SCRATCH), np.empty(COUNTS, np.int32))  # fmt: skip
     if name == "quick_check":

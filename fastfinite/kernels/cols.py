@@ -58,7 +58,7 @@ from .lanes import (
     vmin,
     wide,
 )  # fmt: skip
-from .rows import bounds
+from .rows import _found, _risks, _row_start, bounds
 
 assert TILE % L == 0  # a tile's chunk accumulators (32 KB) stay in L1
 # the rows of the float64 scratch (``kernels.SCRATCH``: lanes past a tile's last column);
@@ -94,47 +94,41 @@ def _add_chunk(x, r0, r1, pitch, c, w, k, c1, c2, cmn, cmx, tiny, under, cu):
 
 
 @helper
-def _chunk_clean(w, c1, cmn, cmx, cu, over, tiny, targets, counts, nlocs, cap):
+def _chunk_clean(w, c1, cmn, cmx, cu, over, tiny):
     """Whether the chunk just added to the tile's ``w`` columns is clean: finite sums,
-    extrema inside the overflow thresholds, no underflow but those one target counts here
-    (added to ``counts`` when no position of theirs is wanted)."""
+    extrema inside the overflow thresholds and, with ``tiny``, no underflow."""
     o = splat(np.float64(over))
     no = splat(-np.float64(over))
+    zi = splat(np.int32(0))
     bad = False
     for j in range(0, w, L):
         b = either(negate(finite(load(c1, j))), ge(load(cmx, j), o))
-        bad |= anyof(both(either(b, le(load(cmn, j), no)), below(w - j)))
-    if bad or not tiny:
-        return not bad
-    c = np.int64(0)
-    for j in range(0, w, L):
-        c += fold(select(below(w - j), load(cu, j), splat(np.int32(0))))
-    if c == 0:
-        return True
-    slot = 2 + 2 * targets
-    if targets == 1 and nlocs[slot] >= cap:
-        counts[slot] += c
-        return True
-    return False
+        b = either(b, le(load(cmn, j), no))
+        if tiny:
+            b = either(b, gt(load(cu, j), zi))
+        bad |= anyof(both(b, below(w - j)))
+    return not bad
 
 
 @helper
-def _add_rows(x, r0, r1, pitch, c, w, cols, k, c1, c2, cmn, cmx, cnt, thr, targets, over, under, counts, locs, vals, nlocs):  # fmt: skip
-    """Rows ``r0:r1`` of the tile on the exact path: per column its finite values added
-    to the chunk's sums and extrema, its NaN, +inf and -inf counted in ``cnt`` (int32
-    rows 0-2); every kind counted into ``counts`` and the first positions (``r * cols +
-    column``) of the kinds still short of the cap recorded, in order."""
+def _add_rows(x, r0, r1, pitch, c, w, cols, k, c1, c2, cmn, cmx, cnt, thr, targets, over, under, counts, cap, seen, blocks, m):  # fmt: skip
+    """Rows ``r0:r1`` of the tile on the exact path: per column its finite values added to
+    the chunk's sums and extrema, its NaN, +inf and -inf counted in ``cnt`` (int32 rows
+    0-2); every kind counted into ``counts``, and each row's span listed in ``blocks``
+    (``rows.scan_rows``'s) when it holds a kind whose first positions (``r * cols +
+    column``) are still wanted. Returns ``m`` after them."""
     T = x.dtype.type
     pinf = splat(np.inf)
     ninf = splat(-np.inf)
     zero = splat(0.0)
+    zi = splat(np.int32(0))
     ov = splat(np.float64(over))
     un = splat(np.float64(under))
-    cap = locs.shape[1]
     cn, cp, cg = cnt[0], cnt[1], cnt[2]
     for r in range(r0, r1):
         o = r * pitch + c
-        seen = False
+        risky = False
+        rn, rp, rg = zi, zi, zi
         for j in range(0, w, L):
             kk = load(k, j)
             inside = below(w - j)
@@ -145,42 +139,27 @@ def _add_rows(x, r0, r1, pitch, c, w, cols, k, c1, c2, cmn, cmx, cnt, thr, targe
             store(c2, j, add(load(c2, j), mul(d, d)))
             store(cmn, j, vmin(load(cmn, j), select(f, v, pinf)))
             store(cmx, j, vmax(load(cmx, j), select(f, v, ninf)))
-            store(cn, j, add(load(cn, j), ones(both(ne(v, v), inside))))
-            store(cp, j, add(load(cp, j), ones(eq(v, pinf))))
-            store(cg, j, add(load(cg, j), ones(eq(v, ninf))))
-            m = vabs(v)
-            risk = either(either(negate(f), ge(m, ov)), both(le(m, un), gt(m, zero)))
-            seen |= anyof(both(risk, inside))
-        if not seen:
-            continue
-        for j in range(w):  # the row's values of each kind, counted and recorded in order
-            v = x[o + j]
-            a = abs(v)
-            if a < over and (a > under or a == 0):
-                continue
-            p = r * cols + c + j
-            if v != v:
-                _count(counts, locs, vals, nlocs, cap, NAN, p, v)
-            elif a == np.inf:
-                _count(counts, locs, vals, nlocs, cap, POSINF if v > 0 else NEGINF, p, v)
-            else:
-                for t in range(targets):
-                    if a >= thr[2 * t]:
-                        _count(counts, locs, vals, nlocs, cap, 3 + 2 * t, p, v)
-                    elif a > 0 and a <= thr[2 * t + 1]:
-                        _count(counts, locs, vals, nlocs, cap, 4 + 2 * t, p, v)
-
-
-@helper
-def _count(counts, locs, vals, nlocs, cap, kind, p, v):
-    """One value ``v`` of ``kind`` at position ``p``: counted, and recorded while its kind
-    is short of the cap."""
-    counts[kind] += 1
-    q = nlocs[kind]
-    if q < cap:
-        locs[kind, q] = p
-        vals[kind, q] = v
-        nlocs[kind] = q + 1
+            n0, n1, n2 = ones(both(ne(v, v), inside)), ones(eq(v, pinf)), ones(eq(v, ninf))
+            store(cn, j, add(load(cn, j), n0))
+            store(cp, j, add(load(cp, j), n1))
+            store(cg, j, add(load(cg, j), n2))
+            rn, rp, rg = add(rn, n0), add(rp, n1), add(rg, n2)
+            g = vabs(v)
+            risky |= anyof(both(either(ge(g, ov), both(le(g, un), gt(g, zero))), f))
+        listed = _found(counts, seen, NAN, fold(rn), cap)
+        listed |= _found(counts, seen, POSINF, fold(rp), cap)
+        listed |= _found(counts, seen, NEGINF, fold(rg), cap)
+        if risky:
+            for t in range(targets):
+                co, cu = _risks(x, o, o + w, thr[2 * t], thr[2 * t + 1])
+                listed |= _found(counts, seen, 3 + 2 * t, co, cap)
+                listed |= _found(counts, seen, 4 + 2 * t, cu, cap)
+        if listed:
+            blocks[0, m] = o
+            blocks[1, m] = o + w
+            blocks[2, m] = r * cols + c
+            m += 1
+    return m
 
 
 @helper
@@ -224,7 +203,7 @@ def _reset(s1, s2, mn, mx):
 
 
 @kernel
-def scan_cols(x, rows, cols, pitch, thr, counts, locs, vals, nlocs, shift, s1, s2, mn, mx, cnan, cpos, cneg, sc, ci):  # fmt: skip
+def scan_cols(x, rows, cols, pitch, thr, counts, cap, seen, blocks, shift, s1, s2, mn, mx, cnan, cpos, cneg, sc, ci):  # fmt: skip
     """Scan a block of ``rows`` rows of ``cols`` values, row ``r`` at ``x[r * pitch :
     r * pitch + cols]`` (float32 or float64), keeping statistics per column.
 
@@ -235,7 +214,8 @@ def scan_cols(x, rows, cols, pitch, thr, counts, locs, vals, nlocs, shift, s1, s
     (float64) and ``kernels.COUNTS`` (int32)."""
     over, under, targets = bounds(thr)
     tiny = under >= 0
-    cap = locs.shape[1]
+    _row_start(seen)
+    m = np.int64(0)
     k, t1, t2, tmn, tmx, c1, c2, cmn, cmx = sc[K], sc[T1], sc[T2], sc[TMN], sc[TMX], sc[C1], sc[C2], sc[CMN], sc[CMX]  # fmt: skip
     cu = ci[3]
     todo = np.empty(TILE, np.int64)
@@ -256,11 +236,11 @@ def scan_cols(x, rows, cols, pitch, thr, counts, locs, vals, nlocs, shift, s1, s
             for j in range(TILE + L):
                 cu[j] = 0
             _add_chunk(x, r0, r1, pitch, c, w, k, c1, c2, cmn, cmx, tiny, under, cu)
-            if not _chunk_clean(w, c1, cmn, cmx, cu, over, tiny, targets, counts, nlocs, cap):
+            if not _chunk_clean(w, c1, cmn, cmx, cu, over, tiny):
                 _reset(c1, c2, cmn, cmx)
-                _add_rows(
+                m = _add_rows(
                     x, r0, r1, pitch, c, w, cols, k, c1, c2, cmn, cmx, ci, thr, targets,
-                    over, under, counts, locs, vals, nlocs,
+                    over, under, counts, cap, seen, blocks, m,
                 )  # fmt: skip
             for j in range(0, w, L):
                 store(t1, j, add(load(t1, j), load(c1, j)))
@@ -276,3 +256,4 @@ def scan_cols(x, rows, cols, pitch, thr, counts, locs, vals, nlocs, shift, s1, s
             cnan[c + j] += ci[0, j]
             cpos[c + j] += ci[1, j]
             cneg[c + j] += ci[2, j]
+    return m

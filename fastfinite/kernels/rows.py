@@ -1,7 +1,8 @@
-"""The per-row scan: each row's counts, positions and shifted sums in one pass.
+"""The per-row scan: each row's counts and shifted sums in one pass, and the blocks where
+the first positions of what it found lie.
 
 A plain scan is one row (or the parts of a run of regions, each a row); ``by`` on the
-slices that are rows of the block (``by=-1`` on C-ordered data) is many. Row ``r`` holds
+slices that are rows of the block (``by=0`` on C-ordered data) is many. Row ``r`` holds
 ``x[r * n : (r + 1) * n]``.
 
 What a row's statistics are, bit for bit (``twins.scan_rows`` does the same in NumPy):
@@ -14,12 +15,14 @@ What a row's statistics are, bit for bit (``twins.scan_rows`` does the same in N
   ``s1`` is their ``fold``; ``s2`` the same of ``d * d``;
 - the extrema of the finite values (+inf and -inf when there is none).
 
-How it stays fast: one branch-free pass over each sub-block takes the sums of every value,
-the extrema and (with a cast target that can underflow) the count of magnitudes under the
-largest underflow threshold. A NaN or inf makes the sums non-finite, so finite sums and
-extrema inside the overflow thresholds prove the sub-block clean; only a sub-block that is
-not goes through the exact path (``exact``): its counts of every kind, its sums over its
-finite values and its first positions.
+How it stays fast: one branch-free pass over each sub-block (four side by side in long
+rows) takes the sums of every value, the extrema and the smallest non-zero magnitude. A NaN
+or inf makes the sums non-finite, so finite sums and extrema and magnitudes inside the cast
+thresholds prove the sub-block clean. Only a sub-block that is not is read again: its sums
+over its finite values and its non-finite values counted (``_masked``), its cast risks
+counted (``_risks``), all in lanes. Positions are not looked for here: a sub-block holding
+a kind whose first positions are still wanted is listed, and the listed sub-blocks are
+looked into afterwards, in order (``twins.record_positions``, NumPy: a few of them).
 
 Compile time is the user's time: each function here is compiled on its own and linked
 into its callers, so there are few of them, without NumPy allocations or the scalar
@@ -39,6 +42,7 @@ from .lanes import (
     anyof,
     below,
     both,
+    eq,
     finite,
     fold,
     ge,
@@ -60,104 +64,8 @@ from .lanes import (
     vmin,
     wide,
 )  # fmt: skip
-from .lanes import eq as lanes_eq
 
 assert SUB % L == 0
-
-
-@helper(inline="always")
-def _keep(locs, vals, nlocs, found, kind, p, v):
-    """Record position ``p`` and value ``v`` of ``kind`` when it was found and is still
-    short of the cap."""
-    j = nlocs[kind]
-    if found[kind] > 0 and j < locs.shape[1]:
-        locs[kind, j] = p
-        vals[kind, j] = v
-        nlocs[kind] = j + 1
-
-
-@helper
-def exact(x, s, e, k, pos, thr, targets, found, counts, locs, vals, nlocs):
-    """The exact path of ``x[s:e]`` with shift ``k``: the counts of each kind into
-    ``found`` and added to ``counts``, the first positions (``pos + i - s``) and values of
-    the kinds still short of the cap recorded; returns the lanes of the sums over the
-    finite values and their extrema (+-inf where there is none)."""
-    T = x.dtype.type
-    inf = T(np.inf)
-    kk = splat(np.float64(k))
-    z = splat(0.0)
-    s1 = z
-    s2 = z
-    pinf = splat(inf)
-    ninf = splat(-inf)
-    mn = pinf
-    mx = ninf
-    zi = splat(np.int32(0))
-    cn = zi
-    cp = zi
-    cg = zi
-    for i in range(s, e, L):
-        m = e - i if e - i < L else L
-        v = load(x, i) if m == L else load_part(x, i, m, k)
-        inside = below(m)
-        f = both(finite(v), inside)
-        d = select(f, sub(wide(v), kk), z)
-        s1 = add(s1, d)
-        s2 = add(s2, mul(d, d))
-        mn = vmin(mn, select(f, v, pinf))
-        mx = vmax(mx, select(f, v, ninf))
-        cn = add(cn, ones(both(ne(v, v), inside)))
-        cp = add(cp, ones(both(lanes_eq(v, pinf), inside)))
-        cg = add(cg, ones(both(lanes_eq(v, ninf), inside)))
-    found[NAN] = fold(cn)
-    found[POSINF] = fold(cp)
-    found[NEGINF] = fold(cg)
-    zero = splat(T(0))
-    over = inf
-    under = T(-1)
-    for t in range(N_TARGET_SLOTS):
-        found[3 + 2 * t] = 0
-        found[4 + 2 * t] = 0
-        if t >= targets:
-            continue
-        ot = thr[2 * t]
-        ut = thr[2 * t + 1]
-        over = ot if ot < over else over
-        under = ut if ut > under else under
-        o = splat(ot)
-        u = splat(ut)
-        co = zi
-        cu = zi
-        for i in range(s, e, L):
-            m = e - i if e - i < L else L
-            v = load(x, i) if m == L else load_part(x, i, m, T(0))  # 0: neither risk
-            a = vabs(v)
-            co = add(co, ones(both(ge(a, o), finite(v))))
-            cu = add(cu, ones(both(le(a, u), gt(a, zero))))
-        found[3 + 2 * t] = fold(co)
-        found[4 + 2 * t] = fold(cu)
-    cap = locs.shape[1]
-    need = False
-    for kind in range(N_KINDS):
-        counts[kind] += found[kind]
-        need |= found[kind] > 0 and nlocs[kind] < cap
-    if need:
-        for i in range(s, e):
-            v = x[i]
-            a = abs(v)
-            if a < over and (a > under or a == 0):  # finite, no cast risk: most values
-                continue
-            if v != v:
-                _keep(locs, vals, nlocs, found, NAN, pos + i - s, v)
-            elif a == inf:
-                _keep(locs, vals, nlocs, found, POSINF if v > 0 else NEGINF, pos + i - s, v)
-            else:
-                for t in range(targets):
-                    if a >= thr[2 * t]:
-                        _keep(locs, vals, nlocs, found, 3 + 2 * t, pos + i - s, v)
-                    elif a > 0 and a <= thr[2 * t + 1]:
-                        _keep(locs, vals, nlocs, found, 4 + 2 * t, pos + i - s, v)
-    return s1, s2, mn, mx
 
 
 @helper
@@ -231,46 +139,95 @@ def _pass4(x, a, k, tiny):
 
 
 @helper
-def _count_under(x, a, b, under):
-    """The values of ``x[a:b]`` with ``0 < |v| <= under``."""
+def _masked(x, a, b, k):
+    """``_pass`` over the finite values of ``x[a:b]`` alone, and the counts of NaN, +inf
+    and -inf there (a sub-block holding some)."""
     T = x.dtype.type
+    kk = splat(np.float64(k))
+    z = splat(0.0)
+    s1 = z
+    s2 = z
+    inf = splat(T(np.inf))
+    ninf = splat(T(-np.inf))
+    mn = inf
+    mx = ninf
+    mz = inf
+    zero = splat(T(0))
+    zi = splat(np.int32(0))
+    cn = zi
+    cp = zi
+    cg = zi
+    for i in range(a, b, L):
+        m = b - i if b - i < L else L
+        inside = below(m)
+        v = load(x, i) if m == L else load_part(x, i, m, k)
+        f = both(finite(v), inside)
+        d = select(f, sub(wide(v), kk), z)
+        s1 = add(s1, d)
+        s2 = add(s2, mul(d, d))
+        mn = vmin(mn, select(f, v, inf))
+        mx = vmax(mx, select(f, v, ninf))
+        g = vabs(v)
+        mz = vmin(mz, select(both(f, gt(g, zero)), g, inf))
+        cn = add(cn, ones(both(ne(v, v), inside)))
+        cp = add(cp, ones(both(eq(v, inf), inside)))
+        cg = add(cg, ones(both(eq(v, ninf), inside)))
+    return s1, s2, mn, mx, mz, fold(cn), fold(cp), fold(cg)
+
+
+@helper
+def _risks(x, a, b, over, under):
+    """The values of ``x[a:b]`` one cast target overflows (finite, ``|v| >= over``) and
+    underflows (``0 < |v| <= under``)."""
+    T = x.dtype.type
+    o = splat(over)
     u = splat(under)
     zero = splat(T(0))
-    c = splat(np.int32(0))
+    co = splat(np.int32(0))
+    cu = co
     for i in range(a, b, L):
-        m = vabs(load(x, i) if i + L <= b else load_part(x, i, b - i, T(0)))
-        c = add(c, ones(both(le(m, u), gt(m, zero))))
-    return fold(c)
+        v = load(x, i) if i + L <= b else load_part(x, i, b - i, T(0))  # 0: neither
+        m = vabs(v)
+        co = add(co, ones(both(ge(m, o), finite(v))))
+        cu = add(cu, ones(both(le(m, u), gt(m, zero))))
+    return fold(co), fold(cu)
 
 
 @helper
-def _settle(x, a, b, k, pos, lanes, thr, over, under, targets, found, counts, locs, vals, nlocs):  # fmt: skip
-    """A sub-block ``x[a:b]`` (positions from ``pos``) after its fast pass (``lanes``):
-    clean when its sums are finite, its extrema inside the overflow thresholds and no
-    magnitude at or under an underflow threshold (or only the one target's, counted here
-    when it wants no position); else taken again on the exact path. Returns its sums' and
-    extrema's lanes over its finite values and its NaN, +inf, -inf counts."""
+def _found(counts, seen, kind, c, cap):
+    """``c`` values of ``kind`` found: counted; whether positions of theirs are still
+    wanted (``seen``: those counted before in this call)."""
+    counts[kind] += c
+    wanted = c > 0 and seen[kind] < cap
+    seen[kind] += c
+    return wanted
+
+
+@helper
+def _settle(x, a, b, k, p0, lanes, thr, over, under, targets, counts, cap, seen, blocks, m):  # fmt: skip
+    """A sub-block ``x[a:b]`` (its first value at position ``p0``) after its fast pass
+    (``lanes``): taken again over its finite values when its sums are not finite, its cast
+    risks counted when its extrema or smallest magnitude reach a threshold, and listed in
+    ``blocks`` (``[start, stop, p0]`` at column ``m``) when it holds a kind whose positions
+    are still wanted. Returns its lanes, its NaN, +inf, -inf counts and ``m`` after it."""
     s1, s2, mn, mx, mz = lanes
-    clean = not anyof(negate(finite(s1))) and least(mn) > -over and greatest(mx) < over
-    if clean and under >= 0 and least(mz) <= under:
-        slot = 2 + 2 * targets  # the last target's underflow
-        clean = targets == 1 and nlocs[slot] >= locs.shape[1]
-        if clean:
-            counts[slot] += _count_under(x, a, b, under)
-    if clean:
-        return s1, s2, mn, mx, np.int64(0), np.int64(0), np.int64(0)
-    s1, s2, mn, mx = exact(x, a, b, k, pos, thr, targets, found, counts, locs, vals, nlocs)
-    return s1, s2, mn, mx, found[NAN], found[POSINF], found[NEGINF]
-
-
-@helper
-def _added(r1, r2, lo, hi, c, got):
-    """A row's lanes with a sub-block's (``_settle``'s) added, its counts added to ``c``."""
-    a1, a2, smn, smx, n0, n1, n2 = got
-    c[0] += n0
-    c[1] += n1
-    c[2] += n2
-    return add(r1, a1), add(r2, a2), vmin(lo, smn), vmax(hi, smx)
+    c0, c1, c2 = np.int64(0), np.int64(0), np.int64(0)
+    if anyof(negate(finite(s1))):
+        s1, s2, mn, mx, mz, c0, c1, c2 = _masked(x, a, b, k)
+    listed = _found(counts, seen, NAN, c0, cap)
+    listed |= _found(counts, seen, POSINF, c1, cap)
+    listed |= _found(counts, seen, NEGINF, c2, cap)
+    if least(mn) <= -over or greatest(mx) >= over or least(mz) <= under:
+        for t in range(targets):
+            co, cu = _risks(x, a, b, thr[2 * t], thr[2 * t + 1])
+            listed |= _found(counts, seen, 3 + 2 * t, co, cap)
+            listed |= _found(counts, seen, 4 + 2 * t, cu, cap)
+    if listed:
+        blocks[0, m] = a
+        blocks[1, m] = b
+        blocks[2, m] = p0
+        m += 1
+    return s1, s2, mn, mx, c0, c1, c2, m
 
 
 @helper
@@ -293,21 +250,29 @@ def bounds(thr):
     return over, under, targets
 
 
+@helper
+def _row_start(seen):
+    for kind in range(N_KINDS):
+        seen[kind] = 0
+
+
 @kernel
-def scan_rows(x, rows, n, thr, counts, locs, vals, nlocs, shift, s1, s2, mn, mx, cnan, cpos, cneg):  # fmt: skip
+def scan_rows(x, rows, n, thr, counts, cap, seen, blocks, shift, s1, s2, mn, mx, cnan, cpos, cneg):  # fmt: skip
     """Scan ``rows`` rows of ``n`` values of the flat block ``x`` (float32 or float64).
 
     Counts of each kind are added to ``counts`` (NaN, +inf, -inf, then overflow and
     underflow per cast slot of ``thr``: ``(over, under)`` thresholds in ``x``'s type,
-    ``(inf, -1)`` for an unused slot), the first positions (flat in ``x``) and values of
-    each kind kept in ``locs``/``vals`` up to their width (``nlocs`` of each); per row,
-    its statistics (module docstring) into ``shift``, ``s1``, ``s2``, ``mn``, ``mx`` and
-    its non-finite counts added to ``cnan``, ``cpos``, ``cneg``. A row's whole sub-blocks
-    are read four at a time (``_pass4``)."""
+    ``(inf, -1)`` for an unused slot); per row, its statistics (module docstring) into
+    ``shift``, ``s1``, ``s2``, ``mn``, ``mx`` and its non-finite counts added to ``cnan``,
+    ``cpos``, ``cneg``. The sub-blocks holding the first ``cap`` values of each kind are
+    listed in ``blocks`` (int64 ``(3, m)``: start, stop, first position), in order;
+    returns ``m``. ``seen``: int64 scratch of ``N_KINDS``. A row's whole sub-blocks are
+    read four at a time (``_pass4``)."""
     T = x.dtype.type
     over, under, targets = bounds(thr)
     tiny = under >= 0
-    found = np.empty(N_KINDS, np.int64)
+    _row_start(seen)
+    m = np.int64(0)
     z = splat(0.0)
     for r in range(rows):
         s = r * n
@@ -321,7 +286,7 @@ def scan_rows(x, rows, n, thr, counts, locs, vals, nlocs, shift, s1, s2, mn, mx,
         r2 = z
         lo = splat(T(np.inf))
         hi = splat(T(-np.inf))
-        c = np.zeros(3, np.int64)
+        c0, c1, c2 = np.int64(0), np.int64(0), np.int64(0)
         a = s
         while a < e:
             if a + 4 * SUB <= e:
@@ -343,17 +308,26 @@ def scan_rows(x, rows, n, thr, counts, locs, vals, nlocs, shift, s1, s2, mn, mx,
             while a < stop:
                 b = a + SUB if a + SUB < e else e
                 lanes = _pass(x, a, b, k, tiny)
-                got = _settle(x, a, b, k, a, lanes, thr, over, under, targets, found, counts, locs, vals, nlocs)  # fmt: skip
-                r1, r2, lo, hi = _added(r1, r2, lo, hi, c, got)
+                a1, a2, smn, smx, n0, n1, n2, m = _settle(
+                    x, a, b, k, a, lanes, thr, over, under, targets, counts, cap, seen, blocks, m
+                )
+                r1 = add(r1, a1)
+                r2 = add(r2, a2)
+                lo = vmin(lo, smn)
+                hi = vmax(hi, smx)
+                c0 += n0
+                c1 += n1
+                c2 += n2
                 a = b
         shift[r] = k
         s1[r] = fold(r1)
         s2[r] = fold(r2)
         mn[r] = least(lo)
         mx[r] = greatest(hi)
-        cnan[r] += c[0]
-        cpos[r] += c[1]
-        cneg[r] += c[2]
+        cnan[r] += c0
+        cpos[r] += c1
+        cneg[r] += c2
+    return m
 
 
 @helper
@@ -370,15 +344,16 @@ def _widen(src, table, s, e, out, outu):
 
 
 @kernel
-def scan_narrow(src, table, rows, n, thr, counts, locs, vals, nlocs, shift, s1, s2, mn, mx, cnan, cpos, cneg):  # fmt: skip
+def scan_narrow(src, table, rows, n, thr, counts, cap, seen, blocks, shift, s1, s2, mn, mx, cnan, cpos, cneg, buf):  # fmt: skip
     """``scan_rows`` over bfloat16 or float8 data: ``src``, their bits (uint16 or uint8,
     flat), each sub-block widened to float32 (``_widen``; ``table``: float8's values,
-    empty for bfloat16) in a buffer that stays in cache, then scanned as ``scan_rows``
-    scans float32 (the same bits as the widened data's). Positions are flat in ``src``."""
+    empty for bfloat16) in ``buf`` (``SUB`` float32, in cache), then scanned as
+    ``scan_rows`` scans float32 (the same bits as the widened data's). Listed sub-blocks
+    are spans of ``src``."""
     over, under, targets = bounds(thr)
     tiny = under >= 0
-    found = np.empty(N_KINDS, np.int64)
-    buf = np.empty(SUB, np.float32)
+    _row_start(seen)
+    m = np.int64(0)
     bufu = buf.view(np.uint32)
     z = splat(0.0)
     for r in range(rows):
@@ -400,18 +375,31 @@ def scan_narrow(src, table, rows, n, thr, counts, locs, vals, nlocs, shift, s1, 
         r2 = z
         lo = splat(np.float32(np.inf))
         hi = splat(np.float32(-np.inf))
-        c = np.zeros(3, np.int64)
+        c0, c1, c2 = np.int64(0), np.int64(0), np.int64(0)
         for a in range(s, e, SUB):
             b = a + SUB if a + SUB < e else e
             _widen(src, table, a, b, buf, bufu)
             lanes = _pass(buf, 0, b - a, k, tiny)
-            got = _settle(buf, 0, b - a, k, a, lanes, thr, over, under, targets, found, counts, locs, vals, nlocs)  # fmt: skip
-            r1, r2, lo, hi = _added(r1, r2, lo, hi, c, got)
+            a1, a2, smn, smx, n0, n1, n2, mm = _settle(
+                buf, 0, b - a, k, a, lanes, thr, over, under, targets, counts, cap, seen, blocks, m
+            )
+            if mm > m:  # the span of src, not of the buffer
+                blocks[0, m] = a
+                blocks[1, m] = b
+            m = mm
+            r1 = add(r1, a1)
+            r2 = add(r2, a2)
+            lo = vmin(lo, smn)
+            hi = vmax(hi, smx)
+            c0 += n0
+            c1 += n1
+            c2 += n2
         shift[r] = k
         s1[r] = fold(r1)
         s2[r] = fold(r2)
         mn[r] = least(lo)
         mx[r] = greatest(hi)
-        cnan[r] += c[0]
-        cpos[r] += c[1]
-        cneg[r] += c[2]
+        cnan[r] += c0
+        cpos[r] += c1
+        cneg[r] += c2
+    return m

@@ -117,24 +117,46 @@ def _risks(v: np.ndarray, fin: np.ndarray, clean: bool, thr: np.ndarray) -> list
     return masks
 
 
-def _record(masks, to_global, values, counts, locs, vals, nlocs) -> None:
-    """Add the counts of ``masks`` (one per kind, None for none, over ``values``) and
-    record the first positions of each kind up to the cap (``to_global``: a flat index of
-    ``values`` to the position the kernel records)."""
+def _listed(masks, spans, counts, cap, seen, blocks, m) -> int:
+    """Count the kinds of ``masks`` (one per kind, None for none; over values whose rows
+    are ``spans``, ``(start, stop, first position)`` each, in order) into ``counts``, and
+    list in ``blocks`` from column ``m`` the spans holding a kind whose positions are still
+    wanted (``seen``: the values of each kind counted before in this call); returns ``m``
+    after them (``rows.scan_rows``'s rule, by spans rather than sub-blocks)."""
+    per = np.zeros((len(spans), N_KINDS), np.int64)
+    for k, mk in enumerate(masks):
+        if mk is not None:
+            per[:, k] = mk.reshape(len(spans), -1).sum(axis=1)
+    counts += per.sum(axis=0)
+    for i in np.flatnonzero(per.any(axis=1)):
+        wanted = (per[i] > 0) & (seen < cap)
+        seen += per[i]
+        if wanted.any():
+            blocks[:, m] = spans[i]
+            m += 1
+    return m
+
+
+def record_positions(values, blocks, m, thr, locs, vals, nlocs) -> None:
+    """The first positions and values of each kind in the listed spans (a scan's
+    ``blocks[:, :m]``: start, stop, first position), in order, up to the width of
+    ``locs``; ``values(start, stop)``: the span's values as floats."""
     cap = locs.shape[1]
-    flat = values.reshape(-1)
-    for k, m in enumerate(masks):
-        if m is None:
-            continue
-        c = int(np.count_nonzero(m))
-        counts[k] += c
-        take = min(c, cap - int(nlocs[k]))
-        if take > 0:
-            at = np.flatnonzero(m)[:take]
-            locs[k, nlocs[k] : nlocs[k] + take] = to_global(at)
-            with np.errstate(invalid="ignore"):  # a float8 NaN pattern widened: signalling
-                vals[k, nlocs[k] : nlocs[k] + take] = flat[at]
-            nlocs[k] += take
+    for j in range(m):
+        a, b, p0 = (int(v) for v in blocks[:, j])
+        if (nlocs >= cap).all():
+            return
+        v = values(a, b)
+        for k in range(N_KINDS):
+            t = thr[k - 3] if k >= 3 else 0
+            if nlocs[k] >= cap or (k % 2 and k >= 3 and t == np.inf) or (k >= 3 and not k % 2 and t < 0):  # fmt: skip
+                continue
+            at = np.flatnonzero(kind_mask(v, k, thr))[: cap - nlocs[k]]
+            if len(at):
+                locs[k, nlocs[k] : nlocs[k] + len(at)] = p0 + at
+                with np.errstate(invalid="ignore"):  # a float8 NaN pattern widened: signalling
+                    vals[k, nlocs[k] : nlocs[k] + len(at)] = v[at]
+                nlocs[k] += len(at)
 
 
 def _first_finite(x2: np.ndarray, axis: int) -> np.ndarray:
@@ -147,10 +169,12 @@ def _first_finite(x2: np.ndarray, axis: int) -> np.ndarray:
     return np.where(fin.any(axis=axis), got, 0).astype(np.float64)
 
 
-def scan_rows(x, rows, n, thr, counts, locs, vals, nlocs, shift, s1, s2, mn, mx, cnan, cpos, cneg):  # fmt: skip
-    """``kernels.rows.scan_rows``: counts, first positions and per-row statistics of
-    ``rows`` rows of ``n`` values of the flat block ``x``."""
+def scan_rows(x, rows, n, thr, counts, cap, seen, blocks, shift, s1, s2, mn, mx, cnan, cpos, cneg):  # fmt: skip
+    """``kernels.rows.scan_rows``: counts, per-row statistics and the spans where the first
+    positions of each kind lie (listed by rows, or pieces of a long row)."""
     x2 = x[: rows * n].reshape(rows, n)
+    seen[:] = 0
+    m = 0
     batch = max(1, PIECE // max(n, 1))
     for r0 in range(0, rows, batch):
         part = x2[r0 : r0 + batch]
@@ -166,11 +190,12 @@ def scan_rows(x, rows, n, thr, counts, locs, vals, nlocs, shift, s1, s2, mn, mx,
             fin = np.isfinite(v)
             clean = bool(fin.all())
             masks = _risks(v, fin, clean, thr)
-            place = lambda j, r0=r0, a=a, w=w: (r0 + j // w) * n + a + j % w  # noqa: E731
-            _record(masks, place, v, counts, locs, vals, nlocs)
+            starts = np.arange(r0, r0 + rs) * n + a
+            spans = np.stack([starts, starts + w, starts], axis=1)
+            m = _listed(masks, spans, counts, cap, seen, blocks, m)
             if not clean:
-                for c, m in zip((cnan, cpos, cneg), masks[:3]):
-                    c[r0 : r0 + rs] += m.sum(axis=1)
+                for c, mk in zip((cnan, cpos, cneg), masks[:3]):
+                    c[r0 : r0 + rs] += mk.sum(axis=1)
             with np.errstate(over="ignore", invalid="ignore"):
                 d = v.astype(np.float64) - k[:, None]
                 if not clean:
@@ -182,6 +207,7 @@ def scan_rows(x, rows, n, thr, counts, locs, vals, nlocs, shift, s1, s2, mn, mx,
                 hi = np.maximum(hi, (v if clean else np.where(fin, v, -np.inf)).max(axis=1))
         s1[r0 : r0 + rs], s2[r0 : r0 + rs] = fold(acc1), fold(acc2)
         mn[r0 : r0 + rs], mx[r0 : r0 + rs] = lo, hi
+    return m
 
 
 def widen(src: np.ndarray, table: np.ndarray) -> np.ndarray:
@@ -191,28 +217,33 @@ def widen(src: np.ndarray, table: np.ndarray) -> np.ndarray:
     return table[src]
 
 
-def scan_narrow(src, table, rows, n, thr, counts, locs, vals, nlocs, *stats):
-    """``kernels.rows.scan_narrow``: ``scan_rows`` of the widened values."""
-    scan_rows(widen(src, table), rows, n, thr, counts, locs, vals, nlocs, *stats)
+def scan_narrow(src, table, rows, n, thr, counts, cap, seen, blocks, *stats_and_buffer):
+    """``kernels.rows.scan_narrow``: ``scan_rows`` of the widened values (the kernel's
+    buffer, the last argument, is not needed)."""
+    return scan_rows(widen(src, table), rows, n, thr, counts, cap, seen, blocks, *stats_and_buffer[:8])  # fmt: skip
 
 
-def scan_cols(x, rows, cols, pitch, thr, counts, locs, vals, nlocs, shift, s1, s2, mn, mx, cnan, cpos, cneg, sc=None, ci=None):  # fmt: skip
+def scan_cols(x, rows, cols, pitch, thr, counts, cap, seen, blocks, shift, s1, s2, mn, mx, cnan, cpos, cneg, sc=None, ci=None):  # fmt: skip
     """``kernels.cols.scan_cols``: per-column statistics of a block of ``rows`` rows of
-    ``cols`` values ``pitch`` apart in ``x``; positions in C order tile by tile."""
+    ``cols`` values ``pitch`` apart in ``x``; spans listed tile by tile, row by row."""
     item = x.itemsize
     x2 = np.lib.stride_tricks.as_strided(x, (rows, cols), (pitch * item, item))
     k = _first_finite(x2, 0) if rows else np.zeros(cols)
     shift[:] = k
+    seen[:] = 0
+    m = 0
     for c in range(0, cols, TILE):
         t = x2[:, c : c + TILE]
         w = t.shape[1]
         fin = np.isfinite(t)
         clean = bool(fin.all())
         masks = _risks(t, fin, clean, thr)
-        _record(masks, lambda j, c=c, w=w: (j // w) * cols + c + j % w, t, counts, locs, vals, nlocs)  # fmt: skip
+        r = np.arange(rows)
+        spans = np.stack([r * pitch + c, r * pitch + c + w, r * cols + c], axis=1)
+        m = _listed(masks, spans, counts, cap, seen, blocks, m)
         if not clean:
-            for out, m in zip((cnan, cpos, cneg), masks[:3]):
-                out[c : c + w] += m.sum(axis=0)
+            for out, mk in zip((cnan, cpos, cneg), masks[:3]):
+                out[c : c + w] += mk.sum(axis=0)
     acc1, acc2 = np.zeros(cols), np.zeros(cols)
     lo, hi = np.full(cols, np.inf), np.full(cols, -np.inf)
     step = max(CHUNK, PIECE // max(cols, 1) // CHUNK * CHUNK)
@@ -234,6 +265,7 @@ def scan_cols(x, rows, cols, pitch, thr, counts, locs, vals, nlocs, shift, s1, s
         lo = np.minimum(lo, (v if clean else np.where(fin, v, np.inf)).min(axis=0))
         hi = np.maximum(hi, (v if clean else np.where(fin, v, -np.inf)).max(axis=0))
     s1[:], s2[:], mn[:], mx[:] = acc1, acc2, lo, hi
+    return m
 
 
 def quick_check(x, thr) -> bool:
