@@ -97,9 +97,30 @@ for line in sys.stdin:
 """
 
 
+class _Forked:
+    """A process forked from this one (numba already imported) that compiles the groups it
+    is sent into the shared cache, one after another. Forked at once, before this process
+    compiles anything: a fork taken while another thread held LLVM's lock would leave the
+    child waiting for it forever."""
+
+    def __init__(self):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
+        self.pool.submit(int).result()  # the fork, now
+
+    def __call__(self, group: str, dtype: str) -> float:
+        return self.pool.submit(_in_this, group, dtype).result()
+
+    def close(self) -> None:
+        self.pool.shutdown()
+
+
 class _Child:
     """A process that compiles the groups it is sent into the shared cache, one after
-    another: its start (Python, numba) is paid once, not once a group."""
+    another: its start (Python, numba) is paid once, not once a group. (Where a process
+    cannot be forked.)"""
 
     def __init__(self):
         self.proc = subprocess.Popen(
@@ -197,11 +218,10 @@ def compile(  # noqa: A001 - the name the command line and the issue give it
     # a cache to share, by processes beside it (one per other core), started first: their
     # start-up runs while this one reads the cache's index
     workers = max(1, min(processes or default_workers(), len(todo)))
-    helpers = [_Child() for _ in range(workers - 1)] if report.cache else []
-    fresh = [p for p in todo if not cached(*p)]
-    for h in helpers[max(0, len(fresh) - 1) :]:  # more processes than groups to compile
-        h.close()
-    helpers = helpers[: max(0, len(fresh) - 1)]
+    fresh = [p for p in todo if not cached(*p)]  # (numba imported here: the forks have it)
+    forks = sys.platform.startswith("linux") and not dispatch.in_flight()
+    helper = _Forked if forks else _Child  # a fork skips Python's and numba's start-up
+    helpers = [helper() for _ in range(min(workers, len(fresh)) - 1)] if report.cache else []
     queue = sorted(fresh, key=lambda p: -COST.get(p[0], 1.0))  # the longest first
 
     def work(run) -> None:

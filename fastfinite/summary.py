@@ -233,7 +233,9 @@ def rescued(part: SliceStats, values, rows_are_slices: bool = True) -> tuple | N
     (magnitudes under ``TINY``, not all equal: the std would lose its digits, down to 0),
     get both again, scaled (``stats.scaled_moments``), from ``values()``, the 2-D values;
     then the totals over all slices are returned, else None."""
-    bad = _per_slice("rescue_rows", len(part.idx))(part.n, part.mean, part.min, part.max)
+    from .slow.twins import rescue_rows  # NumPy: the rare slices whose sums overflowed
+
+    bad = rescue_rows(part.n, part.mean, part.min, part.max)
     if not len(bad):
         return None
     from .slow.twins import totals

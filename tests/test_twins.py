@@ -211,12 +211,6 @@ def slice_rows(draw):
 
 
 @st.composite
-def rescue_rows_args(draw):
-    n, mean, _, mn, mx = draw(slice_rows())
-    return [n, mean, np.fmin(mn, mx), np.fmax(mn, mx)]
-
-
-@st.composite
 def slice_columns_args(draw):
     n, mean, std, mn, mx = draw(slice_rows())
     return [n, mean, std, mn, mx, *(np.empty(len(n)) for _ in range(5))]
@@ -255,7 +249,6 @@ INPUTS = {
     "quick_check": quick_check_args(),
     "finish_slices": finish_slices_args(),
     "finish_whole_slices": finish_whole_slices_args(),
-    "rescue_rows": rescue_rows_args(),
     "fold_slices": fold_slices_args(),
     "slice_columns": slice_columns_args(),
     "slice_flags": slice_flags_args(),

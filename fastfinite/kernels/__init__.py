@@ -23,7 +23,7 @@ GROUPS = {
     "rows": ("scan_rows",),
     "narrow": ("scan_narrow",),
     "cols": ("scan_cols",),
-    "finish": ("finish_slices", "finish_whole_slices", "rescue_rows"),
+    "finish": ("finish_slices", "finish_whole_slices"),
     "merge": ("fold_slices", "slice_columns", "slice_flags"),
     "guard": ("quick_check",),
     "scaled": ("scaled_counts",),
@@ -42,7 +42,7 @@ KERNEL_DTYPES = {
 _HOMES = {
     "scan_rows": "rows", "scan_narrow": "rows", "scan_cols": "cols", "quick_check": "checks",
     "scaled_counts": "checks", "finish_whole_slices": "slices", "finish_slices": "slices",
-    "rescue_rows": "slices", "fold_slices": "slices", "slice_columns": "slices",
+    "fold_slices": "slices", "slice_columns": "slices",
     "slice_flags": "slices", "_finish": "slices", "cache_directory": "jit",
 }  # fmt: skip
 SCRATCH = (9, TILE + LANES)  # scan_cols's float64 scratch
@@ -100,8 +100,6 @@ def examples(name: str, dtype: str) -> tuple:
         return base
     if name == "finish_whole_slices":
         return (*base, f64(), *flags)
-    if name == "rescue_rows":
-        return (i64(), f64(), f64(), f64())
     if name == "fold_slices":
         cols = (i64(), f64(), f64(), f64(), f64(), i64(), i64(), i64())
         return (np.arange(m, dtype=np.int64), *cols, *cols)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kinds import NAN, NEGINF, POSINF
 from ..stats import CHUNK, TILE
 from .jit import helper, kernel
 from .lanes import (
@@ -58,7 +57,7 @@ from .lanes import (
     vmin,
     wide,
 )  # fmt: skip
-from .rows import _found, _risks, _row_start, bounds
+from .rows import _NAN, _NEGINF, _POSINF, _found, _risks, _row_start, bounds
 
 assert TILE % L == 0  # a tile's chunk accumulators (32 KB) stay in L1
 # the rows of the float64 scratch (``kernels.SCRATCH``: lanes past a tile's last column);
@@ -146,9 +145,9 @@ def _add_rows(x, r0, r1, pitch, c, w, cols, k, c1, c2, cmn, cmx, cnt, thr, targe
             rn, rp, rg = add(rn, n0), add(rp, n1), add(rg, n2)
             g = vabs(v)
             risky |= anyof(both(either(ge(g, ov), both(le(g, un), gt(g, zero))), f))
-        listed = _found(counts, seen, NAN, fold(rn), cap)
-        listed |= _found(counts, seen, POSINF, fold(rp), cap)
-        listed |= _found(counts, seen, NEGINF, fold(rg), cap)
+        listed = _found(counts, seen, _NAN, fold(rn), cap)
+        listed |= _found(counts, seen, _POSINF, fold(rp), cap)
+        listed |= _found(counts, seen, _NEGINF, fold(rg), cap)
         if risky:
             for t in range(targets):
                 co, cu = _risks(x, o, o + w, thr[2 * t], thr[2 * t + 1])

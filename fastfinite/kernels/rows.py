@@ -66,6 +66,8 @@ from .lanes import (
 )  # fmt: skip
 
 assert SUB % L == 0
+# the non-finite kinds as int64 globals: literal arguments would compile ``_found`` once each
+_NAN, _POSINF, _NEGINF = np.int64(NAN), np.int64(POSINF), np.int64(NEGINF)
 
 
 @helper
@@ -214,9 +216,9 @@ def _settle(x, a, b, k, p0, lanes, thr, over, under, targets, counts, cap, seen,
     c0, c1, c2 = np.int64(0), np.int64(0), np.int64(0)
     if anyof(negate(finite(s1))):
         s1, s2, mn, mx, mz, c0, c1, c2 = _masked(x, a, b, k)
-    listed = _found(counts, seen, NAN, c0, cap)
-    listed |= _found(counts, seen, POSINF, c1, cap)
-    listed |= _found(counts, seen, NEGINF, c2, cap)
+    listed = _found(counts, seen, _NAN, c0, cap)
+    listed |= _found(counts, seen, _POSINF, c1, cap)
+    listed |= _found(counts, seen, _NEGINF, c2, cap)
     if least(mn) <= -over or greatest(mx) >= over or least(mz) <= under:
         for t in range(targets):
             co, cu = _risks(x, a, b, thr[2 * t], thr[2 * t + 1])

@@ -92,7 +92,7 @@ def _moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std):
 
 @helper
 def _to_rescue(n, mean, mn, mx):
-    """Whether a slice's moments are taken again, scaled (``rescue_rows``)."""
+    """Whether a slice's moments are taken again, scaled (``twins.rescue_rows``)."""
     top = abs(mn) if abs(mn) > abs(mx) else abs(mx)
     return n > 0 and (mean != mean or (top < TINY and mn != mx))
 
@@ -137,7 +137,7 @@ def _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, z, ep
     """Per slice count, mean and std of the finite values (into ``n``, ``mean``, ``std``)
     from a scan's outputs (``length`` values per slice; ``mn``, ``mx``: the extrema of
     its finite values), and over all of them ``(count, mean, std, min, max, sum)``, the
-    number of slices to rescue (``rescue_rows``: a slice whose sums overflowed gets a NaN
+    number of slices to rescue (``twins.rescue_rows``: a slice whose sums overflowed gets a NaN
     mean and std, and is taken again, scaled, by ``summary.rescued``); then, for slices
     whose values all lie in this block (nothing else will be merged into them: ``z`` has a
     place for each), the largest |z| of each in ``z`` (it may be ``shift``'s memory) and
@@ -209,20 +209,6 @@ def finish_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std)
         _NO_Z, _NO_FLAGS, _NO_FLAGS,
     )  # fmt: skip
     return t[:7]
-
-
-@kernel
-def rescue_rows(n, mean, mn, mx):
-    """The slices whose moments are taken again, scaled (``summary.rescued``): those with a
-    finite value and a NaN mean (their sums overflowed), or whose magnitudes all lie under
-    ``TINY`` and are not all equal (their squares fell below float64's normal range)."""
-    out = np.empty(n.shape[0], np.int64)
-    k = 0
-    for i in range(n.shape[0]):
-        if _to_rescue(n[i], mean[i], mn[i], mx[i]):
-            out[k] = i
-            k += 1
-    return out[:k]
 
 
 @kernel

@@ -336,8 +336,9 @@ def _rescue(n, mean, mn, mx) -> np.ndarray:
 
 
 def rescue_rows(n, mean, mn, mx) -> np.ndarray:
-    """``kernels.slices.rescue_rows``: slices with a finite value and a NaN mean, or whose
-    magnitudes all lie under ``TINY`` and are not all equal."""
+    """The slices whose moments are taken again, scaled (``summary.rescued``): those with a
+    finite value and a NaN mean (their sums overflowed), or whose magnitudes all lie under
+    ``TINY`` and are not all equal (``kernels.slices._to_rescue`` counts them)."""
     return np.flatnonzero(_rescue(n, mean, mn, mx))
 
 
@@ -485,7 +486,6 @@ TWINS = {
     "quick_check": quick_check,
     "finish_slices": finish_slices,
     "finish_whole_slices": finish_whole_slices,
-    "rescue_rows": rescue_rows,
     "fold_slices": fold_slices,
     "slice_columns": slice_columns,
     "slice_flags": slice_flags,
