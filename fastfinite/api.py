@@ -210,7 +210,7 @@ def _run(plan, data, scheduler, compute, graph, progress, localize, targets):
         if not compute:
             return dask.delayed_scan(plan)
         report = (
-            dask.compute(dask.delayed_scan(plan), scheduler, progress, opts.timeout)
+            dask.compute(dask.delayed_scan(plan), scheduler, progress, opts.timeout, plan.groups)
             if plan.cache is None
             else dask.cached_scan(plan, scheduler, progress, opts.timeout)
         )

@@ -40,6 +40,8 @@ class _Group:
         self.error: BaseException | None = None
         self.started: float | None = None
         self.seconds: float | None = None  # how long it took
+        self.fresh: bool | None = None  # compiled (not in the cache), once known
+        self.began: float | None = None  # when it started, in seconds since the epoch
 
 
 _groups: dict[tuple[str, str], _Group] = {}
@@ -67,10 +69,12 @@ def _compiler() -> None:
             if _closing:
                 return
             g = _queue[0]
-            g.started = time.perf_counter()
+            g.started, g.began = time.perf_counter(), time.time()
         try:
             from . import kernels
+            from .compiling import cached
 
+            g.fresh = not cached(g.group, g.dtype)
             kernels.prepare(g.group, g.dtype)
         except BaseException as e:  # a kernel that cannot compile: the twins carry on
             g.error = e
@@ -140,11 +144,15 @@ def pick(name: str, dtype, small: bool = False) -> Callable:
 
 
 def compiling() -> bool:
-    """Whether a group has been in preparation for longer than a load from the cache takes:
-    the kernels are being compiled (the first use on this machine)."""
+    """Whether kernels are being compiled (the first use on this machine): a group asked
+    for is not in the cache, or its load from the cache has taken longer than one does."""
     with _lock:
-        g = _queue[0] if _queue else None
-    return g is not None and g.started is not None and time.perf_counter() - g.started > SLOW_SECONDS  # fmt: skip
+        queued = list(_queue)
+    now = time.perf_counter()
+    return any(
+        g.fresh or (g.fresh is None and g.started is not None and now - g.started > SLOW_SECONDS)
+        for g in queued
+    )
 
 
 def in_flight() -> bool:

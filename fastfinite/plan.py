@@ -54,6 +54,7 @@ class ScanPlan:
     skipped: dict[str, str] = field(default_factory=dict)
     cache: Any = None  # the open ``cache.ScanCache`` of ``scan(cache=)``
     recalled: dict = field(default_factory=dict)  # path -> its ``recall.MemberMemory``
+    groups: list = field(default_factory=list)  # kernel groups the graph's tasks call first
 
     @property
     def lazy(self) -> bool:

@@ -10,13 +10,36 @@ import math
 import numpy as np
 
 from . import dispatch, kinds
-from .blocks import Block, Region, first_where, memory_order, memory_view, narrow_format, widen
+from .blocks import (
+    Block,
+    Region,
+    component_dtype,
+    first_where,
+    memory_order,
+    memory_view,
+    narrow_format,
+    widen,
+)
 from .errors import ChunkReadError, SourceError
 from .slow.twins import record_positions
 from .stats import SUB, TILE
 from .summary import ScanSpec, SliceCanvas, SliceStats, Summary, _first, merge_all, rescued
 
 KEPT = 1 << 10  # positions of each kind a kernel keeps; more are looked for when wanted
+
+
+def kernel_groups(spec: ScanSpec) -> list[tuple[str, np.dtype]]:
+    """The kernel groups a scan of ``spec`` will call first, with the dtype they are compiled
+    for: asked for before the first region is read, so that they compile while it is read
+    (``dispatch.prepare``). None for data the twins take whole."""
+    if math.prod(spec.shape) <= spec.twin_max:
+        return []
+    comp = component_dtype(spec.dtype)
+    if narrow_format(spec.dtype):
+        first = ("narrow", np.dtype(f"u{np.dtype(spec.dtype).itemsize}"))
+    else:
+        first = ("rows", comp)
+    return [first] if spec.by is None else [first, ("finish", np.dtype(np.float64))]
 
 
 def scan_region(

@@ -113,10 +113,10 @@ def peak_growth(target: str, kwargs: str = "", setup: str = "") -> tuple[int, in
 
 
 @contextmanager
-def dask_processes(cwd: str, workers: int = 2, timeout: float = 90):
+def dask_processes(cwd: str, workers: int = 2, timeout: float = 90, env: dict | None = None):
     """A real ``dask scheduler`` and ``dask worker --nworkers N`` on 127.0.0.1, started in
-    ``cwd`` (another working directory than the test's); yields the address and stops both
-    by process id."""
+    ``cwd`` (another working directory than the test's, with ``env`` added to this
+    process's environment); yields the address and stops both by process id."""
     import socket
     import time
 
@@ -127,7 +127,7 @@ def dask_processes(cwd: str, workers: int = 2, timeout: float = 90):
         port = s.getsockname()[1]
     address = f"tcp://127.0.0.1:{port}"
     dask = os.path.join(os.path.dirname(sys.executable), "dask")
-    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    env = dict(os.environ, PYTHONPATH=os.getcwd(), **(env or {}))
     quiet = {"cwd": cwd, "env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     procs = [
         subprocess.Popen(

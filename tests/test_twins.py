@@ -328,6 +328,24 @@ def test_a_value_in_any_lane_of_any_sub_block_is_found(dtype):
 
 
 @pytest.mark.parametrize("dtype", ["f4", "f8"])
+def test_rows_longer_than_the_twins_piece_sum_in_one_order(dtype):
+    """The twin takes a long row in pieces (``PIECE``): the row's lanes go on from piece
+    to piece, sub-block after sub-block, as the kernel's do (a row of 1e6 values, clean
+    and with a NaN, four sub-blocks at a time and not)."""
+    from fastfinite.slow.twins import PIECE
+
+    n = 2 * PIECE + 3 * SUB + 17
+    x = np.random.default_rng(4).standard_normal(n).astype(dtype)
+    for planted in (None, 5):
+        if planted is not None:
+            x[planted] = np.nan
+        thr = ScanSpec(x.shape, x.dtype, ("float16",)).thresholds
+        ka, ta = _copies([read_only(x), 1, n, thr, *_finds(3, n // SUB + 2), *_stats(1)])
+        ko, to = kernels.scan_rows(*ka), TWINS["scan_rows"](*ta)
+        assert same(outputs("scan_rows", ka, ko), outputs("scan_rows", ta, to))
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f8"])
 def test_a_dirty_chunk_is_added_again_and_the_others_are_not(dtype):
     """Columns are added a chunk of rows at a time and checked after: a NaN in the last row
     of one chunk, an overflow in the first of the next, and a clean chunk between them on

@@ -30,18 +30,44 @@ from ..blocks import memory_view
 from ..build import build_report, finish, report_meta
 from ..errors import InvalidArgumentError, SourceError
 from ..plan import Member, ScanPlan
-from ..summarize import scan_region_or_units, summarize
+from ..summarize import kernel_groups, scan_region_or_units, summarize
 from ..summary import ScanSpec, Summary, merge_all
 
 LOCAL_SCHEDULERS = ("threads", "processes", "synchronous", "sync", "single-threaded")
 
 
 def delayed_scan(plan: ScanPlan):
-    """The scan as a ``dask.delayed`` ScanReport (nothing is computed)."""
+    """The scan as a ``dask.delayed`` ScanReport (nothing is computed). The kernel groups
+    its tasks will call first are kept in ``plan.groups`` (``compute`` has every worker
+    start on them at once)."""
     from dask import delayed
 
-    reports = {m.path: _member_graph(m, plan) for m in plan.members()}
+    reports = {}
+    for m in plan.members():
+        reports[m.path] = _member_graph(m, plan)
+        plan.groups += [g for g in kernel_groups(m.spec) if g not in plan.groups]
     return delayed(finish, pure=True)(plan.layout, reports, dict(plan.skipped))
+
+
+def prepare_kernels(groups) -> int:
+    """In a worker: start compiling (or loading) the kernel ``groups`` in the background,
+    as ``dispatch`` does, and return at once; its tasks meanwhile take the twins."""
+    from .. import dispatch
+
+    for group, dtype in groups:
+        dispatch.prepare(group, dtype)
+    return os.getpid()
+
+
+def _prepare_workers(client, groups) -> None:
+    """Every worker of ``client`` starts on the kernel ``groups`` now, all at once: a fresh
+    cluster compiles once per worker, in parallel, before its first task asks (a worker that
+    joins later compiles when its first task asks, once)."""
+    if groups:
+        try:
+            client.run(prepare_kernels, list(groups))
+        except Exception:  # noqa: BLE001 - the tasks ask for them anyway
+            pass
 
 
 def _leaf_block(block: np.ndarray, start: tuple[int, ...], spec: ScanSpec, order=None, flips=()):
@@ -148,7 +174,7 @@ def _member_graph(member: Member, plan: ScanPlan):
     return Delayed(final, HighLevelGraph.from_collections(final, dsk, dependencies=deps))
 
 
-def compute(lazy, scheduler, progress: bool, timeout: float = 30.0):
+def compute(lazy, scheduler, progress: bool, timeout: float = 30.0, groups=()):
     """Compute a delayed scan on ``scheduler`` (see ``scan``). A scheduler that cannot be
     reached, is not a Dask scheduler, is lost, or has no workers for ``timeout`` seconds is
     a ``SourceError`` that says so, in bounded time."""
@@ -162,9 +188,9 @@ def compute(lazy, scheduler, progress: bool, timeout: float = 30.0):
     if isinstance(scheduler, str):
         address = parse_address(scheduler)
         with _connect(address, timeout) as client:
-            return _on_client(client, lazy, progress, timeout, address)
+            return _on_client(client, lazy, progress, timeout, address, groups)
     if type(scheduler).__name__ == "Client":
-        return _on_client(scheduler, lazy, progress, timeout, scheduler.scheduler.address)
+        return _on_client(scheduler, lazy, progress, timeout, scheduler.scheduler.address, groups)  # fmt: skip
     raise InvalidArgumentError(
         f"scheduler {scheduler!r} is not a scheduler name, Client or address"
     )
@@ -222,9 +248,10 @@ def _wait_for_workers(client, timeout: float, address: str) -> None:
         ) from None
 
 
-def _on_client(client, lazy, progress: bool, timeout: float, address: str):
+def _on_client(client, lazy, progress: bool, timeout: float, address: str, groups=()):
     """The scan's result from ``client``, watching the scheduler and its workers."""
     _wait_for_workers(client, timeout, address)
+    _prepare_workers(client, groups)
     future = client.compute(lazy)
     if progress:
         from distributed import progress as show
@@ -271,6 +298,8 @@ def cached_scan(plan: ScanPlan, scheduler, progress: bool, timeout: float = 30.0
         for member in plan.members():
             memory = plan.memory(member)
             source, spec = member.source, member.spec
+            if client is not None:
+                _prepare_workers(client, kernel_groups(spec))
             steps = memory.steps()
             todo = [st for st in steps if not st.cached]
             run = uuid.uuid4().hex

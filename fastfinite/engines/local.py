@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TypeVar
 
+from .. import dispatch
 from ..blocks import Block
 from ..build import build_report, finish, report_meta
 from ..parts import default_workers
@@ -23,7 +24,12 @@ from ..pools import shared_pool
 from ..recall import Step
 from ..report import ScanReport
 from ..sources.base import SMALL_BYTES
-from ..summarize import scan_region_or_units, scanned_in_parts, summarize_parts
+from ..summarize import (
+    kernel_groups,
+    scan_region_or_units,
+    scanned_in_parts,
+    summarize_parts,
+)
 from ..summary import PairwiseMerger, SliceCanvas
 
 T = TypeVar("T")
@@ -74,6 +80,8 @@ def scan_member(member: Member, plan: ScanPlan) -> ScanReport:
     """Scan one member's regions (those a cache does not recall), merge the summaries and
     build its report."""
     opts, source, spec = plan.options, member.source, member.spec
+    for group, dtype in kernel_groups(spec):  # compiled (or loaded) while regions are read
+        dispatch.prepare(group, dtype)
     memory = plan.memory(member)  # before any unit is read: their fingerprints
     listing = None
     missing = memory.fingerprints.missing() if memory is not None else None
@@ -129,6 +137,7 @@ def scan_member(member: Member, plan: ScanPlan) -> ScanReport:
             nbytes = sum(_size(r) for r in scanned) * source.dtype.itemsize
             done += nbytes
             if bar is not None:
+                _describe(bar, source)
                 bar.update(nbytes)
             if opts.fail_fast and summary.counts[:3].sum():
                 break
@@ -153,10 +162,27 @@ def _size(region) -> int:
     return math.prod(s.stop - s.start for s in region)
 
 
+COMPILING = "compiling kernels, first use on this machine"
+
+
 def _progress_bar(source, progress: bool):
     if not progress:
         return None
     from tqdm.auto import tqdm
 
     bar = dict(unit="B", unit_scale=True, unit_divisor=1024, dynamic_ncols=True, leave=False)
-    return tqdm(total=source.nbytes, desc=source.name or "scan", **bar)
+    return tqdm(total=source.nbytes, desc=_phase(source), **bar)
+
+
+def _phase(source) -> str:
+    """The bar's description, which names the phase: while kernels compile (the first scan
+    on this machine), the data goes on through their NumPy twins, and its rate (the ETA)
+    is the data's."""
+    name = source.name or "scan"
+    return f"{name} ({COMPILING})" if dispatch.compiling() else name
+
+
+def _describe(bar, source) -> None:
+    want = _phase(source)
+    if bar.desc != want:
+        bar.set_description_str(want, refresh=False)

@@ -178,9 +178,8 @@ def helper(fn=None, **options):
 
 def cache_directory() -> str | None:
     """Where this process keeps compiled kernels (None: nowhere)."""
-    probe = kernel(_probe)
-    cache = getattr(probe, "_cache", None)
-    return os.path.dirname(cache.cache_path) if cache is not None and CACHED else None
+    cache = getattr(kernel(_probe), "_cache", None)
+    return os.path.dirname(cache.cache_path) if isinstance(cache, _Cache) else None
 
 
 def _probe():  # pragma: no cover - never called: only located

@@ -78,13 +78,13 @@ def lane_sum(v: np.ndarray) -> float:
     return float(fold(in_order(pad.reshape(-1, LANES), 0)))
 
 
-def _lanes(d: np.ndarray) -> np.ndarray:
+def _lanes(d: np.ndarray, acc: np.ndarray) -> None:
     """Rows ``d`` (2-D float64) summed as the row kernel sums them: in sub-blocks of
     ``SUB`` values, each in ``LANES`` lanes from 0.0 (a short one's missing values 0.0),
-    the sub-blocks' lanes added in order; returns the lanes (rows, ``LANES``)."""
+    the sub-blocks' lanes added in order to the rows' lanes so far, ``acc`` (rows,
+    ``LANES``), in place."""
     rows, n = d.shape
     full = n // SUB
-    acc = np.zeros((rows, LANES))
     if full:
         lanes = in_order(d[:, : full * SUB].reshape(rows, full, SUB // LANES, LANES), 2)
         for b in range(full):
@@ -94,7 +94,6 @@ def _lanes(d: np.ndarray) -> np.ndarray:
         pad = np.zeros((rows, -(-tail.shape[1] // LANES) * LANES))
         pad[:, : tail.shape[1]] = tail
         acc += in_order(pad.reshape(rows, -1, LANES), 1)
-    return acc
 
 
 def _risks(v: np.ndarray, fin: np.ndarray, clean: bool, thr: np.ndarray) -> list:
@@ -200,8 +199,8 @@ def scan_rows(x, rows, n, thr, counts, cap, seen, blocks, shift, s1, s2, mn, mx,
                 d = v.astype(np.float64) - k[:, None]
                 if not clean:
                     d[~fin] = 0.0
-                acc1 += _lanes(d)
-                acc2 += _lanes(d * d)
+                _lanes(d, acc1)  # a long row's pieces continue its lanes
+                _lanes(d * d, acc2)
             if w:
                 lo = np.minimum(lo, (v if clean else np.where(fin, v, np.inf)).min(axis=1))
                 hi = np.maximum(hi, (v if clean else np.where(fin, v, -np.inf)).max(axis=1))
