@@ -66,30 +66,63 @@ assert TILE % L == 0  # a tile's chunk accumulators (32 KB) stay in L1
 K, T1, T2, TMN, TMX, C1, C2, CMN, CMX = range(9)
 
 
+@helper(forceinline=True)
+def _take(v, kk, a1, a2, lo, hi, cnt, tiny, u, zero):
+    """One row's values ``v`` (float64 lanes) into a group of columns' accumulators."""
+    d = sub(v, kk)
+    a1 = add(a1, d)
+    a2 = add(a2, mul(d, d))
+    lo = vmin(lo, v)
+    hi = vmax(hi, v)
+    if tiny:
+        m = vabs(v)
+        cnt = add(cnt, ones(both(le(m, u), gt(m, zero))))
+    return a1, a2, lo, hi, cnt
+
+
 @helper
 def _add_chunk(x, r0, r1, pitch, c, w, k, c1, c2, cmn, cmx, tiny, under, cu):
     """Rows ``r0:r1`` of the tile's ``w`` columns from ``c`` added, every value, to the
     chunk's sums ``c1``, ``c2`` and extrema ``cmn``, ``cmx`` (shifts ``k``); with
-    ``tiny``, ``cu`` (int32) counts ``0 < |v| <= under`` per column. Past the tile's last
-    column the lanes read the shift, which adds 0.0."""
+    ``tiny``, ``cu`` (int32) counts ``0 < |v| <= under`` per column. Four rows at a time:
+    each column's accumulators are read and written once for the four (the same
+    additions, in row order: the same bits). Lanes past the tile's last column hold
+    what no check and no result reads."""
+    T = x.dtype.type
     u = splat(np.float64(under))
     zero = splat(0.0)
-    for r in range(r0, r1):
-        o = r * pitch + c
+    full = w // L * L
+    r = r0
+    while r < r1:
+        four = r + 4 <= r1
+        o0 = r * pitch + c
+        o1, o2, o3 = o0 + pitch, o0 + 2 * pitch, o0 + 3 * pitch
         for j in range(0, w, L):
             kk = load(k, j)
-            if j + L <= w:
-                v = wide(load(x, o + j))
+            a1, a2, lo, hi, cnt = load(c1, j), load(c2, j), load(cmn, j), load(cmx, j), load(cu, j)
+            if j < full:
+                v = wide(load(x, o0 + j))
             else:
-                v = select(below(w - j), wide(load_part(x, o + j, w - j, x.dtype.type(0))), kk)
-            d = sub(v, kk)
-            store(c1, j, add(load(c1, j), d))
-            store(c2, j, add(load(c2, j), mul(d, d)))
-            store(cmn, j, vmin(load(cmn, j), v))
-            store(cmx, j, vmax(load(cmx, j), v))
-            if tiny:
-                m = vabs(v)
-                store(cu, j, add(load(cu, j), ones(both(le(m, u), gt(m, zero)))))
+                v = wide(load_part(x, o0 + j, w - j, T(0)))
+            a1, a2, lo, hi, cnt = _take(v, kk, a1, a2, lo, hi, cnt, tiny, u, zero)
+            if four and j < full:
+                v1, v2, v3 = wide(load(x, o1 + j)), wide(load(x, o2 + j)), wide(load(x, o3 + j))
+                a1, a2, lo, hi, cnt = _take(v1, kk, a1, a2, lo, hi, cnt, tiny, u, zero)
+                a1, a2, lo, hi, cnt = _take(v2, kk, a1, a2, lo, hi, cnt, tiny, u, zero)
+                a1, a2, lo, hi, cnt = _take(v3, kk, a1, a2, lo, hi, cnt, tiny, u, zero)
+            elif four:
+                v1 = wide(load_part(x, o1 + j, w - j, T(0)))
+                v2 = wide(load_part(x, o2 + j, w - j, T(0)))
+                v3 = wide(load_part(x, o3 + j, w - j, T(0)))
+                a1, a2, lo, hi, cnt = _take(v1, kk, a1, a2, lo, hi, cnt, tiny, u, zero)
+                a1, a2, lo, hi, cnt = _take(v2, kk, a1, a2, lo, hi, cnt, tiny, u, zero)
+                a1, a2, lo, hi, cnt = _take(v3, kk, a1, a2, lo, hi, cnt, tiny, u, zero)
+            store(c1, j, a1)
+            store(c2, j, a2)
+            store(cmn, j, lo)
+            store(cmx, j, hi)
+            store(cu, j, cnt)
+        r += 4 if four else 1
 
 
 @helper
@@ -192,9 +225,9 @@ def _shifts(x, rows, pitch, c, w, k, todo):
 
 
 @helper
-def _reset(s1, s2, mn, mx):
-    """Sums from 0.0 and extrema from +-inf."""
-    for j in range(s1.shape[0]):
+def _reset(s1, s2, mn, mx, w):
+    """The first ``w`` sums from 0.0 and extrema from +-inf."""
+    for j in range(w):
         s1[j] = 0.0
         s2[j] = 0.0
         mn[j] = np.inf
@@ -224,19 +257,19 @@ def scan_cols(x, rows, cols, pitch, thr, counts, cap, seen, blocks, shift, s1, s
             _shifts(x, rows, pitch, c, w, k, todo)
         for j in range(w, TILE + L):
             k[j] = 0.0
-        _reset(t1, t2, tmn, tmx)
+        _reset(t1, t2, tmn, tmx, w + L)
         for q in range(4):
             cq = ci[q]
-            for j in range(TILE + L):
+            for j in range(w + L):
                 cq[j] = 0
         for r0 in range(0, rows, CHUNK):
             r1 = r0 + CHUNK if r0 + CHUNK < rows else rows
-            _reset(c1, c2, cmn, cmx)
-            for j in range(TILE + L):
+            _reset(c1, c2, cmn, cmx, w + L)
+            for j in range(w + L):
                 cu[j] = 0
             _add_chunk(x, r0, r1, pitch, c, w, k, c1, c2, cmn, cmx, tiny, under, cu)
             if not _chunk_clean(w, c1, cmn, cmx, cu, over, tiny):
-                _reset(c1, c2, cmn, cmx)
+                _reset(c1, c2, cmn, cmx, w + L)
                 m = _add_rows(
                     x, r0, r1, pitch, c, w, cols, k, c1, c2, cmn, cmx, ci, thr, targets,
                     over, under, counts, cap, seen, blocks, m,

@@ -66,11 +66,14 @@ from .lanes import (
 )  # fmt: skip
 
 assert SUB % L == 0
+# short rows at least this long are read four side by side (``_short4``); shorter ones, one
+# from each quarter of the block in turn
+SIDE_BY_SIDE = 768
 # the non-finite kinds as int64 globals: literal arguments would compile ``_found`` once each
 _NAN, _POSINF, _NEGINF = np.int64(NAN), np.int64(POSINF), np.int64(NEGINF)
 
 
-@helper
+@helper(forceinline=True)
 def _pass(x, a, b, k, tiny):
     """The fast pass over ``x[a:b]`` (at most ``SUB`` values) in lanes: the sums of ``d``
     and ``d * d`` over every value (``d = v - k``), the extrema (a NaN is never taken)
@@ -138,6 +141,84 @@ def _pass4(x, a, k, tiny):
             m = select(gt(m, zero), m, inf)  # a zero here: each sub-block is looked at alone
             mz = vmin(mz, m)
     return (a1, b1, c1, d1), (a2, b2, c2, d2), mn, mx, mz
+
+
+@helper(forceinline=True)
+def _ends(a1, a2, mn, mx, mz, k, over, under, tiny):
+    """A short row's results from its fast pass's lanes: ``(s1, s2, min, max, clean)``,
+    clean when its first value ``k`` and its sums are finite, its extrema inside the
+    overflow thresholds and, with ``tiny``, no magnitude at or under ``under``."""
+    lo, hi = least(mn), greatest(mx)
+    ok = ((k - k) == 0) & (lo > -over) & (hi < over) & (not anyof(negate(finite(a1))))
+    if tiny:
+        ok = ok & (least(mz) > under)
+    return fold(a1), fold(a2), lo, hi, ok  # 0.0 + a1: a1, as the row's lanes would be
+
+
+@helper
+def _short4(x, s, n, k, over, under, tiny):
+    """``_ends`` of the passes of four rows of ``n`` values (offsets ``s``, shifts ``k``: 4-tuples),
+    side by side in one loop: four chains of additions and four streams of reads at once,
+    where one row's additions wait for its last reads and the next row's reads queue
+    behind them."""
+    T = x.dtype.type
+    z = splat(0.0)
+    inf = splat(T(np.inf))
+    ninf = splat(T(-np.inf))
+    zero = splat(T(0))
+    k0, k1, k2, k3 = splat(np.float64(k[0])), splat(np.float64(k[1])), splat(np.float64(k[2])), splat(np.float64(k[3]))  # fmt: skip
+    a1, b1, c1, d1 = z, z, z, z
+    a2, b2, c2, d2 = z, z, z, z
+    amn, bmn, cmn, dmn = inf, inf, inf, inf
+    amx, bmx, cmx, dmx = ninf, ninf, ninf, ninf
+    amz, bmz, cmz, dmz = inf, inf, inf, inf
+    full = n // L * L
+    for i in range(0, n, L):
+        if i < full:
+            v, w, y, q = load(x, s[0] + i), load(x, s[1] + i), load(x, s[2] + i), load(x, s[3] + i)
+        else:
+            v = load_part(x, s[0] + i, n - i, k[0])
+            w = load_part(x, s[1] + i, n - i, k[1])
+            y = load_part(x, s[2] + i, n - i, k[2])
+            q = load_part(x, s[3] + i, n - i, k[3])
+        d = sub(wide(v), k0)
+        a1, a2 = add(a1, d), add(a2, mul(d, d))
+        d = sub(wide(w), k1)
+        b1, b2 = add(b1, d), add(b2, mul(d, d))
+        d = sub(wide(y), k2)
+        c1, c2 = add(c1, d), add(c2, mul(d, d))
+        d = sub(wide(q), k3)
+        d1, d2 = add(d1, d), add(d2, mul(d, d))
+        amn, bmn, cmn, dmn = vmin(amn, v), vmin(bmn, w), vmin(cmn, y), vmin(dmn, q)
+        amx, bmx, cmx, dmx = vmax(amx, v), vmax(bmx, w), vmax(cmx, y), vmax(dmx, q)
+        if tiny:
+            m = vabs(v)
+            amz = vmin(amz, select(gt(m, zero), m, inf))
+            m = vabs(w)
+            bmz = vmin(bmz, select(gt(m, zero), m, inf))
+            m = vabs(y)
+            cmz = vmin(cmz, select(gt(m, zero), m, inf))
+            m = vabs(q)
+            dmz = vmin(dmz, select(gt(m, zero), m, inf))
+    return (
+        _ends(a1, a2, amn, amx, amz, k[0], over, under, tiny),
+        _ends(b1, b2, bmn, bmx, bmz, k[1], over, under, tiny),
+        _ends(c1, c2, cmn, cmx, cmz, k[2], over, under, tiny),
+        _ends(d1, d2, dmn, dmx, dmz, k[3], over, under, tiny),
+    )
+
+
+@helper(forceinline=True)
+def _put(r, k, ends, shift, s1, s2, mn, mx):
+    """A clean short row's results written; whether it was clean."""
+    a, b, lo, hi, ok = ends
+    if ok:
+        shift[r] = k
+        s1[r] = a
+        s2[r] = b
+        mn[r] = lo
+        mx[r] = hi
+    return ok
 
 
 @helper
@@ -258,6 +339,71 @@ def _row_start(seen):
         seen[kind] = 0
 
 
+@helper
+def _row(x, r, n, thr, over, under, targets, tiny, counts, cap, seen, blocks, m, shift, s1, s2, mn, mx, cnan, cpos, cneg):  # fmt: skip
+    """Row ``r`` of ``scan_rows``, whatever it holds: its sub-blocks four at a time while
+    they are clean, else one by one (``_settle``). Returns ``m`` after its listed
+    sub-blocks."""
+    T = x.dtype.type
+    s = r * n
+    e = s + n
+    k = T(0)  # the shift: the row's first finite value
+    for i in range(s, e):
+        if (x[i] - x[i]) == 0:
+            k = x[i]
+            break
+    r1 = splat(0.0)
+    r2 = r1
+    lo = splat(T(np.inf))
+    hi = splat(T(-np.inf))
+    c0, c1, c2 = np.int64(0), np.int64(0), np.int64(0)
+    a = s
+    while a < e:
+        if a + 4 * SUB <= e:
+            p1, p2, qmn, qmx, qmz = _pass4(x, a, k, tiny)
+            clean = least(qmn) > -over and greatest(qmx) < over and least(qmz) > under
+            for j in range(4):
+                clean = clean and not anyof(negate(finite(p1[j])))
+            if clean:  # the four sub-blocks' lanes, in order
+                for j in range(4):
+                    r1 = add(r1, p1[j])
+                    r2 = add(r2, p2[j])
+                lo = vmin(lo, qmn)
+                hi = vmax(hi, qmx)
+                a += 4 * SUB
+                continue
+            stop = a + 4 * SUB  # something to look at: each sub-block alone
+        else:
+            stop = e
+        while a < stop:
+            b = a + SUB if a + SUB < e else e
+            a1, a2, smn, smx, smz = _pass(x, a, b, k, tiny)
+            n0, n1, n2 = np.int64(0), np.int64(0), np.int64(0)
+            clean = least(smn) > -over and greatest(smx) < over and least(smz) > under
+            if not (clean and not anyof(negate(finite(a1)))):  # something to look at
+                a1, a2, smn, smx, n0, n1, n2, m = _settle(
+                    x, a, b, k, a, (a1, a2, smn, smx, smz), thr, over, under, targets,
+                    counts, cap, seen, blocks, m,
+                )  # fmt: skip
+            r1 = add(r1, a1)
+            r2 = add(r2, a2)
+            lo = vmin(lo, smn)
+            hi = vmax(hi, smx)
+            c0 += n0
+            c1 += n1
+            c2 += n2
+            a = b
+    shift[r] = k
+    s1[r] = fold(r1)
+    s2[r] = fold(r2)
+    mn[r] = least(lo)
+    mx[r] = greatest(hi)
+    cnan[r] += c0
+    cpos[r] += c1
+    cneg[r] += c2
+    return m
+
+
 @kernel
 def scan_rows(x, rows, n, thr, counts, cap, seen, blocks, shift, s1, s2, mn, mx, cnan, cpos, cneg):  # fmt: skip
     """Scan ``rows`` rows of ``n`` values of the flat block ``x`` (float32 or float64).
@@ -268,67 +414,58 @@ def scan_rows(x, rows, n, thr, counts, cap, seen, blocks, shift, s1, s2, mn, mx,
     ``shift``, ``s1``, ``s2``, ``mn``, ``mx`` and its non-finite counts added to ``cnan``,
     ``cpos``, ``cneg``. The sub-blocks holding the first ``cap`` values of each kind are
     listed in ``blocks`` (int64 ``(3, m)``: start, stop, first position), in order;
-    returns ``m``. ``seen``: int64 scratch of ``N_KINDS``. A row's whole sub-blocks are
-    read four at a time (``_pass4``)."""
-    T = x.dtype.type
+    returns ``m``. ``seen``: int64 scratch of ``N_KINDS``.
+
+    Short rows (one sub-block) are read four at a time, a row from each quarter of the block
+    (``_short4``; rows under ``SIDE_BY_SIDE`` values one after another), each written
+    when it is clean; the others are taken after, in order, as long rows are (``_row``)."""
     over, under, targets = bounds(thr)
     tiny = under >= 0
     _row_start(seen)
     m = np.int64(0)
-    z = splat(0.0)
+    if n > SUB or rows < 4:
+        for r in range(rows):
+            m = _row(x, r, n, thr, over, under, targets, tiny, counts, cap, seen, blocks, m, shift, s1, s2, mn, mx, cnan, cpos, cneg)  # fmt: skip
+        return m
+    done = np.empty(rows, np.bool_)
+    q = rows // 4
+    if n < SIDE_BY_SIDE:  # a row of each quarter of the block in turn: four streams of reads
+        for t in range(rows):
+            r = t // 4 + (t % 4) * q if t < 4 * q else t
+            s = r * n
+            k1 = x[s]
+            done[r] = False
+            if not (k1 - k1) == 0:  # the first value is not finite: the row is taken after
+                continue
+            a1, a2, smn, smx, smz = _pass(x, s, s + n, k1, tiny)
+            lo, hi = least(smn), greatest(smx)
+            if not (lo > -over and hi < over) or anyof(negate(finite(a1))):
+                continue
+            if tiny and not least(smz) > under:
+                continue
+            shift[r] = k1
+            s1[r] = fold(a1)  # 0.0 + a1: a1, as the row's lanes would be
+            s2[r] = fold(a2)
+            mn[r] = lo
+            mx[r] = hi
+            done[r] = True
+        q = 0
+    for i in range(q):  # row i of each quarter of the block, side by side in one loop
+        rs = (i, i + q, i + 2 * q, i + 3 * q)
+        o = (rs[0] * n, rs[1] * n, rs[2] * n, rs[3] * n)
+        k = (x[o[0]], x[o[1]], x[o[2]], x[o[3]])
+        e0, e1, e2, e3 = _short4(x, o, n, k, over, under, tiny)
+        done[rs[0]] = _put(rs[0], k[0], e0, shift, s1, s2, mn, mx)
+        done[rs[1]] = _put(rs[1], k[1], e1, shift, s1, s2, mn, mx)
+        done[rs[2]] = _put(rs[2], k[2], e2, shift, s1, s2, mn, mx)
+        done[rs[3]] = _put(rs[3], k[3], e3, shift, s1, s2, mn, mx)
+    for r in range(4 * q if q else rows, rows):
+        k1 = x[r * n]
+        a1, a2, smn, smx, smz = _pass(x, r * n, r * n + n, k1, tiny)
+        done[r] = _put(r, k1, _ends(a1, a2, smn, smx, smz, k1, over, under, tiny), shift, s1, s2, mn, mx)  # fmt: skip
     for r in range(rows):
-        s = r * n
-        e = s + n
-        k = T(0)  # the shift: the row's first finite value
-        for i in range(s, e):
-            if (x[i] - x[i]) == 0:
-                k = x[i]
-                break
-        r1 = z
-        r2 = z
-        lo = splat(T(np.inf))
-        hi = splat(T(-np.inf))
-        c0, c1, c2 = np.int64(0), np.int64(0), np.int64(0)
-        a = s
-        while a < e:
-            if a + 4 * SUB <= e:
-                p1, p2, qmn, qmx, qmz = _pass4(x, a, k, tiny)
-                clean = least(qmn) > -over and greatest(qmx) < over and least(qmz) > under
-                for j in range(4):
-                    clean = clean and not anyof(negate(finite(p1[j])))
-                if clean:  # the four sub-blocks' lanes, in order
-                    for j in range(4):
-                        r1 = add(r1, p1[j])
-                        r2 = add(r2, p2[j])
-                    lo = vmin(lo, qmn)
-                    hi = vmax(hi, qmx)
-                    a += 4 * SUB
-                    continue
-                stop = a + 4 * SUB  # something to look at: each sub-block alone
-            else:
-                stop = e
-            while a < stop:
-                b = a + SUB if a + SUB < e else e
-                lanes = _pass(x, a, b, k, tiny)
-                a1, a2, smn, smx, n0, n1, n2, m = _settle(
-                    x, a, b, k, a, lanes, thr, over, under, targets, counts, cap, seen, blocks, m
-                )
-                r1 = add(r1, a1)
-                r2 = add(r2, a2)
-                lo = vmin(lo, smn)
-                hi = vmax(hi, smx)
-                c0 += n0
-                c1 += n1
-                c2 += n2
-                a = b
-        shift[r] = k
-        s1[r] = fold(r1)
-        s2[r] = fold(r2)
-        mn[r] = least(lo)
-        mx[r] = greatest(hi)
-        cnan[r] += c0
-        cpos[r] += c1
-        cneg[r] += c2
+        if not done[r]:
+            m = _row(x, r, n, thr, over, under, targets, tiny, counts, cap, seen, blocks, m, shift, s1, s2, mn, mx, cnan, cpos, cneg)  # fmt: skip
     return m
 
 

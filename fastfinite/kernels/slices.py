@@ -24,17 +24,19 @@ BIG = float(np.finfo(np.float64).max)
 
 
 @helper
-def _lane_sums(n, mean, std, tmean, spread):
+def _lane_sums(n, mean, std, tmean, k, spread):
     """Over slices, in ``L`` lanes folded (missing lanes add 0.0): ``sum(n * mean)``, or
-    with ``spread`` ``sum((n / tn) * (std**2 + (mean - tmean)**2))``, ``tn = sum(n)``; and
-    ``tn``."""
+    with ``spread`` ``sum((n / tn) * ((std / k)**2 + (mean / k - tmean / k)**2))`` (the
+    squares scaled by ``k``: 1, or a power of two when they leave float64's range), ``tn
+    = sum(n)``; and ``tn``."""
     m = n.shape[0]
     tn = np.int64(0)
     for r in range(m):
         tn += n[r]
     acc = splat(0.0)
     ftn = splat(np.float64(tn))
-    tm = splat(tmean)
+    kk = splat(k)
+    tm = div(splat(tmean), kk)
     for i in range(0, m, L):
         q = m - i
         if q >= L:
@@ -43,8 +45,9 @@ def _lane_sums(n, mean, std, tmean, spread):
             fn = tofloat(load_part(n, i, q, 0))
             mu, sd = load_part(mean, i, q, 0.0), load_part(std, i, q, 0.0)
         if spread:
-            d = sub(mu, tm)
-            acc = add(acc, mul(div(fn, ftn), add(mul(sd, sd), mul(d, d))))
+            s = div(sd, kk)
+            d = sub(div(mu, kk), tm)
+            acc = add(acc, mul(div(fn, ftn), add(mul(s, s), mul(d, d))))
         else:
             acc = add(acc, mul(fn, mu))
     return fold(acc), tn
@@ -53,8 +56,8 @@ def _lane_sums(n, mean, std, tmean, spread):
 @helper
 def totals(n, mean, std, mn, mx):
     """``(count, mean, std, min, max, sum, ok)`` over slices of counts ``n``, means and
-    stds; not ``ok`` where the sum or a square overflows or the spread's squares fall under
-    ``TINY``: then ``twins.totals`` takes them (its mean of the means, its spread scaled)."""
+    stds, the spread scaled when its squares leave float64's range; not ``ok`` when the
+    sum overflows: then ``twins.totals`` takes them (the mean of the means)."""
     if n.shape[0] == 1:
         return n[0], mean[0], std[0], mn[0], mx[0], n[0] * mean[0], True
     lo = math.inf
@@ -62,13 +65,26 @@ def totals(n, mean, std, mn, mx):
     for r in range(n.shape[0]):
         lo = mn[r] if mn[r] < lo else lo
         hi = mx[r] if mx[r] > hi else hi
-    tsum, tn = _lane_sums(n, mean, std, 0.0, _NO)
+    tsum, tn = _lane_sums(n, mean, std, 0.0, 1.0, _NO)
     if tn == 0:
         return tn, 0.0, 0.0, math.inf, -math.inf, tsum, True
     tmean = tsum / tn
-    var, _ = _lane_sums(n, mean, std, tmean, _YES)
-    ok = abs(tmean) < math.inf and var < math.inf and not math.sqrt(var) < TINY
-    return tn, tmean, math.sqrt(var), lo, hi, tsum, ok
+    if not abs(tmean) < math.inf:
+        return tn, tmean, 0.0, lo, hi, tsum, False
+    var, _ = _lane_sums(n, mean, std, tmean, 1.0, _YES)
+    if var < math.inf and not math.sqrt(var) < TINY:
+        return tn, tmean, math.sqrt(var), lo, hi, tsum, True
+    top = abs(tmean)
+    for r in range(n.shape[0]):
+        if n[r] > 0:
+            a = abs(mean[r])
+            top = a if a > top else top
+            top = std[r] if std[r] > top else top
+    if not var < math.inf or top > 0:  # a square out of range: again, scaled
+        k = math.ldexp(1.0, math.frexp(top)[1] - 1)
+        var, _ = _lane_sums(n, mean, std, tmean, k, _YES)
+        return tn, tmean, math.sqrt(var) * k, lo, hi, tsum, True
+    return tn, tmean, math.sqrt(var), lo, hi, tsum, True
 
 
 @helper
@@ -94,7 +110,7 @@ def _moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std):
 def _to_rescue(n, mean, mn, mx):
     """Whether a slice's moments are taken again, scaled (``twins.rescue_rows``)."""
     top = abs(mn) if abs(mn) > abs(mx) else abs(mx)
-    return n > 0 and (mean != mean or (top < TINY and mn != mx))
+    return (n > 0) & ((mean != mean) | ((top < TINY) & (mn != mx)))
 
 
 @helper
@@ -105,31 +121,60 @@ def max_z(mean, std, mn, mx):
     b = (mean - mn) / std
     z = a if a >= b else b
     z = -BIG if z < -BIG else (BIG if z > BIG else z)
-    return z if std > 0 and a == a and b == b else 0.0
+    return z if (std > 0) & (a == a) & (b == b) else 0.0
 
 
 @helper
-def _bits(n, mean, std, z, bad, eps, z_threshold, thresholds):
-    """A slice's finding bits (``anomalies.slice_kinds`` gives their order and meaning):
-    ``bad`` non-finite values, zero and near-zero variance, each dtype's sum and variance
-    overflow, and an outlier."""
-    fn = np.float64(n)
-    spread = n > 1
-    f = np.int64(bad > 0)
-    # var <= n*eps*var + (n*m*eps)**2 without squares: for any magnitude (the square of a
-    # std below 1e-154 is 0 in float64)
-    r = math.sqrt(1.0 - fn * eps) if fn * eps < 1.0 else 0.0
-    near = fn * eps >= 1.0 or std * r <= fn * abs(mean) * eps
-    f |= np.int64(spread and std == 0) << 1
-    f |= np.int64(spread and std != 0 and std < math.inf and near) << 2
+def _flag_block(n, mean, std, z, cnan, cpos, cneg, eps, z_threshold, thresholds, bits):
+    """The finding bits of slices (``anomalies.slice_kinds`` gives their order and
+    meaning) into ``bits``: non-finite values, zero and near-zero variance, each dtype's
+    sum and variance overflow, an outlier; a loop without a branch (in vectors), the
+    overflow bits only when a slice reaches the lowest threshold. Returns whether any
+    slice is flagged."""
     nt = thresholds.shape[0]
-    if n > 0:
-        total = abs(mean * fn)
-        m2 = std * std * fn
+    low = math.inf
+    for t in range(nt):
+        low = thresholds[t] if thresholds[t] < low else low
+    seen = np.int64(0)
+    over = False
+    for j in range(n.shape[0]):
+        fn = np.float64(n[j])
+        mu = mean[j]
+        sd = std[j]
+        spread = n[j] > 1
+        # var <= n*eps*var + (n*m*eps)**2 without squares: for any magnitude (the square
+        # of a std below 1e-154 is 0 in float64)
+        r = math.sqrt(1.0 - fn * eps) if fn * eps < 1.0 else 0.0
+        near = (fn * eps >= 1.0) | (sd * r <= fn * abs(mu) * eps)
+        f = np.int64(cnan[j] + cpos[j] + cneg[j] > 0)
+        f |= np.int64(spread & (sd == 0)) << 1
+        f |= np.int64(spread & (sd != 0) & (sd < math.inf) & near) << 2
+        f |= np.int64(spread & (z[j] > z_threshold)) << (3 + 2 * nt)
+        bits[j] = f
+        seen |= f
+        over |= (n[j] > 0) & ((abs(mu * fn) >= low) | (sd * sd * fn >= low))
+    if over:
         for t in range(nt):
-            f |= np.int64(total >= thresholds[t]) << (3 + 2 * t)
-            f |= np.int64(m2 >= thresholds[t]) << (4 + 2 * t)
-    return f | (np.int64(spread and z > z_threshold) << (3 + 2 * nt))
+            th = thresholds[t]
+            for j in range(n.shape[0]):
+                fn = np.float64(n[j])
+                has = n[j] > 0
+                total = abs(mean[j] * fn) >= th
+                m2 = std[j] * std[j] * fn >= th
+                bits[j] |= (np.int64(has & total) << (3 + 2 * t)) | (np.int64(has & m2) << (4 + 2 * t))  # fmt: skip
+    return (seen != 0) | over
+
+
+@helper
+def _flagged(bits, m, b0, where, flags, k):
+    """The slices of ``bits[:m]`` with a bit set (from slice ``b0``) appended to
+    ``where`` and ``flags`` from ``k``; returns the new ``k``."""
+    for j in range(m):
+        if bits[j]:
+            where[k] = b0 + j
+            flags[k] = bits[j]
+            k += 1
+    return k
 
 
 @kernel
@@ -137,15 +182,16 @@ def _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, z, ep
     """Per slice count, mean and std of the finite values (into ``n``, ``mean``, ``std``)
     from a scan's outputs (``length`` values per slice; ``mn``, ``mx``: the extrema of
     its finite values), and over all of them ``(count, mean, std, min, max, sum)``, the
-    number of slices to rescue (``twins.rescue_rows``: a slice whose sums overflowed gets a NaN
-    mean and std, and is taken again, scaled, by ``summary.rescued``); then, for slices
-    whose values all lie in this block (nothing else will be merged into them: ``z`` has a
-    place for each), the largest |z| of each in ``z`` (it may be ``shift``'s memory) and
-    the flagged slices' positions and bits in ``where`` and ``flags`` (``slice_flags``'s),
-    how many were flagged and how many hold no finite value. A block of ``SLICE_BLOCK``
-    slices at a time, its columns in cache from the moments to the flags; the blocks'
-    totals combined in order (``stats.chan``). Returns whether the totals are all there
-    (``totals``'s ``ok``: when not, ``finish_whole_slices`` takes them in Python)."""
+    number of slices to rescue (``twins.rescue_rows``: a slice whose sums overflowed gets
+    a NaN mean and std, and is taken again, scaled, by ``summary.rescued``); then, for
+    slices whose values all lie in this block (nothing else will be merged into them: ``z``
+    has a place for each), the largest |z| of each in ``z`` (it may be ``shift``'s memory)
+    and the flagged slices' positions and bits in ``where`` and ``flags``
+    (``slice_flags``'s), how many were flagged and how many hold no finite value. A block
+    of ``SLICE_BLOCK`` slices at a time, its columns in cache from the moments to the
+    flags; the blocks' totals combined in order (``stats.chan``). Returns whether the
+    totals are all there (``totals``'s ``ok``: when not, ``finish_whole_slices`` takes
+    them in Python)."""
     final = z.shape[0] == n.shape[0]  # (for no slice at all, either way: nothing to do)
     tn = np.int64(0)
     tmean = 0.0
@@ -157,30 +203,29 @@ def _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, z, ep
     k = np.int64(0)
     empty = np.int64(0)
     whole = True
+    bits = np.empty(SLICE_BLOCK, np.int64)
     m = n.shape[0]
     for b0 in range(0, m, SLICE_BLOCK):
         b1 = b0 + SLICE_BLOCK if b0 + SLICE_BLOCK < m else m
         bn, bmean, bstd, bmn, bmx = n[b0:b1], mean[b0:b1], std[b0:b1], mn[b0:b1], mx[b0:b1]
-        _moments(length, shift[b0:b1], s1[b0:b1], s2[b0:b1], cnan[b0:b1], cpos[b0:b1], cneg[b0:b1], bn, bmean, bstd)  # fmt: skip
+        bnan, bpos, bneg = cnan[b0:b1], cpos[b0:b1], cneg[b0:b1]
+        _moments(length, shift[b0:b1], s1[b0:b1], s2[b0:b1], bnan, bpos, bneg, bn, bmean, bstd)  # fmt: skip
         c, cm, cs, clo, chi, csum, ok = totals(bn, bmean, bstd, bmn, bmx)
         whole = whole and ok
         tn, tmean, tstd = _chan(tn, tmean, tstd, c, cm, cs)
         lo = clo if clo < lo else lo
         hi = chi if chi > hi else hi
         tsum += csum
-        for r in range(b0, b1):
-            rescue += _to_rescue(n[r], mean[r], mn[r], mx[r])
+        for j in range(b1 - b0):
+            rescue += _to_rescue(bn[j], bmean[j], bmn[j], bmx[j])
         if not final:
             continue
-        for r in range(b0, b1):  # z may be shift's memory: each shift was read above
-            z[r] = max_z(mean[r], std[r], mn[r], mx[r]) if n[r] > 0 else 0.0
-        for r in range(b0, b1):
-            empty += n[r] == 0
-            f = _bits(n[r], mean[r], std[r], z[r], cnan[r] + cpos[r] + cneg[r], eps, z_threshold, thresholds)  # fmt: skip
-            if f:
-                where[k] = r
-                flags[k] = f
-                k += 1
+        bz = z[b0:b1]  # it may be shift's memory: each shift was read above
+        for j in range(b1 - b0):
+            empty += bn[j] == 0
+            bz[j] = max_z(bmean[j], bstd[j], bmn[j], bmx[j]) if bn[j] > 0 else 0.0
+        if _flag_block(bn, bmean, bstd, bz, bnan, bpos, bneg, eps, z_threshold, thresholds, bits):  # fmt: skip
+            k = _flagged(bits, b1 - b0, b0, where, flags, k)
     return tn, tmean, tstd, lo, hi, tsum, rescue, k, empty, whole
 
 
@@ -240,13 +285,14 @@ def slice_columns(n, mean, std, mn, mx, out_mean, out_std, out_min, out_max, out
 
 @kernel
 def slice_flags(count, mean, std, z, nan, pos, neg, eps, z_threshold, thresholds, where, flags):
-    """The slices with a finding (``_bits``), in order: their positions in ``where[:k]``
-    and their bits in ``flags[:k]``; returns ``k``."""
-    k = 0
-    for r in range(count.shape[0]):
-        f = _bits(count[r], mean[r], std[r], z[r], nan[r] + pos[r] + neg[r], eps, z_threshold, thresholds)  # fmt: skip
-        if f:
-            where[k] = r
-            flags[k] = f
-            k += 1
+    """The slices with a finding (``_flag_block``), in order: their positions in
+    ``where[:k]`` and their bits in ``flags[:k]``; returns ``k``."""
+    bits = np.empty(SLICE_BLOCK, np.int64)
+    k = np.int64(0)
+    m = count.shape[0]
+    for b0 in range(0, m, SLICE_BLOCK):
+        b1 = b0 + SLICE_BLOCK if b0 + SLICE_BLOCK < m else m
+        b = slice(b0, b1)
+        if _flag_block(count[b], mean[b], std[b], z[b], nan[b], pos[b], neg[b], eps, z_threshold, thresholds, bits):  # fmt: skip
+            k = _flagged(bits, b1 - b0, b0, where, flags, k)
     return k

@@ -288,7 +288,8 @@ def moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std) -> None:
 
 
 def totals(n, mean, std, mn, mx) -> tuple:
-    """``kernels.slices.totals``: ``(count, mean, std, min, max, sum)`` over slices."""
+    """``kernels.slices.totals``: ``(count, mean, std, min, max, sum)`` over slices (the
+    mean of the means when the sum overflows; the spread scaled when a square does)."""
     if len(n) == 1:
         with np.errstate(over="ignore"):
             total = float(n[0] * mean[0])
@@ -302,10 +303,11 @@ def totals(n, mean, std, mn, mx) -> tuple:
             return 0, 0.0, 0.0, math.inf, -math.inf, tsum
         w = fn / np.float64(tn)
         tmean = tsum / tn
-        if not abs(tmean) < math.inf:
+        if not abs(tmean) < math.inf:  # n * mean overflowed: average the means instead
             tmean = lane_sum(w * mean)
-        d = mean - tmean
-        var = lane_sum(w * (std * std + d * d))
+        d = mean / 1.0 - tmean / 1.0
+        s = std / 1.0
+        var = lane_sum(w * (s * s + d * d))
         if var < math.inf and not math.sqrt(var) < TINY:
             return tn, tmean, math.sqrt(var), lo, hi, tsum
         used = n > 0
