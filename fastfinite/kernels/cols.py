@@ -48,6 +48,7 @@ from .lanes import (
     ne,
     negate,
     ones,
+    prefetch,
     select,
     splat,
     store,
@@ -59,6 +60,7 @@ from .lanes import (
 )  # fmt: skip
 from .rows import _NAN, _NEGINF, _POSINF, _found, _risks, _row_start, bounds
 
+AHEAD = 4096  # bytes of rows asked for ahead of the reads: 4 to 16 rows (a wide tile's rows are pages of their own)
 assert TILE % L == 0  # a tile's chunk accumulators (32 KB) stay in L1
 # the rows of the float64 scratch (``kernels.SCRATCH``: lanes past a tile's last column);
 # the int32 scratch (``kernels.COUNTS``) holds NaN, +inf, -inf per column, a chunk's
@@ -81,7 +83,7 @@ def _take(v, kk, a1, a2, lo, hi, cnt, tiny, u, zero):
 
 
 @helper
-def _add_chunk(x, r0, r1, pitch, c, w, k, c1, c2, cmn, cmx, tiny, under, cu):
+def _add_chunk(x, rows, r0, r1, pitch, c, w, k, c1, c2, cmn, cmx, tiny, under, cu):
     """Rows ``r0:r1`` of the tile's ``w`` columns from ``c`` added, every value, to the
     chunk's sums ``c1``, ``c2`` and extrema ``cmn``, ``cmx`` (shifts ``k``); with
     ``tiny``, ``cu`` (int32) counts ``0 < |v| <= under`` per column. Four rows at a time:
@@ -92,12 +94,26 @@ def _add_chunk(x, r0, r1, pitch, c, w, k, c1, c2, cmn, cmx, tiny, under, cu):
     u = splat(np.float64(under))
     zero = splat(0.0)
     full = w // L * L
+    wide_lines = x.itemsize * L > 64
+    ahead = AHEAD // (w * x.itemsize)
+    ahead = 4 if ahead < 4 else (16 if ahead > 16 else ahead)
     r = r0
     while r < r1:
         four = r + 4 <= r1
         o0 = r * pitch + c
         o1, o2, o3 = o0 + pitch, o0 + 2 * pitch, o0 + 3 * pitch
+        p = r + ahead  # past the tile's last row: the next tile's first rows
+        p0 = p * pitch + c if p < rows else (p - rows) * pitch + c + w
         for j in range(0, w, L):
+            prefetch(x, p0 + j)
+            prefetch(x, p0 + pitch + j)
+            prefetch(x, p0 + 2 * pitch + j)
+            prefetch(x, p0 + 3 * pitch + j)
+            if wide_lines:
+                prefetch(x, p0 + j + L // 2)
+                prefetch(x, p0 + pitch + j + L // 2)
+                prefetch(x, p0 + 2 * pitch + j + L // 2)
+                prefetch(x, p0 + 3 * pitch + j + L // 2)
             kk = load(k, j)
             a1, a2, lo, hi, cnt = load(c1, j), load(c2, j), load(cmn, j), load(cmx, j), load(cu, j)
             if j < full:
@@ -267,7 +283,7 @@ def scan_cols(x, rows, cols, pitch, thr, counts, cap, seen, blocks, shift, s1, s
             _reset(c1, c2, cmn, cmx, w + L)
             for j in range(w + L):
                 cu[j] = 0
-            _add_chunk(x, r0, r1, pitch, c, w, k, c1, c2, cmn, cmx, tiny, under, cu)
+            _add_chunk(x, rows, r0, r1, pitch, c, w, k, c1, c2, cmn, cmx, tiny, under, cu)
             if not _chunk_clean(w, c1, cmn, cmx, cu, over, tiny):
                 _reset(c1, c2, cmn, cmx, w + L)
                 m = _add_rows(

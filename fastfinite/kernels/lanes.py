@@ -178,6 +178,23 @@ def store_part(typingctx, a, i, m, v):
 
 
 @intrinsic
+def prefetch(typingctx, a, i):
+    """Ask for the cache line holding ``a[i]`` ahead of its reads (a hint: no fault, no
+    effect on any value, wherever ``i`` points)."""
+    if not (isinstance(a, types.Array) and a.ndim == 1 and isinstance(i, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        ptr = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(8).as_pointer())
+        fn = _intrinsic_fn(builder, "llvm.prefetch", ir.VoidType(), [ptr.type, _I32, _I32, _I32], [ptr.type])  # fmt: skip
+        builder.call(fn, [ptr, _I32(0), _I32(3), _I32(1)])
+        return context.get_dummy_value()
+
+    return types.void(a, i), codegen
+
+
+@intrinsic
 def splat(typingctx, s):
     """``s`` in every lane."""
     if not isinstance(s, (types.Float, types.Integer)):
