@@ -215,12 +215,25 @@ def _shifts(x, rows, pitch, c, w, k, todo):
     """Each of the tile's columns' first finite value into ``k`` (0 for none): the first
     row, then row by row for the columns still without one (a region of NaN, as a chunk
     never written reads, is then read in memory order, not down each column)."""
+    T = x.dtype.type
+    full = w // L * L
+    zero = splat(0.0)
+    clean = True
+    for j in range(0, full, L):
+        v = wide(load(x, c + j))
+        f = finite(v)
+        store(k, j, select(f, v, zero))
+        clean &= not anyof(negate(f))
+    if full < w:
+        v = wide(load_part(x, c + full, w - full, T(0)))
+        f = finite(v)
+        store(k, full, select(f, v, zero))
+        clean &= not anyof(both(negate(f), below(w - full)))
+    if clean:
+        return
     m = 0
     for j in range(w):
-        v = x[c + j]
-        if (v - v) == 0:
-            k[j] = v
-        else:
+        if k[j] != x[c + j]:  # not finite: 0.0 was put
             k[j] = 0.0
             todo[m] = j
             m += 1
@@ -267,22 +280,24 @@ def scan_cols(x, rows, cols, pitch, thr, counts, cap, seen, blocks, shift, s1, s
     k, t1, t2, tmn, tmx, c1, c2, cmn, cmx = sc[K], sc[T1], sc[T2], sc[TMN], sc[TMX], sc[C1], sc[C2], sc[CMN], sc[CMX]  # fmt: skip
     cu = ci[3]
     todo = np.empty(TILE, np.int64)
+    for q in range(4):
+        cq = ci[q]
+        for j in range(TILE + L):
+            cq[j] = 0
+    one = rows <= CHUNK  # a tile's one chunk is its total (0.0 + a sum is the sum)
+    a1, a2, amn, amx = (c1, c2, cmn, cmx) if one else (t1, t2, tmn, tmx)
     for c in range(0, cols, TILE):
         w = cols - c if cols - c < TILE else TILE
         if rows > 0:
             _shifts(x, rows, pitch, c, w, k, todo)
         for j in range(w, TILE + L):
             k[j] = 0.0
-        _reset(t1, t2, tmn, tmx, w + L)
-        for q in range(4):
-            cq = ci[q]
-            for j in range(w + L):
-                cq[j] = 0
+        if not one:
+            _reset(t1, t2, tmn, tmx, w + L)
+        dirty = False
         for r0 in range(0, rows, CHUNK):
             r1 = r0 + CHUNK if r0 + CHUNK < rows else rows
             _reset(c1, c2, cmn, cmx, w + L)
-            for j in range(w + L):
-                cu[j] = 0
             _add_chunk(x, rows, r0, r1, pitch, c, w, k, c1, c2, cmn, cmx, tiny, under, cu)
             if not _chunk_clean(w, c1, cmn, cmx, cu, over, tiny):
                 _reset(c1, c2, cmn, cmx, w + L)
@@ -290,18 +305,30 @@ def scan_cols(x, rows, cols, pitch, thr, counts, cap, seen, blocks, shift, s1, s
                     x, r0, r1, pitch, c, w, cols, k, c1, c2, cmn, cmx, ci, thr, targets,
                     over, under, counts, cap, seen, blocks, m,
                 )  # fmt: skip
-            for j in range(0, w, L):
-                store(t1, j, add(load(t1, j), load(c1, j)))
-                store(t2, j, add(load(t2, j), load(c2, j)))
-                store(tmn, j, vmin(load(tmn, j), load(cmn, j)))
-                store(tmx, j, vmax(load(tmx, j), load(cmx, j)))
-        for j in range(w):
-            shift[c + j] = k[j]
-            s1[c + j] = t1[j]
-            s2[c + j] = t2[j]
-            mn[c + j] = tmn[j]
-            mx[c + j] = tmx[j]
-            cnan[c + j] += ci[0, j]
-            cpos[c + j] += ci[1, j]
-            cneg[c + j] += ci[2, j]
+                dirty = True
+            if tiny:
+                for j in range(w + L):
+                    cu[j] = 0
+            if not one:
+                for j in range(0, w, L):
+                    store(t1, j, add(load(t1, j), load(c1, j)))
+                    store(t2, j, add(load(t2, j), load(c2, j)))
+                    store(tmn, j, vmin(load(tmn, j), load(cmn, j)))
+                    store(tmx, j, vmax(load(tmx, j), load(cmx, j)))
+        full = w // L * L
+        for j in range(0, full, L):
+            store(shift, c + j, load(k, j))
+            store(s1, c + j, load(a1, j))
+            store(s2, c + j, load(a2, j))
+            store(mn, c + j, load(amn, j))
+            store(mx, c + j, load(amx, j))
+        for j in range(full, w):
+            shift[c + j], s1[c + j], s2[c + j], mn[c + j], mx[c + j] = k[j], a1[j], a2[j], amn[j], amx[j]  # fmt: skip
+        if dirty:  # the tile's NaN and inf counts (then zero again)
+            for q in range(3):
+                out = (cnan, cpos, cneg)[q]
+                cq = ci[q]
+                for j in range(w):
+                    out[c + j] += cq[j]
+                    cq[j] = 0
     return m

@@ -333,6 +333,19 @@ def vabs(typingctx, v):
 
 
 @intrinsic
+def vsqrt(typingctx, v):
+    """Lane by lane ``sqrt(v)`` (floats; correctly rounded, as ``math.sqrt``)."""
+    if not (isinstance(v, Lanes) and _is_float(v.dtype)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        t = args[0].type
+        return builder.call(_intrinsic_fn(builder, "llvm.sqrt", t, [t], [t]), [args[0]])
+
+    return v(v), codegen
+
+
+@intrinsic
 def finite(typingctx, v):
     """The lanes holding a finite value (``v - v == 0``)."""
     if not (isinstance(v, Lanes) and _is_float(v.dtype)):
@@ -499,6 +512,6 @@ def lane(typingctx, v, j):
 __all__ = [
     "L", "Lanes", "Mask", "add", "anyof", "below", "both", "div", "either", "eq", "finite", "fold",
     "ge", "greatest", "gt", "lane", "le", "least", "load", "load_part", "lt", "mul", "ne",
-    "negate", "ones", "select", "splat", "store", "store_part", "sub", "tofloat", "vabs", "vmax",
-    "vmin", "wide",
+    "negate", "ones", "prefetch", "select", "splat", "store", "store_part", "sub", "tofloat",
+    "vabs", "vmax", "vmin", "vsqrt", "wide",
 ]  # fmt: skip

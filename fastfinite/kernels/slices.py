@@ -16,7 +16,30 @@ import numpy as np
 
 from ..stats import SLICE_BLOCK, TINY, chan
 from .jit import helper, kernel
-from .lanes import L, add, div, fold, load, load_part, mul, splat, sub, tofloat
+from .lanes import (
+    L,
+    add,
+    both,
+    div,
+    fold,
+    greatest,
+    gt,
+    least,
+    load,
+    load_part,
+    lt,
+    mul,
+    select,
+    splat,
+    store,
+    store_part,
+    sub,
+    tofloat,
+    vabs,
+    vmax,
+    vmin,
+    vsqrt,
+)  # fmt: skip
 
 _chan = helper(chan)
 _NO, _YES = np.bool_(False), np.bool_(True)
@@ -44,7 +67,10 @@ def _lane_sums(n, mean, std, tmean, k, spread):
         else:
             fn = tofloat(load_part(n, i, q, 0))
             mu, sd = load_part(mean, i, q, 0.0), load_part(std, i, q, 0.0)
-        if spread:
+        if spread and k == 1.0:  # (v / 1.0 is v: the same bits)
+            d = sub(mu, tm)
+            acc = add(acc, mul(div(fn, ftn), add(mul(sd, sd), mul(d, d))))
+        elif spread:
             s = div(sd, kk)
             d = sub(div(mu, kk), tm)
             acc = add(acc, mul(div(fn, ftn), add(mul(s, s), mul(d, d))))
@@ -54,17 +80,28 @@ def _lane_sums(n, mean, std, tmean, k, spread):
 
 
 @helper
+def _extrema(mn, mx):
+    """The smallest of ``mn`` and the largest of ``mx`` (never NaN), in lanes."""
+    m = mn.shape[0]
+    lo = splat(math.inf)
+    hi = splat(-math.inf)
+    for i in range(0, m, L):
+        if m - i >= L:
+            lo, hi = vmin(lo, load(mn, i)), vmax(hi, load(mx, i))
+        else:
+            lo = vmin(lo, load_part(mn, i, m - i, math.inf))
+            hi = vmax(hi, load_part(mx, i, m - i, -math.inf))
+    return least(lo), greatest(hi)
+
+
+@helper
 def totals(n, mean, std, mn, mx):
     """``(count, mean, std, min, max, sum, ok)`` over slices of counts ``n``, means and
     stds, the spread scaled when its squares leave float64's range; not ``ok`` when the
     sum overflows: then ``twins.totals`` takes them (the mean of the means)."""
     if n.shape[0] == 1:
         return n[0], mean[0], std[0], mn[0], mx[0], n[0] * mean[0], True
-    lo = math.inf
-    hi = -math.inf
-    for r in range(n.shape[0]):
-        lo = mn[r] if mn[r] < lo else lo
-        hi = mx[r] if mx[r] > hi else hi
+    lo, hi = _extrema(mn, mx)
     tsum, tn = _lane_sums(n, mean, std, 0.0, 1.0, _NO)
     if tn == 0:
         return tn, 0.0, 0.0, math.inf, -math.inf, tsum, True
@@ -90,20 +127,35 @@ def totals(n, mean, std, mn, mx):
 @helper
 def _moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std):
     """Per slice the count, mean and std of its finite values from its shifted sums (a NaN
-    mean and std where the sums are not finite: they overflowed)."""
-    for r in range(n.shape[0]):
-        c = length - cnan[r] - cpos[r] - cneg[r]
-        cs = np.float64(c if c > 1 else 1)
-        a = s1[r]
-        b = s2[r]
-        ok = abs(a) < math.inf and b < math.inf
-        q = a / cs
-        v = b - a * q
-        m = shift[r] + q
-        sd = math.sqrt((v if v > 0 else 0.0) / cs)
-        n[r] = c
-        mean[r] = (m if ok else math.nan) if c > 0 else 0.0
-        std[r] = (sd if ok else math.nan) if c > 0 else 0.0
+    mean and std where the sums are not finite: they overflowed), in lanes."""
+    m = n.shape[0]
+    ln, one, none = splat(np.int64(length)), splat(np.int64(1)), splat(np.int64(0))
+    zero, nan, inf = splat(0.0), splat(math.nan), splat(math.inf)
+    for i in range(0, m, L):
+        q = m - i
+        if q >= L:
+            c = sub(ln, add(add(load(cnan, i), load(cpos, i)), load(cneg, i)))
+            a, b, k = load(s1, i), load(s2, i), load(shift, i)
+        else:
+            bad = add(add(load_part(cnan, i, q, 0), load_part(cpos, i, q, 0)), load_part(cneg, i, q, 0))  # fmt: skip
+            c = sub(ln, bad)
+            a, b, k = load_part(s1, i, q, 0.0), load_part(s2, i, q, 0.0), load_part(shift, i, q, 0.0)  # fmt: skip
+        cs = tofloat(select(gt(c, one), c, one))
+        ok = both(lt(vabs(a), inf), lt(b, inf))
+        u = div(a, cs)
+        v = sub(b, mul(a, u))
+        sd = vsqrt(div(select(gt(v, zero), v, zero), cs))
+        has = gt(c, none)
+        mu = select(has, select(ok, add(k, u), nan), zero)
+        sd = select(has, select(ok, sd, nan), zero)
+        if q >= L:
+            store(n, i, c)
+            store(mean, i, mu)
+            store(std, i, sd)
+        else:
+            store_part(n, i, q, c)
+            store_part(mean, i, q, mu)
+            store_part(std, i, q, sd)
 
 
 @helper
