@@ -19,16 +19,25 @@ from .jit import helper, kernel
 from .lanes import (
     L,
     add,
+    anyof,
+    below,
     both,
     div,
+    either,
+    eq,
     fold,
+    ge,
     greatest,
     gt,
+    le,
     least,
     load,
     load_part,
     lt,
     mul,
+    ne,
+    negate,
+    ones,
     select,
     splat,
     store,
@@ -159,62 +168,125 @@ def _moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std):
 
 
 @helper
-def _to_rescue(n, mean, mn, mx):
-    """Whether a slice's moments are taken again, scaled (``twins.rescue_rows``)."""
-    top = abs(mn) if abs(mn) > abs(mx) else abs(mx)
-    return (n > 0) & ((mean != mean) | ((top < TINY) & (mn != mx)))
+def _rescues(n, mean, mn, mx):
+    """How many slices' moments are taken again, scaled (``twins.rescue_rows``: a finite
+    value and a NaN mean, or magnitudes all under ``TINY`` and not all equal), in lanes."""
+    m = n.shape[0]
+    cnt = splat(np.int32(0))
+    none, small = splat(np.int64(0)), splat(TINY)
+    for i in range(0, m, L):
+        q = m - i
+        if q >= L:
+            c, mu, lo, hi = load(n, i), load(mean, i), load(mn, i), load(mx, i)
+        else:
+            c, mu = load_part(n, i, q, 0), load_part(mean, i, q, 0.0)
+            lo, hi = load_part(mn, i, q, 0.0), load_part(mx, i, q, 0.0)
+        top = vmax(vabs(hi), vabs(lo))
+        again = either(ne(mu, mu), both(lt(top, small), ne(lo, hi)))
+        cnt = add(cnt, ones(both(gt(c, none), again)))
+    return fold(cnt)
 
 
 @helper
 def max_z(mean, std, mn, mx):
-    """A slice's largest |z|, ``max((max - mean) / std, (mean - min) / std)``: 0 when std
-    is 0 or a quotient NaN, +-inf clipped to the float64 maximum."""
-    a = (mx - mean) / std
-    b = (mean - mn) / std
-    z = a if a >= b else b
+    """A slice's largest |z|, ``max((max - mean) / std, (mean - min) / std)`` taken as
+    ``max(max - mean, mean - min) / std`` (a division by a positive number keeps the order:
+    the same bits): 0 when std is 0 or a quotient NaN, +-inf clipped to the float64
+    maximum (``_max_zs`` in lanes)."""
+    a = mx - mean
+    b = mean - mn
+    z = (a if a >= b else b) / std
     z = -BIG if z < -BIG else (BIG if z > BIG else z)
-    return z if (std > 0) & (a == a) & (b == b) else 0.0
+    ok = (std > 0) & (a == a) & (b == b) & ((std < math.inf) | ((abs(a) < math.inf) & (abs(b) < math.inf)))  # fmt: skip
+    return z if ok else 0.0
+
+
+@helper
+def _max_zs(n, mean, std, mn, mx, z):
+    """Each slice's largest |z| (``max_z``) into ``z``, 0 for a slice without a finite
+    value; returns how many have none."""
+    m = n.shape[0]
+    empty = np.int64(0)
+    none, zero, inf, big = splat(np.int64(0)), splat(0.0), splat(math.inf), splat(BIG)
+    for i in range(0, m, L):
+        q = m - i
+        if q >= L:
+            c, mu, sd, lo, hi = load(n, i), load(mean, i), load(std, i), load(mn, i), load(mx, i)
+        else:
+            c, mu, sd = load_part(n, i, q, 0), load_part(mean, i, q, 0.0), load_part(std, i, q, 0.0)  # fmt: skip
+            lo, hi = load_part(mn, i, q, 0.0), load_part(mx, i, q, 0.0)
+        a = sub(hi, mu)
+        b = sub(mu, lo)
+        v = div(select(ge(a, b), a, b), sd)
+        v = select(lt(v, splat(-BIG)), splat(-BIG), select(gt(v, big), big, v))
+        ok = both(gt(sd, zero), both(eq(a, a), eq(b, b)))
+        ok = both(ok, either(lt(sd, inf), both(lt(vabs(a), inf), lt(vabs(b), inf))))
+        has = gt(c, none)
+        v = select(both(has, ok), v, zero)
+        if q >= L:
+            store(z, i, v)
+        else:
+            store_part(z, i, q, v)
+        empty += fold(ones(both(negate(has), below(q))))
+    return empty
 
 
 @helper
 def _flag_block(n, mean, std, z, cnan, cpos, cneg, eps, z_threshold, thresholds, bits):
     """The finding bits of slices (``anomalies.slice_kinds`` gives their order and
     meaning) into ``bits``: non-finite values, zero and near-zero variance, each dtype's
-    sum and variance overflow, an outlier; a loop without a branch (in vectors), the
-    overflow bits only when a slice reaches the lowest threshold. Returns whether any
-    slice is flagged."""
+    sum and variance overflow, an outlier; in lanes, the overflow bits only when a slice
+    reaches the lowest threshold. Returns whether any slice is flagged."""
     nt = thresholds.shape[0]
     low = math.inf
     for t in range(nt):
         low = thresholds[t] if thresholds[t] < low else low
-    seen = np.int64(0)
+    m = n.shape[0]
+    flagged = False
     over = False
-    for j in range(n.shape[0]):
-        fn = np.float64(n[j])
-        mu = mean[j]
-        sd = std[j]
-        spread = n[j] > 1
-        # var <= n*eps*var + (n*m*eps)**2 without squares: for any magnitude (the square
-        # of a std below 1e-154 is 0 in float64)
-        r = math.sqrt(1.0 - fn * eps) if fn * eps < 1.0 else 0.0
-        near = (fn * eps >= 1.0) | (sd * r <= fn * abs(mu) * eps)
-        f = np.int64(cnan[j] + cpos[j] + cneg[j] > 0)
-        f |= np.int64(spread & (sd == 0)) << 1
-        f |= np.int64(spread & (sd != 0) & (sd < math.inf) & near) << 2
-        f |= np.int64(spread & (z[j] > z_threshold)) << (3 + 2 * nt)
-        bits[j] = f
-        seen |= f
-        over |= (n[j] > 0) & ((abs(mu * fn) >= low) | (sd * sd * fn >= low))
+    none, one = splat(np.int64(0)), splat(np.int64(1))
+    b1, b2, bz = splat(np.int64(2)), splat(np.int64(4)), splat(np.int64(1) << (3 + 2 * nt))
+    zero, unit, inf, ev, lv, zt = splat(0.0), splat(1.0), splat(math.inf), splat(eps), splat(low), splat(z_threshold)  # fmt: skip
+    for i in range(0, m, L):
+        q = m - i
+        if q >= L:
+            c, mu, sd, zz = load(n, i), load(mean, i), load(std, i), load(z, i)
+            bad = add(add(load(cnan, i), load(cpos, i)), load(cneg, i))
+        else:
+            c, mu, sd = load_part(n, i, q, 0), load_part(mean, i, q, 0.0), load_part(std, i, q, 0.0)  # fmt: skip
+            zz = load_part(z, i, q, 0.0)
+            bad = add(add(load_part(cnan, i, q, 0), load_part(cpos, i, q, 0)), load_part(cneg, i, q, 0))  # fmt: skip
+        fn = tofloat(c)
+        spread = gt(c, one)
+        # var <= n*eps*var + (n*m*eps)**2 without squares, for any magnitude (the square of
+        # a std below 1e-154 is 0 in float64): std * sqrt(1 - n*eps) <= n*|m|*eps; the
+        # root only where std alone is above the bound (std * r <= std: r <= 1)
+        fe = mul(fn, ev)
+        t = mul(mul(fn, vabs(mu)), ev)
+        near = either(ge(fe, unit), le(sd, t))
+        if anyof(both(negate(near), spread)):
+            near = either(near, le(mul(sd, vsqrt(sub(unit, fe))), t))
+        f = select(gt(bad, none), one, none)
+        f = add(f, select(both(spread, eq(sd, zero)), b1, none))
+        f = add(f, select(both(both(spread, ne(sd, zero)), both(lt(sd, inf), near)), b2, none))
+        f = add(f, select(both(spread, gt(zz, zt)), bz, none))
+        if q >= L:
+            store(bits, i, f)
+        else:
+            store_part(bits, i, q, f)
+        flagged |= anyof(ne(f, none))
+        big = either(ge(vabs(mul(mu, fn)), lv), ge(mul(mul(sd, sd), fn), lv))
+        over |= anyof(both(gt(c, none), big))
     if over:
         for t in range(nt):
             th = thresholds[t]
-            for j in range(n.shape[0]):
+            for j in range(m):
                 fn = np.float64(n[j])
                 has = n[j] > 0
                 total = abs(mean[j] * fn) >= th
                 m2 = std[j] * std[j] * fn >= th
                 bits[j] |= (np.int64(has & total) << (3 + 2 * t)) | (np.int64(has & m2) << (4 + 2 * t))  # fmt: skip
-    return (seen != 0) | over
+    return flagged | over
 
 
 @helper
@@ -268,14 +340,11 @@ def _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, z, ep
         lo = clo if clo < lo else lo
         hi = chi if chi > hi else hi
         tsum += csum
-        for j in range(b1 - b0):
-            rescue += _to_rescue(bn[j], bmean[j], bmn[j], bmx[j])
+        rescue += _rescues(bn, bmean, bmn, bmx)
         if not final:
             continue
         bz = z[b0:b1]  # it may be shift's memory: each shift was read above
-        for j in range(b1 - b0):
-            empty += bn[j] == 0
-            bz[j] = max_z(bmean[j], bstd[j], bmn[j], bmx[j]) if bn[j] > 0 else 0.0
+        empty += _max_zs(bn, bmean, bstd, bmn, bmx, bz)
         if _flag_block(bn, bmean, bstd, bz, bnan, bpos, bneg, eps, z_threshold, thresholds, bits):  # fmt: skip
             k = _flagged(bits, b1 - b0, b0, where, flags, k)
     return tn, tmean, tstd, lo, hi, tsum, rescue, k, empty, whole

@@ -324,10 +324,11 @@ def max_abs_z(mean, std, mn, mx) -> np.ndarray:
     """``kernels.slices.max_z`` elementwise: the largest |z|, 0 where std is 0 or a
     quotient NaN, infinities clipped to the float64 maximum."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        a = (mx - mean) / std
-        b = (mean - mn) / std
-        z = np.clip(np.where(a >= b, a, b), -BIG, BIG)
-    return np.where((std > 0) & (a == a) & (b == b), z, 0.0)
+        a = mx - mean
+        b = mean - mn
+        z = np.clip(np.where(a >= b, a, b) / std, -BIG, BIG)
+        finite = (np.abs(a) < np.inf) & (np.abs(b) < np.inf)
+    return np.where((std > 0) & (a == a) & (b == b) & ((std < np.inf) | finite), z, 0.0)
 
 
 def _rescue(n, mean, mn, mx) -> np.ndarray:
