@@ -25,14 +25,14 @@ FLOATS = ("float32", "float64")
 MODES: dict[str, tuple[tuple[str, str], ...]] = {
     "plain": (("rows", "D"),),
     "by=0": (("rows", "D"), ("finish", "float64")),
-    "by=-1": (("cols", "D"), ("finish", "float64"), ("merge", "float64")),
+    "by=-1": (("cols", "D"), ("finish", "float64"), ("merge", "float64"), ("flags", "float64")),
     "localize": (("rows", "D"), ("finish", "float64")),  # as the example: by=0 too
     "scale": (("rows", "D"), ("scaled", "D")),
     "narrow": (("narrow", "uint16"), ("narrow", "uint8")),  # bfloat16, float8 data
     "guard": (("guard", "D"),),
 }
 # seconds a group takes to compile, about (the longest are started first)
-COST = {"rows": 1.9, "narrow": 1.8, "cols": 1.5, "finish": 1.5, "merge": 0.8, "scaled": 0.3, "guard": 0.2}  # fmt: skip
+COST = {"rows": 1.9, "narrow": 1.8, "cols": 1.8, "finish": 1.7, "flags": 0.7, "merge": 0.5, "scaled": 0.3, "guard": 0.2}  # fmt: skip
 # other names for a mode: these scans call the same kernels (other thresholds, values)
 ALIASES = {
     "by": "by=0", "by tuples": "by=-1", "cast": "plain", "complex": "plain",

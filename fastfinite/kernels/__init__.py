@@ -24,7 +24,8 @@ GROUPS = {
     "narrow": ("scan_narrow",),
     "cols": ("scan_cols",),
     "finish": ("finish_slices", "finish_whole_slices"),
-    "merge": ("fold_slices", "slice_columns", "slice_flags"),
+    "merge": ("fold_slices", "slice_columns"),
+    "flags": ("slice_flags",),
     "guard": ("quick_check",),
     "scaled": ("scaled_counts",),
 }
@@ -34,6 +35,7 @@ KERNEL_DTYPES = {
     "cols": ("float32", "float64"),
     "finish": ("float64",),
     "merge": ("float64",),
+    "flags": ("float64",),
     "guard": ("float32", "float64"),
     "scaled": ("float32", "float64"),
 }

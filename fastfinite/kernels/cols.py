@@ -215,25 +215,12 @@ def _shifts(x, rows, pitch, c, w, k, todo):
     """Each of the tile's columns' first finite value into ``k`` (0 for none): the first
     row, then row by row for the columns still without one (a region of NaN, as a chunk
     never written reads, is then read in memory order, not down each column)."""
-    T = x.dtype.type
-    full = w // L * L
-    zero = splat(0.0)
-    clean = True
-    for j in range(0, full, L):
-        v = wide(load(x, c + j))
-        f = finite(v)
-        store(k, j, select(f, v, zero))
-        clean &= not anyof(negate(f))
-    if full < w:
-        v = wide(load_part(x, c + full, w - full, T(0)))
-        f = finite(v)
-        store(k, full, select(f, v, zero))
-        clean &= not anyof(both(negate(f), below(w - full)))
-    if clean:
-        return
     m = 0
     for j in range(w):
-        if k[j] != x[c + j]:  # not finite: 0.0 was put
+        v = x[c + j]
+        if (v - v) == 0:
+            k[j] = v
+        else:
             k[j] = 0.0
             todo[m] = j
             m += 1
@@ -315,20 +302,16 @@ def scan_cols(x, rows, cols, pitch, thr, counts, cap, seen, blocks, shift, s1, s
                     store(t2, j, add(load(t2, j), load(c2, j)))
                     store(tmn, j, vmin(load(tmn, j), load(cmn, j)))
                     store(tmx, j, vmax(load(tmx, j), load(cmx, j)))
-        full = w // L * L
-        for j in range(0, full, L):
-            store(shift, c + j, load(k, j))
-            store(s1, c + j, load(a1, j))
-            store(s2, c + j, load(a2, j))
-            store(mn, c + j, load(amn, j))
-            store(mx, c + j, load(amx, j))
-        for j in range(full, w):
-            shift[c + j], s1[c + j], s2[c + j], mn[c + j], mx[c + j] = k[j], a1[j], a2[j], amn[j], amx[j]  # fmt: skip
+        for j in range(w):
+            shift[c + j] = k[j]
+            s1[c + j] = a1[j]
+            s2[c + j] = a2[j]
+            mn[c + j] = amn[j]
+            mx[c + j] = amx[j]
         if dirty:  # the tile's NaN and inf counts (then zero again)
-            for q in range(3):
-                out = (cnan, cpos, cneg)[q]
-                cq = ci[q]
-                for j in range(w):
-                    out[c + j] += cq[j]
-                    cq[j] = 0
+            for j in range(w):
+                cnan[c + j] += ci[0, j]
+                cpos[c + j] += ci[1, j]
+                cneg[c + j] += ci[2, j]
+                ci[0, j], ci[1, j], ci[2, j] = 0, 0, 0
     return m

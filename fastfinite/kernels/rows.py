@@ -66,9 +66,6 @@ from .lanes import (
 )  # fmt: skip
 
 assert SUB % L == 0
-# short rows at least this long are read four side by side (``_short4``); shorter ones, one
-# from each quarter of the block in turn
-SIDE_BY_SIDE = 768
 # the non-finite kinds as int64 globals: literal arguments would compile ``_found`` once each
 _NAN, _POSINF, _NEGINF = np.int64(NAN), np.int64(POSINF), np.int64(NEGINF)
 
@@ -362,12 +359,12 @@ def _row(x, r, n, thr, over, under, targets, tiny, counts, cap, seen, blocks, m,
         if a + 4 * SUB <= e:
             p1, p2, qmn, qmx, qmz = _pass4(x, a, k, tiny)
             clean = least(qmn) > -over and greatest(qmx) < over and least(qmz) > under
-            for j in range(4):
-                clean = clean and not anyof(negate(finite(p1[j])))
+            # a NaN or inf in a sub-block's sums makes their sum one too (a sum that
+            # overflows only sends the four to be taken one by one)
+            clean = clean and not anyof(negate(finite(add(add(p1[0], p1[1]), add(p1[2], p1[3])))))  # fmt: skip
             if clean:  # the four sub-blocks' lanes, in order
-                for j in range(4):
-                    r1 = add(r1, p1[j])
-                    r2 = add(r2, p2[j])
+                r1 = add(add(add(add(r1, p1[0]), p1[1]), p1[2]), p1[3])
+                r2 = add(add(add(add(r2, p2[0]), p2[1]), p2[2]), p2[3])
                 lo = vmin(lo, qmn)
                 hi = vmax(hi, qmx)
                 a += 4 * SUB
@@ -417,8 +414,8 @@ def scan_rows(x, rows, n, thr, counts, cap, seen, blocks, shift, s1, s2, mn, mx,
     returns ``m``. ``seen``: int64 scratch of ``N_KINDS``.
 
     Short rows (one sub-block) are read four at a time, a row from each quarter of the block
-    (``_short4``; rows under ``SIDE_BY_SIDE`` values one after another), each written
-    when it is clean; the others are taken after, in order, as long rows are (``_row``)."""
+    (``_short4``), each written when it is clean; the others are taken after, in order, as
+    long rows are (``_row``)."""
     over, under, targets = bounds(thr)
     tiny = under >= 0
     _row_start(seen)
@@ -429,27 +426,8 @@ def scan_rows(x, rows, n, thr, counts, cap, seen, blocks, shift, s1, s2, mn, mx,
         return m
     done = np.empty(rows, np.bool_)
     q = rows // 4
-    if n < SIDE_BY_SIDE:  # a row of each quarter of the block in turn: four streams of reads
-        for t in range(rows):
-            r = t // 4 + (t % 4) * q if t < 4 * q else t
-            s = r * n
-            k1 = x[s]
-            done[r] = False
-            if not (k1 - k1) == 0:  # the first value is not finite: the row is taken after
-                continue
-            a1, a2, smn, smx, smz = _pass(x, s, s + n, k1, tiny)
-            lo, hi = least(smn), greatest(smx)
-            if not (lo > -over and hi < over) or anyof(negate(finite(a1))):
-                continue
-            if tiny and not least(smz) > under:
-                continue
-            shift[r] = k1
-            s1[r] = fold(a1)  # 0.0 + a1: a1, as the row's lanes would be
-            s2[r] = fold(a2)
-            mn[r] = lo
-            mx[r] = hi
-            done[r] = True
-        q = 0
+    for r in range(4 * q, rows):  # the last rows (at most three) are taken as long ones
+        done[r] = False
     for i in range(q):  # row i of each quarter of the block, side by side in one loop
         rs = (i, i + q, i + 2 * q, i + 3 * q)
         o = (rs[0] * n, rs[1] * n, rs[2] * n, rs[3] * n)
@@ -459,10 +437,6 @@ def scan_rows(x, rows, n, thr, counts, cap, seen, blocks, shift, s1, s2, mn, mx,
         done[rs[1]] = _put(rs[1], k[1], e1, shift, s1, s2, mn, mx)
         done[rs[2]] = _put(rs[2], k[2], e2, shift, s1, s2, mn, mx)
         done[rs[3]] = _put(rs[3], k[3], e3, shift, s1, s2, mn, mx)
-    for r in range(4 * q if q else rows, rows):
-        k1 = x[r * n]
-        a1, a2, smn, smx, smz = _pass(x, r * n, r * n + n, k1, tiny)
-        done[r] = _put(r, k1, _ends(a1, a2, smn, smx, smz, k1, over, under, tiny), shift, s1, s2, mn, mx)  # fmt: skip
     for r in range(rows):
         if not done[r]:
             m = _row(x, r, n, thr, over, under, targets, tiny, counts, cap, seen, blocks, m, shift, s1, s2, mn, mx, cnan, cpos, cneg)  # fmt: skip

@@ -89,28 +89,13 @@ def _lane_sums(n, mean, std, tmean, k, spread):
 
 
 @helper
-def _extrema(mn, mx):
-    """The smallest of ``mn`` and the largest of ``mx`` (never NaN), in lanes."""
-    m = mn.shape[0]
-    lo = splat(math.inf)
-    hi = splat(-math.inf)
-    for i in range(0, m, L):
-        if m - i >= L:
-            lo, hi = vmin(lo, load(mn, i)), vmax(hi, load(mx, i))
-        else:
-            lo = vmin(lo, load_part(mn, i, m - i, math.inf))
-            hi = vmax(hi, load_part(mx, i, m - i, -math.inf))
-    return least(lo), greatest(hi)
-
-
-@helper
-def totals(n, mean, std, mn, mx):
+def totals(n, mean, std, lo, hi):
     """``(count, mean, std, min, max, sum, ok)`` over slices of counts ``n``, means and
-    stds, the spread scaled when its squares leave float64's range; not ``ok`` when the
-    sum overflows: then ``twins.totals`` takes them (the mean of the means)."""
+    stds, whose extrema are ``lo`` and ``hi`` (``_moments``'s), the spread scaled when its
+    squares leave float64's range; not ``ok`` when the sum overflows: then
+    ``twins.totals`` takes them (the mean of the means)."""
     if n.shape[0] == 1:
-        return n[0], mean[0], std[0], mn[0], mx[0], n[0] * mean[0], True
-    lo, hi = _extrema(mn, mx)
+        return n[0], mean[0], std[0], lo, hi, n[0] * mean[0], True
     tsum, tn = _lane_sums(n, mean, std, 0.0, 1.0, _NO)
     if tn == 0:
         return tn, 0.0, 0.0, math.inf, -math.inf, tsum, True
@@ -134,21 +119,28 @@ def totals(n, mean, std, mn, mx):
 
 
 @helper
-def _moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std):
+def _moments(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std):
     """Per slice the count, mean and std of its finite values from its shifted sums (a NaN
-    mean and std where the sums are not finite: they overflowed), in lanes."""
+    mean and std where the sums are not finite: they overflowed), in lanes; returns the
+    smallest of ``mn``, the largest of ``mx`` (never NaN) and how many slices' moments are
+    taken again, scaled (``twins.rescue_rows``: a finite value and a NaN mean, or
+    magnitudes all under ``TINY`` and not all equal)."""
     m = n.shape[0]
     ln, one, none = splat(np.int64(length)), splat(np.int64(1)), splat(np.int64(0))
-    zero, nan, inf = splat(0.0), splat(math.nan), splat(math.inf)
+    zero, nan, inf, small = splat(0.0), splat(math.nan), splat(math.inf), splat(TINY)
+    lo, hi = inf, splat(-math.inf)
+    again = splat(np.int32(0))
     for i in range(0, m, L):
         q = m - i
         if q >= L:
             c = sub(ln, add(add(load(cnan, i), load(cpos, i)), load(cneg, i)))
             a, b, k = load(s1, i), load(s2, i), load(shift, i)
+            vlo, vhi = load(mn, i), load(mx, i)
         else:
             bad = add(add(load_part(cnan, i, q, 0), load_part(cpos, i, q, 0)), load_part(cneg, i, q, 0))  # fmt: skip
             c = sub(ln, bad)
             a, b, k = load_part(s1, i, q, 0.0), load_part(s2, i, q, 0.0), load_part(shift, i, q, 0.0)  # fmt: skip
+            vlo, vhi = load_part(mn, i, q, math.inf), load_part(mx, i, q, -math.inf)
         cs = tofloat(select(gt(c, one), c, one))
         ok = both(lt(vabs(a), inf), lt(b, inf))
         u = div(a, cs)
@@ -165,26 +157,11 @@ def _moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std):
             store_part(n, i, q, c)
             store_part(mean, i, q, mu)
             store_part(std, i, q, sd)
-
-
-@helper
-def _rescues(n, mean, mn, mx):
-    """How many slices' moments are taken again, scaled (``twins.rescue_rows``: a finite
-    value and a NaN mean, or magnitudes all under ``TINY`` and not all equal), in lanes."""
-    m = n.shape[0]
-    cnt = splat(np.int32(0))
-    none, small = splat(np.int64(0)), splat(TINY)
-    for i in range(0, m, L):
-        q = m - i
-        if q >= L:
-            c, mu, lo, hi = load(n, i), load(mean, i), load(mn, i), load(mx, i)
-        else:
-            c, mu = load_part(n, i, q, 0), load_part(mean, i, q, 0.0)
-            lo, hi = load_part(mn, i, q, 0.0), load_part(mx, i, q, 0.0)
-        top = vmax(vabs(hi), vabs(lo))
-        again = either(ne(mu, mu), both(lt(top, small), ne(lo, hi)))
-        cnt = add(cnt, ones(both(gt(c, none), again)))
-    return fold(cnt)
+        lo, hi = vmin(lo, vlo), vmax(hi, vhi)
+        top = vmax(vabs(vhi), vabs(vlo))
+        redo = either(ne(mu, mu), both(lt(top, small), ne(vlo, vhi)))
+        again = add(again, ones(both(has, redo)))
+    return least(lo), greatest(hi), fold(again)
 
 
 @helper
@@ -333,14 +310,14 @@ def _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, z, ep
         b1 = b0 + SLICE_BLOCK if b0 + SLICE_BLOCK < m else m
         bn, bmean, bstd, bmn, bmx = n[b0:b1], mean[b0:b1], std[b0:b1], mn[b0:b1], mx[b0:b1]
         bnan, bpos, bneg = cnan[b0:b1], cpos[b0:b1], cneg[b0:b1]
-        _moments(length, shift[b0:b1], s1[b0:b1], s2[b0:b1], bnan, bpos, bneg, bn, bmean, bstd)  # fmt: skip
-        c, cm, cs, clo, chi, csum, ok = totals(bn, bmean, bstd, bmn, bmx)
+        clo, chi, again = _moments(length, shift[b0:b1], s1[b0:b1], s2[b0:b1], bmn, bmx, bnan, bpos, bneg, bn, bmean, bstd)  # fmt: skip
+        c, cm, cs, clo, chi, csum, ok = totals(bn, bmean, bstd, clo, chi)
         whole = whole and ok
         tn, tmean, tstd = _chan(tn, tmean, tstd, c, cm, cs)
         lo = clo if clo < lo else lo
         hi = chi if chi > hi else hi
         tsum += csum
-        rescue += _rescues(bn, bmean, bmn, bmx)
+        rescue += again
         if not final:
             continue
         bz = z[b0:b1]  # it may be shift's memory: each shift was read above
