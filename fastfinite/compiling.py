@@ -82,6 +82,7 @@ def groups_of(modes: Iterable[str] | None = None, dtypes: Iterable[str] = FLOATS
 
 _CHILD = """
 import sys, time
+sys.path.insert(0, sys.argv[1])  # the parent's fastfinite, wherever it was imported from
 from numba import njit
 njit(lambda v: v + 1)(1.0)  # numba's own start-up, while the parent looks at its cache
 from fastfinite import kernels
@@ -123,14 +124,25 @@ class _Child:
     cannot be forked.)"""
 
     def __init__(self):
+        import os
+
+        home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-c", _CHILD, home], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, text=True, bufsize=1,
         )  # fmt: skip
 
     def __call__(self, group: str, dtype: str) -> float:
+        self.send(group, dtype)
+        return self.answer()
+
+    def send(self, group: str, dtype: str) -> None:
+        """Ask for a group (it is compiled, into the cache, even after this process ends)."""
         self.proc.stdin.write(f"{group} {dtype}\n")
         self.proc.stdin.flush()
+
+    def answer(self) -> float:
+        """The seconds the oldest group asked for took, once it is in the cache."""
         answer = self.proc.stdout.readline().split(maxsplit=1)
         if not answer:
             raise RuntimeError(f"the compiling process ended (exit {self.proc.poll()})")

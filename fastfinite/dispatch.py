@@ -1,10 +1,13 @@
 """THE choice, for each kernel call, of the Numba kernel or its NumPy twin.
 
 No scan waits on the compiler. The first time a scan asks for a group of kernels
-(``kernels.GROUPS``) for a dtype, one background thread compiles it, or loads it from
-Numba's cache, while the scan goes on with the twins; once the group is ready, every later
-call takes the kernels. A twin gives its kernel's bits (``slow.twins``), so a report does
-not depend on which ran where. Nothing here imports numba until a group is asked for.
+(``kernels.GROUPS``) for a dtype, one background thread loads it from Numba's cache, while
+the scan goes on with the twins; once the group is ready, every later call takes the
+kernels. A group not in the cache is compiled into it by a helper process (``_aside``:
+numba's compiler is Python, and in this process it would hold the GIL the twins need
+between their NumPy calls), then loaded; with no cache to share, or no helper, it is
+compiled here. A twin gives its kernel's bits (``slow.twins``), so a report does not
+depend on which ran where. Nothing here imports numba until a group is asked for.
 
 ``policy`` (for tests and benchmarks): ``"auto"`` as above; ``"kernels"``: wait for the
 kernels; ``"twins"``: never the kernels.
@@ -42,6 +45,8 @@ class _Group:
         self.seconds: float | None = None  # how long it took
         self.fresh: bool | None = None  # compiled (not in the cache), once known
         self.began: float | None = None  # when it started, in seconds since the epoch
+        self.aside = False  # this process waits for the helper process to compile it
+        self.sent = None  # the helper process it was sent to (``_hand_over``)
 
 
 _groups: dict[tuple[str, str], _Group] = {}
@@ -50,6 +55,9 @@ _lock = threading.Lock()
 _wake = threading.Condition(_lock)
 _thread: threading.Thread | None = None
 _closing = False  # the process is ending: no group is started any more
+_aside = None  # the helper process that compiles groups into the cache (``compiling._Child``)
+_helpless = False  # no helper process: no cache to share, or none could start
+_sending = threading.Lock()
 
 
 def kernel_dtype(dtype) -> str:
@@ -74,8 +82,24 @@ def _compiler() -> None:
             from . import kernels
             from .compiling import cached
 
-            g.fresh = not cached(g.group, g.dtype)
-            kernels.prepare(g.group, g.dtype)
+            _hand_over()
+            if g.fresh is None:
+                g.fresh = not cached(g.group, g.dtype)
+            if g.sent is not None:
+                with _lock:
+                    g.aside = not _closing
+                if g.aside:
+                    try:
+                        g.sent.answer()  # in the cache now
+                    except Exception as e:  # noqa: BLE001 - the helper failed: compiled here
+                        log.debug("fastfinite: the helper process failed: %s", e)
+                with _lock:
+                    g.aside = False
+                    if _closing:  # the process is ending: nothing more is loaded
+                        g.error = RuntimeError("the process ended first")
+                        g.ready.set()
+                        return
+            kernels.prepare(g.group, g.dtype)  # loaded from the cache, or compiled here
         except BaseException as e:  # a kernel that cannot compile: the twins carry on
             g.error = e
             log.warning(
@@ -87,6 +111,44 @@ def _compiler() -> None:
         with _lock:
             _queue.pop(0)
             g.ready.set()
+
+
+def _hand_over() -> bool:
+    """Every queued group not in the cache, sent to the helper process (started on first use:
+    Python's and numba's start-up, about half a second). It compiles them into the cache
+    one after another, each then loaded from there by this process's thread, while the
+    scan's twins keep this process's GIL (numba's compiler is Python); a group already
+    cached it only loads, and what it was sent it finishes after this process has ended,
+    for the next one. Nothing is sent with no cache to share, nor when the helper cannot
+    start (``_helpless``: the groups are compiled here). Returns whether there is a
+    helper."""
+    global _aside, _helpless
+    with _sending:
+        if _helpless:
+            return False
+        try:
+            from .compiling import _Child, cached
+            from .kernels import cache_directory
+
+            with _lock:
+                todo = [g for g in _queue if g.sent is None]
+            if cache_directory() is None:
+                _helpless = True
+                return False
+            for g in todo:
+                if g.fresh is None:
+                    g.fresh = not cached(g.group, g.dtype)
+            todo = [g for g in todo if g.fresh]
+            if todo and (_aside is None or _aside.proc.poll() is not None):
+                _aside = _Child()
+            for g in todo:
+                _aside.send(g.group, g.dtype)
+                g.sent = _aside
+        except Exception as e:  # noqa: BLE001 - compiled in this process instead
+            _helpless = True
+            log.debug("fastfinite: no helper process to compile in: %s", e)
+            return False
+        return True
 
 
 def _request(group: str, dtype: str) -> _Group:
@@ -175,15 +237,22 @@ def using(p: str) -> Iterator[None]:
 
 
 def _finish_at_exit() -> None:
-    """When the process ends: no group is started any more, and the one being compiled is
-    finished (and written to the cache, for the next process). Stopped in the middle, the
+    """When the process ends: no group is started any more, and the one being compiled here
+    is finished (and written to the cache, for the next process; the helper process
+    finishes its own group after this one has gone). Stopped in the middle, the
     compiling thread would hold LLVM's lock while the interpreter's last collection needs
     it (a hang at exit)."""
     global _closing
     with _lock:
         _closing = True
-        g = _queue[0] if _queue and _queue[0].started is not None else None
+        pending = any(g.sent is None for g in _queue)
         _wake.notify_all()
+    if pending:  # the helper compiles them for the next process (it outlives this one)
+        _hand_over()
+    with _lock:
+        g = _queue[0] if _queue and _queue[0].started is not None else None
+        if g is not None and g.aside:  # the thread only waits for the helper: let it be
+            g = None
     if g is not None:
         g.ready.wait()
 
@@ -191,10 +260,10 @@ def _finish_at_exit() -> None:
 def _after_fork() -> None:
     """In a forked child the compiling thread does not exist: groups ready in the parent
     stay ready (their machine code was copied), the others are asked for again."""
-    global _lock, _wake, _thread, _closing, _queue, _groups
-    _lock = threading.Lock()
+    global _lock, _wake, _thread, _closing, _queue, _groups, _aside, _helpless, _sending
+    _lock, _sending = threading.Lock(), threading.Lock()
     _wake = threading.Condition(_lock)
-    _thread, _closing, _queue = None, False, []
+    _thread, _closing, _queue, _aside, _helpless = None, False, [], None, False
     _groups = {k: g for k, g in _groups.items() if g.ready.is_set()}
 
 

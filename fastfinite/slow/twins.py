@@ -78,6 +78,20 @@ def lane_sum(v: np.ndarray) -> float:
     return float(fold(in_order(pad.reshape(-1, LANES), 0)))
 
 
+def _row_lanes(v: np.ndarray, k: float, acc1: np.ndarray, acc2: np.ndarray) -> None:
+    """``_lanes`` of ``d = v - k`` and ``d * d`` for one row of whole sub-blocks of finite
+    values (``v``: 1-D), added to ``acc1`` and ``acc2`` (``(1, LANES)``): ``d`` laid out
+    value-of-sub-block first, so that each sum in order runs over long contiguous rows
+    (three times faster than the sub-blocks' short ones)."""
+    nb = len(v) // SUB
+    d = np.empty((SUB // LANES, nb, LANES))
+    np.subtract(v.reshape(nb, SUB // LANES, LANES).transpose(1, 0, 2), k, out=d, dtype=np.float64)  # fmt: skip
+    for acc in (acc1, acc2):
+        if acc is acc2:
+            np.multiply(d, d, out=d)
+        acc[0] = in_order(np.concatenate([acc, in_order(d, 0)]), 0)
+
+
 def _lanes(d: np.ndarray, acc: np.ndarray) -> None:
     """Rows ``d`` (2-D float64) summed as the row kernel sums them: in sub-blocks of
     ``SUB`` values, each in ``LANES`` lanes from 0.0 (a short one's missing values 0.0),
@@ -186,6 +200,16 @@ def scan_rows(x, rows, n, thr, counts, cap, seen, blocks, shift, s1, s2, mn, mx,
         for a in range(0, n, seg):  # a long row in pieces of whole sub-blocks
             v = part[:, a : a + seg]
             w = v.shape[1]
+            if rs == 1 and w and w % SUB == 0:  # extrema neither NaN nor inf: all finite
+                plo, phi = v.min(), v.max()
+                if -np.inf < plo and phi < np.inf:
+                    masks = _risks(v, True, True, thr)
+                    spans = np.array([[r0 * n + a, r0 * n + a + w, r0 * n + a]])
+                    m = _listed(masks, spans, counts, cap, seen, blocks, m)
+                    with np.errstate(over="ignore", invalid="ignore"):
+                        _row_lanes(v[0], k[0], acc1, acc2)
+                    lo, hi = np.minimum(lo, plo), np.maximum(hi, phi)
+                    continue
             fin = np.isfinite(v)
             clean = bool(fin.all())
             masks = _risks(v, fin, clean, thr)
