@@ -9,14 +9,10 @@ Each stage adds one cost to the one before, best of ``--repeat``, in ns per slic
   its number is shared) into a canvas taken as the scan takes it, row by row as the data
   is read: the floor of ``by=0``;
 - the plain scan (one worker);
-- the pass of ``scan_rows``: each row's shifted sums and extrema, written to memory that is
-  already faulted in;
-- and the finishing in the kernel (``scan_rows_finished``: moments, largest |z|, flags,
-  block by block) into a canvas that is already faulted in;
-- and a fresh canvas (``pages.canvas_buffer(..., spare=False)``, as a process's first scan
-  takes it: its pages are faulted in by the kernel's writes);
-- or the spare canvas (``pages.canvas_buffer``, as every later scan takes it: the mapping
-  the last one left);
+- the pass (``summarize.scan_call``, the kernel the scan picks for these rows): each row's
+  shifted sums and extrema, written to memory that is already faulted in;
+- and the finishing (``summarize.summarize`` with a canvas, as the local engine lends it:
+  moments, largest |z|, flags) into a fresh canvas (its pages faulted in by the writes);
 - the ``by=0`` scan (one worker).
 
 One thread, so that each cost is its own (a scan on two threads runs the same stages on
@@ -34,33 +30,21 @@ from _common import best_times
 from bench_memory import bandwidth_kernel
 
 import fastfinite
-from fastfinite import kernels
-from fastfinite.anomalies import flag_limits
-from fastfinite.kinds import N_KINDS
+from fastfinite import dispatch, kinds
+from fastfinite.blocks import Block
 from fastfinite.pages import canvas_buffer
-from fastfinite.summary import CANVAS_ROWS, ScanSpec
+from fastfinite.summarize import scan_call, summarize
+from fastfinite.summary import ScanSpec, SliceCanvas
 
 
-def _found() -> tuple:
-    """A kernel's counts and its kept positions, values and their numbers."""
-    n = N_KINDS
-    return np.zeros(n, np.int64), np.empty((n, 1024), np.int64), np.empty((n, 1024)), np.zeros(n, np.int64)  # fmt: skip
-
-
-def _finished_args(x: np.ndarray, spec: ScanSpec, buf: np.ndarray) -> tuple:
-    """``scan_rows_finished``'s arguments, its columns in the canvas buffer ``buf`` as
-    ``summarize`` lends them (the largest |z| in the row of the shifts)."""
-    rows = x.shape[0]
-    _, n, mean, std, mn, mx, *counts = (buf[i] for i in CANVAS_ROWS)
-    f64 = [a.view(np.float64) for a in (buf[7], mn, mx, mean, std)]
-    xi = x.view(np.int32 if x.itemsize == 4 else np.int64)
-    found = _found()
-    limits = flag_limits(spec.dtype, spec.cast, spec.z_threshold)
-    where, flags = np.empty(rows, np.int64), np.empty(rows, np.int64)
-    return (
-        x, xi, spec.thresholds, found[0], *f64[:3], buf[4:7], *counts, *found[1:],
-        n, *f64[3:], *limits, where, flags,
-    )  # fmt: skip
+def _pass(x: np.ndarray, spec: ScanSpec):
+    """The scan's kernel for the rows of ``x`` as slices, with the outputs it is given."""
+    block = Block(x, (0, 0), order=(0, 1))
+    scan, _, spans = scan_call(block, 0, x.size, x.shape, spec, True)
+    rows, n = x.shape[0], kinds.N_KINDS
+    stats, counts = np.zeros((5, rows)), np.zeros((3, rows), np.int64)
+    found = np.zeros(n, np.int64), 1024, np.zeros(n, np.int64), np.empty((3, spans), np.int64)
+    return lambda: scan(spec.thresholds, *found, *stats, *counts)
 
 
 @numba.njit(nogil=True, cache=True, fastmath=True)  # the sum in vectors: it is not a result
@@ -76,6 +60,11 @@ def _read_and_write_rows(x, out, which):
 
 
 def main() -> None:
+    with dispatch.using("kernels"):  # the kernels, never their twins
+        _main()
+
+
+def _main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("shape", help="comma-separated rows,cols, e.g. 1e6,100")
     p.add_argument("dtype", choices=["float32", "float64"])
@@ -84,17 +73,8 @@ def main() -> None:
     rows, cols = (int(float(v)) for v in args.shape.split(","))
     x = np.random.default_rng(0).standard_normal((rows, cols)).astype(args.dtype)
     spec = ScanSpec(x.shape, x.dtype, by=(0,))
-    xi = x.view(np.int32 if x.itemsize == 4 else np.int64)
-    thr = spec.thresholds
-    stats, counts = np.zeros((5, rows)), np.zeros((3, rows), np.int64)
-    found = _found()
-    resident = canvas_buffer(rows, spare=False)
-    resident[:] = 0
     bw = bandwidth_kernel()
     flat = x.reshape(-1)
-
-    def canvas(take):
-        return lambda: kernels.scan_rows_finished(*_finished_args(x, spec, take()))
 
     written = np.array([1, 2, 3, 7, 10, 11])  # count, mean, std, largest |z|, min, max
 
@@ -104,10 +84,8 @@ def main() -> None:
             x, canvas_buffer(rows).view(np.float64), written
         ),
         "plain scan": lambda: fastfinite.scan(x, workers=1),
-        "pass": lambda: kernels.scan_rows(x, xi, thr, found[0], stats, counts, *found[1:]),
-        "+ finishing": lambda: kernels.scan_rows_finished(*_finished_args(x, spec, resident)),
-        "+ fresh canvas": canvas(lambda: canvas_buffer(rows, spare=False)),
-        "or spare canvas": canvas(lambda: canvas_buffer(rows)),
+        "pass": _pass(x, spec),
+        "+ finishing": lambda: summarize(x, (0, 0), spec, SliceCanvas(rows)),
         "by=0 scan": lambda: fastfinite.scan(x, by=0, workers=1),
     }
     numba.set_num_threads(1)

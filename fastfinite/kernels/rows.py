@@ -66,6 +66,9 @@ from .lanes import (
 )  # fmt: skip
 
 assert SUB % L == 0
+# short rows at least this long are read four side by side (``_short4``); shorter ones, one
+# from each quarter of the block in turn (rows of 100 float32: 4x faster than side by side)
+SIDE_BY_SIDE = 768
 # the non-finite kinds as int64 globals: literal arguments would compile ``_found`` once each
 _NAN, _POSINF, _NEGINF = np.int64(NAN), np.int64(POSINF), np.int64(NEGINF)
 
@@ -414,8 +417,8 @@ def scan_rows(x, rows, n, thr, counts, cap, seen, blocks, shift, s1, s2, mn, mx,
     returns ``m``. ``seen``: int64 scratch of ``N_KINDS``.
 
     Short rows (one sub-block) are read four at a time, a row from each quarter of the block
-    (``_short4``), each written when it is clean; the others are taken after, in order, as
-    long rows are (``_row``)."""
+    (``_short4``; rows under ``SIDE_BY_SIDE`` values one after another), each written
+    when it is clean; the others are taken after, in order, as long rows are (``_row``)."""
     over, under, targets = bounds(thr)
     tiny = under >= 0
     _row_start(seen)
@@ -426,8 +429,30 @@ def scan_rows(x, rows, n, thr, counts, cap, seen, blocks, shift, s1, s2, mn, mx,
         return m
     done = np.empty(rows, np.bool_)
     q = rows // 4
-    for r in range(4 * q, rows):  # the last rows (at most three) are taken as long ones
-        done[r] = False
+    if n < SIDE_BY_SIDE:  # a row of each quarter of the block in turn: four streams of reads
+        for t in range(rows):
+            r = t // 4 + (t % 4) * q if t < 4 * q else t
+            s = r * n
+            k1 = x[s]
+            done[r] = False
+            if not (k1 - k1) == 0:  # the first value is not finite: the row is taken after
+                continue
+            a1, a2, smn, smx, smz = _pass(x, s, s + n, k1, tiny)
+            lo, hi = least(smn), greatest(smx)
+            if not (lo > -over and hi < over) or anyof(negate(finite(a1))):
+                continue
+            if tiny and not least(smz) > under:
+                continue
+            shift[r] = k1
+            s1[r] = fold(a1)  # 0.0 + a1: a1, as the row's lanes would be
+            s2[r] = fold(a2)
+            mn[r] = lo
+            mx[r] = hi
+            done[r] = True
+        q = 0
+    else:
+        for r in range(4 * q, rows):  # the last rows (at most three) are taken as long ones
+            done[r] = False
     for i in range(q):  # row i of each quarter of the block, side by side in one loop
         rs = (i, i + q, i + 2 * q, i + 3 * q)
         o = (rs[0] * n, rs[1] * n, rs[2] * n, rs[3] * n)
