@@ -13,6 +13,7 @@ import numpy as np
 
 from ._format import fmt_index
 from .anomalies import overflow_dtypes, rounding_eps, slice_findings
+from .kinds import severity_of
 from .parts import in_parts
 from .report import CastRisk, Finding, Location, ScanReport, SliceReport
 from .summary import ScanSpec, SliceStats, Summary, _as_index, join_slices
@@ -60,12 +61,15 @@ def build_report(
     # a unit the listing does not show but that raised when read is there, and unreadable
     unreadable = {e.chunk for e in errors}
     missing = [c for c in missing or [] if c not in unreadable]
+    # read as a NaN or inf fill, a never-written unit makes what a loss turns NaN on
+    severity = severity_of("missing_chunk", meta["fill_value"])
     findings = [
         Finding(
             "missing_chunk",
             coords,
             f"{meta['unit']} {fmt_index(coords)} is not in the store: never written (or "
             f"written as all fill_value); it reads as the fill value{fill}",
+            severity=severity,
         )
         for coords in missing[:cap]
     ]
@@ -205,12 +209,18 @@ def finish(
 
 
 def failure_message(report: ScanReport) -> str:
-    """``"x.npy: nan 2 at (2, 1), (4, 0); overflow:float32 1 at (0,)"``."""
+    """``"x.npy: nan 2 at (2, 1), (4, 0); overflow:float32 1 at (0,)"`` (in a group,
+    each location after its array: ``nan 1 at /x (3,)``)."""
     parts = []
     counts = report.counts()
-    for kind, idx in report.first_locations().items():
+    first: dict[str, list[str]] = {}
+    for loc in report.locations:
+        at = first.setdefault(loc.kind, [])
+        if len(at) < 3:
+            at.append((f"{loc.array} " if loc.array else "") + fmt_index(loc.index))
+    for kind, idx in first.items():
         more = "..." if counts.get(kind, 0) > len(idx) else ""
-        parts.append(f"{kind} {counts[kind]} at " + ", ".join(fmt_index(i) for i in idx) + more)
+        parts.append(f"{kind} {counts[kind]} at " + ", ".join(idx) + more)
     for f in report.findings:
         parts.append(f"{f.array + ': ' if f.array else ''}{f.kind} {fmt_index(f.where)}")
     name = report.name or f"{report.dtype} array {report.shape}"

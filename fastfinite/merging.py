@@ -80,7 +80,7 @@ def _concatenate(reports: list[ScanReport], name: str) -> ScanReport:
     for r, off in zip(reports, offsets):
         for loc in r.locations:
             locations.setdefault(loc.kind, []).append(
-                Location(loc.kind, shift(loc.index, off), loc.value, loc.labels)
+                Location(loc.kind, shift(loc.index, off), loc.value, loc.labels, loc.array)
             )
     kinds_order = {k: i for i, k in enumerate(first.counts())}
     merged_locs = [
@@ -95,7 +95,9 @@ def _concatenate(reports: list[ScanReport], name: str) -> ScanReport:
         for f in r.findings:
             if is_slice_kind(f.kind):
                 continue
-            findings.append(Finding(f.kind, f.where, f.message, f.array or r.name or None))
+            findings.append(
+                Finding(f.kind, f.where, f.message, f.array or r.name or None, f.severity)
+            )
     merged = ScanReport(
         name=name,
         shape=shape,

@@ -11,10 +11,11 @@ from typing import Any
 import numpy as np
 
 from .errors import InvalidArgumentError
-from .kinds import BASE_KINDS, is_slice_kind
+from .kinds import BASE_KINDS, ERROR, SEVERITIES, WARNING, is_slice_kind, severity_of
 from .stats import combine
 
-SCHEMA = "fastfinite.report/1"
+SCHEMA = "fastfinite.report/2"
+SCHEMAS = ("fastfinite.report/1", SCHEMA)  # what ``from_dict`` reads: /1 has no severities
 
 
 @dataclass(frozen=True)
@@ -26,20 +27,41 @@ class Location:
     kind : str
         ``"nan"``, ``"posinf"``, ``"neginf"``, ``"overflow:TARGET"`` or ``"underflow:TARGET"``.
     index : tuple of int
-        Coordinates in the scanned array (``()`` for a 0-d array).
+        Coordinates in the scanned array (``()`` for a 0-d array); in a group's top-level
+        ``locations``, in the array named by ``array``.
     value : float
         The value found there (for complex data, the offending part).
+    labels : dict or None
+        Coordinate labels (xarray, tables).
+    array : str or None
+        In a group's report, the path of the array the location is in (None: this report's
+        own array, or a table's (row, column)).
+    severity : str
+        ``"error"`` (NaN, inf, cast overflow) or ``"warning"`` (cast underflow), from the
+        kind (``kinds.severity_of``).
     """
 
     kind: str
     index: tuple[int, ...]
     value: float = field(default=math.nan, compare=False)
     labels: dict[str, Any] | None = field(default=None, compare=False)
+    array: str | None = field(default=None, compare=False)
+
+    @property
+    def severity(self) -> str:
+        return severity_of(self.kind)
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"kind": self.kind, "index": list(self.index), "value": _num(self.value)}
+        d = {
+            "kind": self.kind,
+            "severity": self.severity,
+            "index": list(self.index),
+            "value": _num(self.value),
+        }
         if self.labels is not None:
             d["labels"] = {k: _label(v) for k, v in self.labels.items()}
+        if self.array is not None:
+            d["array"] = self.array
         return d
 
 
@@ -57,7 +79,8 @@ class CastRisk:
 
 @dataclass(frozen=True)
 class Finding:
-    """Something wrong that is not a single value: a missing chunk, an unreadable chunk.
+    """Something wrong that is not a single value: a missing chunk, an unreadable chunk, a
+    slice that will not standardize.
 
     Attributes
     ----------
@@ -69,15 +92,34 @@ class Finding:
         What happened and what it means.
     array : str or None
         In a group's report, the path of the array it is about (None for the group itself).
+    severity : str
+        ``"error"`` when it makes NaN or inf (or the data could not be checked),
+        ``"warning"`` otherwise. Given at creation where the kind alone does not tell (a
+        ``missing_chunk`` is an error when its fill value is NaN or inf); by default the
+        kind's (``kinds.severity_of``).
     """
 
     kind: str
     where: tuple[int, ...]
     message: str
     array: str | None = None
+    severity: str = field(default=None, compare=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.severity is None:
+            object.__setattr__(self, "severity", severity_of(self.kind))
+        elif self.severity not in SEVERITIES:
+            raise InvalidArgumentError(
+                f"severity must be one of {', '.join(SEVERITIES)}, got {self.severity!r}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"kind": self.kind, "where": list(self.where), "message": self.message}
+        d = {
+            "kind": self.kind,
+            "severity": self.severity,
+            "where": list(self.where),
+            "message": self.message,
+        }
         return d if self.array is None else {**d, "array": self.array}
 
 
@@ -87,6 +129,7 @@ def findings_of(kind: str, wheres: list, messages: list[str]) -> list[Finding]:
     through ``object.__setattr__`` (a table with a NaN feature flags every sample, and
     the report lists 1e6 findings)."""
     new = object.__new__
+    severity = severity_of(kind)
     out = []
     for w, m in zip(wheres, messages):
         f = new(Finding)
@@ -95,6 +138,7 @@ def findings_of(kind: str, wheres: list, messages: list[str]) -> list[Finding]:
         d["where"] = w
         d["message"] = m
         d["array"] = None
+        d["severity"] = severity
         out.append(f)
     return out
 
@@ -286,6 +330,8 @@ class ScanReport:
         Cast risks per requested target.
     locations : list of Location
         First positions of each kind (at most ``max_locations`` each), sorted in C order.
+        For a group: those of its arrays, in the order of ``arrays`` (each naming its
+        array, its index in that array); for a table: (row, column) of the table.
     count, min, max, mean, std, sum : statistics of the finite values (population std).
     findings : list of Finding
         Missing or unreadable chunks and other problems that are not single values.
@@ -353,12 +399,27 @@ class ScanReport:
 
     @property
     def ok(self) -> bool:
-        """True when nothing at all was found."""
+        """True when nothing of severity ``"error"`` was found: no NaN or inf, no cast
+        overflow, no error finding (unreadable or NaN-filled missing chunks, non-finite
+        slices, sum or variance overflow, ``nothing_scanned``), in every array of a group.
+        Warnings (outliers, constant features, cast underflow, missing chunks with a finite
+        fill) leave it True: see ``clean``."""
+        return (
+            self.nonfinite == 0
+            and not any(r.overflow for r in self.cast.values())
+            and not any(f.severity == ERROR for f in self.findings)
+            and all(r.ok for r in self.arrays.values())
+        )
+
+    @property
+    def clean(self) -> bool:
+        """True when nothing at all was found: no error and no warning."""
         return (
             self.nonfinite == 0
             and not any(self.cast.values())
             and not self.findings
-            and all(r.ok for r in self.arrays.values())
+            and not self.missing_chunks
+            and all(r.clean for r in self.arrays.values())
         )
 
     def bad_slices(self) -> list:
@@ -398,6 +459,7 @@ class ScanReport:
             "shape": list(self.shape),
             "dtype": self.dtype,
             "ok": self.ok,
+            "clean": self.clean,
             "complete": self.complete,
             "elements": self.elements,
             "nan": self.nan,
@@ -431,18 +493,22 @@ class ScanReport:
         }
 
     def to_json(self, **kwargs: Any) -> str:
-        """The report as JSON text (schema ``fastfinite.report/1``, see the README)."""
+        """The report as JSON text (schema ``fastfinite.report/2``, see the README)."""
         kwargs.setdefault("indent", 2)
         return json.dumps(self.to_dict(), **kwargs)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ScanReport:
-        """Rebuild a report from ``to_dict()`` output (lossless)."""
+        """Rebuild a report from ``to_dict()`` output (lossless). Reports of the schema
+        ``fastfinite.report/1`` (before severities) are read too: each finding's severity
+        is then its kind's (a missing chunk's, from the fill value its message names)."""
         schema = d.get("schema")
-        if schema != SCHEMA:
+        if schema not in SCHEMAS:
             raise InvalidArgumentError(
-                f"not a fastfinite report: schema {schema!r}, expected {SCHEMA!r}"
+                f"not a fastfinite report: schema {schema!r}, expected one of "
+                f"{', '.join(repr(s) for s in SCHEMAS)}"
             )
+        v1 = schema == SCHEMAS[0]
         st = d["stats"]
         by = d.get("by")
         return cls(
@@ -454,7 +520,13 @@ class ScanReport:
             neginf=d["neginf"],
             cast={t: CastRisk(r["overflow"], r["underflow"]) for t, r in d["cast"].items()},
             locations=[
-                Location(loc["kind"], tuple(loc["index"]), _unnum(loc["value"]), loc.get("labels"))
+                Location(
+                    loc["kind"],
+                    tuple(loc["index"]),
+                    _unnum(loc["value"]),
+                    loc.get("labels"),
+                    loc.get("array"),
+                )
                 for loc in d["locations"]
             ],
             count=st["count"],
@@ -466,7 +538,13 @@ class ScanReport:
             elements=d["elements"],
             max_locations=d["max_locations"],
             findings=[
-                Finding(f["kind"], tuple(f["where"]), f["message"], f.get("array"))
+                Finding(
+                    f["kind"],
+                    tuple(f["where"]),
+                    f["message"],
+                    f.get("array"),
+                    _v1_severity(f["kind"], f["message"]) if v1 else f["severity"],
+                )
                 for f in d["findings"]
             ],
             missing_chunks=d["missing_chunks"],
@@ -520,10 +598,14 @@ class ScanReport:
 
     def kinds_found(self) -> set[str]:
         """Every kind of problem present: location kinds (``nan``, ``overflow:float32``...),
-        finding kinds (``missing_chunk``, ``zero_variance``...) and the groups ``nonfinite``,
-        ``cast``, ``overflow`` and ``underflow``; for a group, those of its arrays too."""
-        found = {k for k, v in self.counts().items() if v}
-        found |= {f.kind for f in self.findings}
+        finding kinds (``missing_chunk``, ``zero_variance``...), the groups ``nonfinite``,
+        ``cast``, ``overflow`` and ``underflow``, and the severities present, ``error`` and
+        ``warning``; for a group, those of its arrays too."""
+        counted = {k for k, v in self.counts().items() if v}
+        found = counted | {f.kind for f in self.findings}
+        found |= {severity_of(k) for k in counted} | {f.severity for f in self.findings}
+        if self.missing_chunks and not self.arrays:  # none listed with max_locations=0
+            found |= {"missing_chunk", self._missing_severity()}
         if self.nonfinite:
             found.add("nonfinite")
         for r in self.cast.values():
@@ -534,6 +616,40 @@ class ScanReport:
         for sub in self.arrays.values():
             found |= sub.kinds_found()
         return found
+
+    def severity_counts(self) -> dict[str, dict[str, int]]:
+        """What was found, by severity: ``{"error": {kind: n}, "warning": {kind: n}}`` (a
+        severity with nothing is left out), n the count of a location kind, the number of
+        missing chunks, or the number of findings of a kind; a group's are its arrays'
+        added up, with its own findings."""
+        out: dict[str, dict[str, int]] = {ERROR: {}, WARNING: {}}
+
+        def add(severity: str, kind: str, n: int) -> None:
+            out[severity][kind] = out[severity].get(kind, 0) + n
+
+        if self.arrays:
+            for sub in self.arrays.values():
+                for severity, kinds in sub.severity_counts().items():
+                    for kind, n in kinds.items():
+                        add(severity, kind, n)
+            own = [f for f in self.findings if f.array is None]
+        else:
+            for kind, n in self.counts().items():
+                if n:
+                    add(severity_of(kind), kind, n)
+            if self.missing_chunks:  # listed up to max_locations: the count is the whole
+                add(self._missing_severity(), "missing_chunk", self.missing_chunks)
+            own = [f for f in self.findings if f.kind != "missing_chunk"]
+        for f in own:
+            add(f.severity, f.kind, 1)
+        return {s: kinds for s, kinds in out.items() if kinds}
+
+    def _missing_severity(self) -> str:
+        """The severity of this array's missing chunks: their findings' (an error when the
+        fill value is NaN or inf); a warning when none is listed (``max_locations=0``: the
+        values they read as are counted anyway)."""
+        listed = {f.severity for f in self.findings if f.kind == "missing_chunk"}
+        return ERROR if ERROR in listed else WARNING
 
     def plot(self, path: str, *, axes: tuple[int, int] | None = None) -> str:
         """Draw where the problems sit and write a PNG (needs matplotlib: the ``plot`` extra).
@@ -549,14 +665,16 @@ class ScanReport:
         cls, name: str, arrays: dict[str, ScanReport], skipped: dict[str, str] | None = None
     ) -> ScanReport:
         """The report of a group: per-array reports and their totals (statistics merged by
-        Chan's formula; locations stay in the per-array reports, findings name their array).
+        Chan's formula; locations are the arrays', the first ``max_locations`` of each kind
+        in the order of ``arrays``, each naming its array; findings name their array too).
         A group in which nothing numeric was scanned has a ``nothing_scanned`` finding."""
         subs = list(arrays.values())
         findings = [
-            Finding(f.kind, f.where, f.message, f.array or path)
+            Finding(f.kind, f.where, f.message, f.array or path, f.severity)
             for path, r in arrays.items()
             for f in r.findings
         ]
+        cap = max((r.max_locations for r in subs), default=100)
         if not subs:
             why = f"all {len(skipped)} members were skipped" if skipped else "it is empty"
             findings.append(Finding("nothing_scanned", (), f"no numeric array was scanned: {why}"))
@@ -570,13 +688,39 @@ class ScanReport:
             **combined_counts(subs),
             sum=sum(r.sum for r in subs),
             elements=sum(r.elements for r in subs),
-            max_locations=max((r.max_locations for r in subs), default=100),
+            locations=group_locations(arrays, cap),
+            max_locations=cap,
             findings=findings,
             missing_chunks=sum(r.missing_chunks for r in subs),
             complete=all(r.complete for r in subs),
             arrays=dict(arrays),
             skipped=dict(skipped or {}),
         )
+
+
+def group_locations(arrays: dict[str, ScanReport], cap: int) -> list[Location]:
+    """A group's top-level locations: its arrays' (in the order of ``arrays``, each array's
+    in its own order), at most ``cap`` of each kind, each naming its array (an array that
+    is itself a group keeps the names its locations have)."""
+    taken: dict[str, int] = {}
+    out = []
+    for path, r in arrays.items():
+        for loc in r.locations:
+            if taken.get(loc.kind, 0) >= cap:
+                continue
+            taken[loc.kind] = taken.get(loc.kind, 0) + 1
+            out.append(Location(loc.kind, loc.index, loc.value, loc.labels, loc.array or path))
+    return out
+
+
+def _v1_severity(kind: str, message: str) -> str:
+    """The severity of a finding of a ``fastfinite.report/1``, which has none: its kind's;
+    a missing chunk's from the fill value its message ends with (``... it reads as the fill
+    value nan``: an error; ``0.0`` or no value named: a warning)."""
+    if kind != "missing_chunk":
+        return severity_of(kind)
+    fill = message.rpartition("fill value")[2].lower()
+    return severity_of(kind, math.nan if "nan" in fill or "inf" in fill else None)
 
 
 def combined_counts(reports: list[ScanReport]) -> dict[str, Any]:

@@ -39,7 +39,7 @@ def test_report_contract_names():
     assert not r.ok
     d = r.to_dict()
     assert json.loads(json.dumps(d)) == d
-    assert d["schema"] == "fastfinite.report/1"
+    assert d["schema"] == "fastfinite.report/2"
     text = str(r)
     assert "(2, 1)" in text and "nan 1" in text
 

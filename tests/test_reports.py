@@ -61,7 +61,7 @@ def test_json_round_trip_of_every_field(tmp_path):
     assert any(f.kind == "unreadable_chunk" for f in r.findings)
     text = r.to_json()
     d = json.loads(text)
-    assert d["schema"] == "fastfinite.report/1"
+    assert d["schema"] == "fastfinite.report/2"
     back = ScanReport.from_json(text)
     _fields_equal(r, back)
     assert back.to_json() == text
