@@ -226,7 +226,7 @@ def _run(plan, data, scheduler, compute, graph, progress, localize, targets):
         workers = opts.workers or default_workers()
         mapper = lambda fn, regions: bounded_map(fn, regions, workers)  # noqa: E731
         scaled_target(plan.target, report, targets, opts.scale, opts.by, budget, mapper)
-    if localize and not report.ok:
+    if localize and not report.clean:  # outliers and constant slices are replayed too
         from .localize import localize_target
 
         localize_target(plan.target, report, opts.eps)
@@ -247,15 +247,17 @@ def cache_target(data: Any, plan) -> str:
 
 
 def assert_finite(data: Any, *, fail_on: Any = None, **kwargs: Any) -> ScanReport:
-    """Scan ``data`` and return the report if nothing was found, else raise.
+    """Scan ``data`` and return the report if no error was found, else raise.
 
     Parameters
     ----------
     data : array_like or path
         As for :func:`scan`.
     fail_on : str or set of str, optional
-        The kinds that fail the check (default: any finding), as ``--fail-on`` takes them:
-        ``"nonfinite"``, ``{"nan", "overflow:float16"}``... An unknown name is an error.
+        The kinds that fail the check (default: ``"error"``, what makes NaN or inf: the
+        report is not ``ok``), as ``--fail-on`` takes them: ``"nonfinite"``,
+        ``{"nan", "overflow:float16"}``, ``"warning"`` (everything found)... An unknown
+        name is an error.
     **kwargs
         Passed to :func:`scan`.
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from ._format import fmt_index
 from .errors import InvalidArgumentError
+from .kinds import ERROR, SEVERITIES, severity_of
 from .report import ScanReport
 
 
@@ -32,15 +33,26 @@ class Change:
         The array's path in a group's report.
     what : str
         ``"location"`` or ``"finding"``.
+    severity : str
+        ``"error"`` or ``"warning"``: the finding's, or the location kind's.
     """
 
     kind: str
     where: tuple[int, ...]
     array: str | None = None
     what: str = "location"
+    severity: str = field(default=None, compare=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        _set_severity(self)
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"what": self.what, "kind": self.kind, "where": list(self.where)}
+        d = {
+            "what": self.what,
+            "kind": self.kind,
+            "severity": self.severity,
+            "where": list(self.where),
+        }
         return d if self.array is None else {**d, "array": self.array}
 
     def __str__(self) -> str:
@@ -51,16 +63,31 @@ class Change:
 
 @dataclass(frozen=True)
 class CountChange:
-    """A count that differs: ``kind`` in ``array`` went from ``old`` to ``new``."""
+    """A count that differs: ``kind`` in ``array`` went from ``old`` to ``new``
+    (``severity``: the kind's, ``"error"`` or ``"warning"``)."""
 
     kind: str
     old: int
     new: int
     array: str | None = None
+    severity: str = field(default=None, compare=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        _set_severity(self)
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"kind": self.kind, "old": self.old, "new": self.new}
+        d = {"kind": self.kind, "severity": self.severity, "old": self.old, "new": self.new}
         return d if self.array is None else {**d, "array": self.array}
+
+
+def _set_severity(change: Change | CountChange) -> None:
+    """A change's severity: the one given, checked, else its kind's."""
+    if change.severity is None:
+        object.__setattr__(change, "severity", severity_of(change.kind))
+    elif change.severity not in SEVERITIES:
+        raise InvalidArgumentError(
+            f"severity must be one of {', '.join(SEVERITIES)}, got {change.severity!r}"
+        )
 
     def __str__(self) -> str:
         at = f"{self.array}: " if self.array else ""
@@ -116,10 +143,13 @@ class ReportChanges:
 
     def new_kinds(self) -> set[str]:
         """The kinds of what is new (or may be), with their groups (``nonfinite``, ``cast``,
-        ``overflow``, ``underflow``), as ``--fail-on`` names them."""
-        kinds = {c.kind for c in self.new}
-        kinds |= {c.kind for c in self.counts if c.new > c.old}
-        kinds |= {_kind_of(key) for key in self.maybe_new}
+        ``overflow``, ``underflow``) and severities (``error``, ``warning``), as
+        ``--fail-on`` names them."""
+        grew = [c for c in self.counts if c.new > c.old]
+        maybe = {_kind_of(key) for key in self.maybe_new}
+        kinds = {c.kind for c in self.new} | {c.kind for c in grew} | maybe
+        kinds |= {c.severity for c in self.new} | {c.severity for c in grew}
+        kinds |= {_severity(k) for k in maybe}
         if kinds & {"nan", "posinf", "neginf"}:
             kinds.add("nonfinite")
         for k in list(kinds):
@@ -193,6 +223,14 @@ def _kind_of(key: str) -> str:
     return next(
         (key[i + 1 :] for i, c in enumerate(key) if c == ":" and key[i + 1 :] in known), key
     )
+
+
+def _severity(kind: str) -> str:
+    """A location kind's severity; an error for a name it cannot tell (unsure: fail)."""
+    try:
+        return severity_of(kind)
+    except ValueError:
+        return ERROR
 
 
 def _size(n: int) -> str:
@@ -285,17 +323,18 @@ def _diff_one(old: ScanReport | None, new: ScanReport, path, out: ReportChanges,
         if a != b:
             out.counts.append(CountChange(kind, int(a), int(b), path))
     if per_array and old.missing_chunks != new.missing_chunks:
+        severity = (new if new.missing_chunks else old)._missing_severity()
         out.counts.append(
-            CountChange("missing_chunk", old.missing_chunks, new.missing_chunks, path)
+            CountChange("missing_chunk", old.missing_chunks, new.missing_chunks, path, severity)
         )
     if per_array:
         _diff_locations(old, new, path, out, comparable, old_counts, new_counts)
-    was = {(f.kind, tuple(f.where)) for f in old.findings if f.array is None}
-    now = {(f.kind, tuple(f.where)) for f in new.findings if f.array is None}
-    for kind, where in sorted(now - was):
-        out.new.append(Change(kind, where, path, "finding"))
-    for kind, where in sorted(was - now):
-        out.gone.append(Change(kind, where, path, "finding"))
+    was = {(f.kind, tuple(f.where)): f.severity for f in old.findings if f.array is None}
+    now = {(f.kind, tuple(f.where)): f.severity for f in new.findings if f.array is None}
+    for kind, where in sorted(now.keys() - was.keys()):
+        out.new.append(Change(kind, where, path, "finding", now[kind, where]))
+    for kind, where in sorted(was.keys() - now.keys()):
+        out.gone.append(Change(kind, where, path, "finding", was[kind, where]))
 
 
 def _location_kinds(targets) -> set[str]:

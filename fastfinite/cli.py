@@ -1,6 +1,7 @@
 """The ``fastfinite`` command: ``scan``, ``merge``, ``diff``, ``compile`` and ``demo``.
 
-Exit codes: 0 nothing found, 1 something found, 2 usage or read error.
+Exit codes: 0 no error found (warnings are printed), 1 an error found (with ``--fail-on``,
+something of those kinds), 2 usage or read error.
 """
 
 from __future__ import annotations
@@ -74,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="fastfinite",
         description="Find NaN, inf and cast overflows in large arrays, in one streaming pass.",
-        epilog="Exit codes: 0 nothing found, 1 something found, 2 usage or read error.",
+        epilog="Exit codes: 0 no error found (warnings are printed), 1 an error found: NaN, "
+        "inf, a cast overflow, an unreadable chunk... (with --fail-on, something of those "
+        "kinds), 2 usage or read error.",
     )
     p.add_argument("--version", action="version", version=f"fastfinite {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -235,7 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--fail-on-new",
         action="store_true",
         help="with --cache: exit code 1 only for what is new since the last scan in the "
-        "cache (of the --fail-on kinds, when given); everything is new on a first scan",
+        "cache (an error, or of the --fail-on kinds when given); everything is new on a "
+        "first scan",
     )
     s.add_argument(
         "--progress",
@@ -267,11 +271,12 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser(
         "diff",
         help="what changed between two JSON reports of the same data; exit 1 when the "
-        "newer holds something new",
+        "newer holds a new error",
         description="Compare two reports written with 'fastfinite scan --json' of the same "
         "array or group (yesterday's and today's): locations and findings that are new or "
-        "gone, and counts that changed. Exit code 0: nothing new; 1: something new (a new "
-        "location or finding, or a count that grew); 2: an error.",
+        "gone, and counts that changed. Exit code 0: no new error; 1: a new error (a new "
+        "location or finding of severity error, or such a count that grew; with --fail-on, "
+        "of those kinds: --fail-on warning for anything new); 2: an error.",
     )
     c.add_argument("old", metavar="OLD.json")
     c.add_argument("new", metavar="NEW.json")
@@ -279,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--json", metavar="FILE", help="also write the changes as JSON to FILE ('-' for stdout)"
     )
     c.add_argument("-q", "--quiet", action="store_true", help="print nothing: the exit code only")
+    _fail_on_option(c)
 
     k = sub.add_parser(
         "compile",
@@ -344,22 +350,33 @@ def _output_options(p: argparse.ArgumentParser) -> None:
         "--json", metavar="FILE", help="also write the report as JSON to FILE ('-' for stdout)"
     )
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing: the exit code only")
-    p.add_argument(
-        "--fail-on",
-        type=_arg(lambda t: options.parse_kinds(_list(t))),
-        default=None,
-        metavar="KINDS",
-        help="comma-separated kinds that make the exit code 1 (default: any finding), e.g. "
-        "nonfinite, nan, posinf, neginf, cast, overflow, underflow, overflow:float32, "
-        "missing_chunk, unreadable_chunk, zero_variance, near_zero_variance, outlier, "
-        "sum_overflow:float32, variance_overflow:float32",
-    )
+    _fail_on_option(p)
     p.add_argument(
         "--color",
         choices=("auto", "always", "never"),
         default="auto",
         help="colour the summary (default: when stdout is a terminal)",
     )
+
+
+def _fail_on_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--fail-on",
+        type=_arg(lambda t: options.parse_kinds(_list(t))),
+        default=None,
+        metavar="KINDS",
+        help="comma-separated kinds that make the exit code 1 (default: error), e.g. "
+        "error (NaN, inf, cast overflow, unreadable chunks...), warning (everything: "
+        "warnings and errors), nonfinite, nan, posinf, neginf, cast, overflow, underflow, "
+        "overflow:float32, missing_chunk, unreadable_chunk, zero_variance, "
+        "near_zero_variance, outlier, sum_overflow:float32, variance_overflow:float32",
+    )
+
+
+def _failed(found: set[str], fail_on: frozenset[str] | None) -> int:
+    """The exit code for the kinds ``found``: 1 when any is of the ``--fail-on`` kinds
+    (by default, of severity error)."""
+    return EXIT_FOUND if found & (fail_on if fail_on is not None else {"error"}) else EXIT_OK
 
 
 def _finish(report, args: argparse.Namespace) -> int:
@@ -391,10 +408,9 @@ def _finish(report, args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"plot written to {args.plot}", file=sys.stderr if to_stdout else sys.stdout)
     if getattr(args, "fail_on_new", False):
-        new = changes.new_kinds()
-        return EXIT_FOUND if (new & args.fail_on if args.fail_on is not None else new) else EXIT_OK
+        return _failed(changes.new_kinds(), args.fail_on)
     if args.fail_on is not None:
-        return EXIT_FOUND if report.kinds_found() & args.fail_on else EXIT_OK
+        return _failed(report.kinds_found(), args.fail_on)
     return EXIT_OK if report.ok else EXIT_FOUND
 
 
@@ -432,7 +448,7 @@ def _diff(args: argparse.Namespace) -> int:
     if args.json and args.json != "-":
         with open(os.fspath(args.json), "w") as f:
             f.write(text + "\n")
-    return EXIT_FOUND if changes.has_new else EXIT_OK
+    return _failed(changes.new_kinds(), args.fail_on)
 
 
 def _error(msg: str) -> int:

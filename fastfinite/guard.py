@@ -20,6 +20,7 @@ from ._format import fmt_index
 from .api import scan
 from .blocks import Block, narrow_format, object_numbers, read_only
 from .errors import NonFiniteError, SourceError, UnsupportedDtypeError
+from .kinds import ERROR
 from .options import parse_by, parse_cast, parse_choice, parse_int, parse_kinds
 from .sources import dlpack
 from .summary import ScanSpec
@@ -112,8 +113,9 @@ class Guard:
         A batch with findings raises ``NonFiniteError``, warns (``BadBatchWarning``) and
         passes, or is dropped.
     fail_on : set of str, optional
-        Kinds that make a batch bad (default: non-finite values and cast risks); e.g.
-        ``{"nonfinite"}``, or ``{"nonfinite", "zero_variance"}`` with ``by``.
+        Kinds that make a batch bad (default: ``{"error"}``: non-finite values and cast
+        overflows; a cast underflow is a warning); e.g. ``{"nonfinite"}``,
+        ``{"nonfinite", "zero_variance"}`` with ``by``, or ``"warning"`` for everything.
     prefetch : int
         Batches to read and check ahead in a background thread while the loop works on the
         current one (0, the default: everything in the caller's thread). It overlaps the
@@ -193,11 +195,7 @@ class Guard:
                 workers=1,
             )
             found = report.kinds_found()
-            bad = (
-                found & self.fail_on
-                if self.fail_on is not None
-                else (found & {"nonfinite", "cast"})
-            )
+            bad = found & (self.fail_on if self.fail_on is not None else {ERROR})
             if not bad:
                 continue
             problems.append(f"{where}, {label}, {_describe(report)}")

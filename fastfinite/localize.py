@@ -245,7 +245,7 @@ def localize_target(
         for path, sub in report.arrays.items():
             if path not in members:
                 raise InvalidArgumentError(f"the report's array {path!r} is not in this data")
-            if not sub.ok:
+            if not sub.clean:
                 sub.localized = localize_source(members[path](), sub, eps, limit)
                 found += sub.localized
         report.localized = found

@@ -16,11 +16,13 @@ from .errors import InvalidArgumentError
 from .kinds import (
     BASE_KINDS,
     CHUNK_KINDS,
+    ERROR,
     GROUP_KINDS,
     KIND_GROUPS,
     N_TARGET_SLOTS,
     PER_DTYPE_SLICE_KINDS,
     SLICE_KINDS,
+    WARNING,
 )
 
 DEFAULT_SPLIT_EVERY = 8
@@ -130,7 +132,9 @@ def known_kinds() -> tuple[str, ...]:
 
 def parse_kinds(kinds: Any) -> frozenset[str] | None:
     """Kinds that fail a check (``fail_on``): a name (one kind), names, or None for the
-    default; an unknown name is an error that lists the known ones."""
+    default; an unknown name is an error that lists the known ones. The severities are
+    groups too: ``error`` names every kind of severity error, ``warning`` everything (the
+    warnings and the errors, as a log level: the set returned holds ``error`` too)."""
     if kinds is None:
         return None
     names = frozenset((kinds,) if isinstance(kinds, str) else kinds)
@@ -142,7 +146,7 @@ def parse_kinds(kinds: Any) -> frozenset[str] | None:
             )
     if not names:
         raise InvalidArgumentError("expected at least one kind")
-    return names
+    return names | {ERROR} if WARNING in names else names
 
 
 def parse_raw_dtype(v: Any) -> str | None:

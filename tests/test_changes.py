@@ -203,7 +203,7 @@ def test_cli_exit_codes_and_json(tmp_path):
     r = _cli("diff", new, old, "--json", "-")
     assert r.returncode == 0, r.stderr  # the NaN is gone: nothing new
     d = json.loads(r.stdout)
-    assert d["gone"] == [{"what": "location", "kind": "nan", "where": [4, 2]}]
+    assert d["gone"] == [{"what": "location", "kind": "nan", "severity": "error", "where": [4, 2]}]
     assert d["has_new"] is False
     assert _cli("diff", old, old, "-q").returncode == 0
     (tmp_path / "junk.json").write_text("{}")
