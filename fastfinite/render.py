@@ -6,7 +6,7 @@ import textwrap
 from typing import Any
 
 from ._format import fmt_index
-from .kinds import CHUNK_KINDS, is_slice_kind
+from .kinds import CHUNK_KINDS, ERROR, WARNING, is_slice_kind, severity_of
 
 WIDTH = 100
 _COLORS = {
@@ -53,7 +53,11 @@ def render(
 
     r = report
     out: list[str] = []
-    status = c("OK", "good") if r.ok else c("PROBLEMS", "bad")
+    found = r.severity_counts()
+    if not r.ok:
+        status = c("PROBLEMS", "bad")
+    else:
+        status = c("OK", "good") if r.clean else c("WARNINGS", "warn")
     if not r.complete:
         status += " " + c("(incomplete: stopped early)", "warn")
     what = "group" if r.dtype == "group" else f"{r.dtype} {fmt_index(r.shape)}"
@@ -64,8 +68,8 @@ def render(
     out.append(f"{indent}{c(name, 'bold')}: {what}  {status}")
     pad = indent + "  "
 
-    def num(v: int) -> str:
-        return c(str(v), "bad") if v else str(v)
+    def num(v: int, style: str = "bad") -> str:
+        return c(str(v), style) if v else str(v)
 
     out.append(f"{pad}non-finite: nan {num(r.nan)}, +inf {num(r.posinf)}, -inf {num(r.neginf)}")
     for t, risk in r.cast.items():
@@ -73,7 +77,7 @@ def render(
         scaled = "" if d is None else " after scaling"
         out.append(
             f"{pad}cast to {t}{scaled}: overflow {num(risk.overflow)}, "
-            f"underflow {num(risk.underflow)}"
+            f"underflow {num(risk.underflow, 'warn')}"
         )
         if d is not None:
             scale = "per slice" if d.slices is not None else f"{d.scale:.6g}"
@@ -94,12 +98,21 @@ def render(
         )
     else:
         out.append(f"{pad}finite 0/{r.elements}")
+    for severity, style in ((ERROR, "bad"), (WARNING, "warn")):
+        if severity in found:
+            said = ", ".join(f"{kind} {n}" for kind, n in found[severity].items())
+            out.append(fit(f"{pad}{c(severity + 's', style)}: {said}"))
 
     def details(rep, pad: str) -> None:
         """Locations, missing and unreadable units, slices and the replay of one array (a
         group's or table's own locations only: the rest is said of each member)."""
         counts = rep.counts()
-        for kind, idx in rep.first_locations().items():
+        first: dict[str, list[tuple[int, ...]]] = {}
+        for loc in rep.locations:  # a group's arrays' locations are said under each array
+            idx = first.setdefault(loc.kind, []) if loc.array is None else None
+            if idx is not None and len(idx) < 3:
+                idx.append(loc.index)
+        for kind, idx in first.items():
             more = counts.get(kind, 0) - len(idx)
             tail = f" (+{more} more)" if more > 0 else ""
             out.append(fit(f"{pad}{kind} at " + ", ".join(fmt_index(i) for i in idx) + tail))
@@ -113,7 +126,7 @@ def render(
                 f"{pad}missing chunks (never written, read as the fill value): "
                 f"{rep.missing_chunks}: {listed}" + (f" (+{more} more)" if more > 0 else "")
             )
-            out.append(fit(c(line, "warn")))
+            out.append(fit(c(line, "bad" if rep._missing_severity() == ERROR else "warn")))
         unreadable = [f for f in rep.findings if f.kind == "unreadable_chunk"]
         for f in unreadable[:per_section]:
             out.append(fit(c(f"{pad}unreadable chunk {fmt_index(f.where)}: {f.message}", "bad")))
@@ -129,18 +142,21 @@ def render(
             if is_slice_kind(f.kind):
                 by_slice.setdefault(f.where, []).append(f.kind)
         if by_slice:
-            out.append(
-                f"{pad}slices with findings: {c(str(len(by_slice)), 'bad')} "
-                f"(by={rep.by}, z threshold {rep.z_threshold:g})"
-            )
             per_kind: dict[str, list[tuple[int, ...]]] = {}
             for where, kinds in by_slice.items():
                 for kind in kinds:
                     per_kind.setdefault(kind, []).append(where)
+            worst = "bad" if any(severity_of(k) == ERROR for k in per_kind) else "warn"
+            out.append(
+                f"{pad}slices with findings: {c(str(len(by_slice)), worst)} "
+                f"(by={rep.by}, z threshold {rep.z_threshold:g})"
+            )
             for kind, wheres in per_kind.items():
                 first = ", ".join(at(w) for w in wheres[:3])
                 more = f" (+{len(wheres) - 3} more)" if len(wheres) > 3 else ""
-                out.append(fit(f"{pad}  {kind}: {len(wheres)} slice(s): {first}{more}"))
+                severity = severity_of(kind)
+                tag = c(severity, "bad" if severity == ERROR else "warn")
+                out.append(fit(f"{pad}  {kind} ({tag}): {len(wheres)} slice(s): {first}{more}"))
             for where, kinds in list(by_slice.items())[:per_section]:
                 out.append(fit(f"{pad}  slice {at(where)}: {', '.join(kinds)}"))
             if len(by_slice) > per_section:
@@ -158,9 +174,15 @@ def render(
     details(r, pad)
     for f in r.findings:  # about the group itself, not one of its arrays
         if f.array is None and not is_slice_kind(f.kind) and f.kind not in CHUNK_KINDS:
-            out.append(fit(c(f"{pad}{f.kind}: {f.message}", "bad")))
+            style = "bad" if f.severity == ERROR else "warn"
+            out.append(fit(c(f"{pad}{f.kind}: {f.message}", style)))
     for path, sub in r.arrays.items():
-        state = c("OK", "good") if sub.ok else c(sub.problems(), "bad")
+        if sub.clean:
+            state = c("OK", "good")
+        elif sub.ok:
+            state = c("OK, warnings: " + sub.problems(), "warn")
+        else:
+            state = c(sub.problems(), "bad")
         out.append(fit(f"{pad}[{path}] {sub.dtype} {fmt_index(sub.shape)}: {state}"))
         details(sub, pad + "    ")
     for path, why in r.skipped.items():
