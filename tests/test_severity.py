@@ -563,3 +563,44 @@ def test_sklearn_bundled_datasets_are_ok_per_sample_and_per_feature(name):
     assert per_sample.ok and per_sample.clean
     assert per_feature.ok and per_feature.kinds_found() == SKLEARN[name]
     assert per_feature.clean is (not SKLEARN[name])
+
+
+# statsmodels' and vega_datasets' bundled (offline) datasets: the ones holding missing values
+# are not ok, with exactly their NaN; every other one is ok per row and per column
+STATSMODELS = (
+    "anes96 cancer ccard china_smoking co2 committee copper cpunish danish_data elec_equip "
+    "elnino engel fair fertility grunfeld heart interest_inflation longley macrodata "
+    "modechoice nile randhie scotland spector stackloss star98 statecrime strikes sunspots"
+).split()
+VEGA = (
+    "airports anscombe barley burtin cars crimea driving iowa-electricity iris la-riots ohlc "
+    "seattle-temps seattle-weather sf-temps stocks us-employment wheat"
+).split()
+WITH_MISSING_VALUES = {"co2", "fertility", "cars", "la-riots", "wheat"}
+
+
+def _assert_ok_unless_missing(name: str, df) -> None:
+    missing = int(df.select_dtypes("number").isna().sum().sum())
+    assert (missing > 0) is (name in WITH_MISSING_VALUES)
+    for by in (0, -1):
+        r = fastfinite.scan(df, by=by)
+        assert r.nan == missing and r.posinf == r.neginf == 0
+        assert r.ok is (missing == 0), (name, by, r.severity_counts())
+        assert "error" not in r.kinds_found() or missing
+
+
+@pytest.mark.parametrize("name", STATSMODELS)
+def test_statsmodels_bundled_datasets(name):
+    pytest.importorskip("statsmodels")
+    import importlib
+
+    df = importlib.import_module(f"statsmodels.datasets.{name}").load_pandas().data
+    _assert_ok_unless_missing(name, df)
+
+
+@pytest.mark.parametrize("name", VEGA)
+@pytest.mark.filterwarnings("ignore:The 'convert_dates' keyword")  # vega_datasets' own read
+def test_vega_datasets_bundled_offline(name):
+    vega = pytest.importorskip("vega_datasets")
+    assert name in vega.local_data.list_datasets()  # shipped in the package: no network
+    _assert_ok_unless_missing(name, vega.local_data(name))
