@@ -166,7 +166,13 @@ def plot_report(report: Any, path: str, *, axes=None) -> str:
             sax.plot(shown, np.zeros(len(shown)), "k|", markersize=12, label=label)
         sax.legend(loc="upper left", fontsize=8)
         sax.set_title("per slice", fontsize=10)
-    counts = ", ".join(f"{k} {v}" for k, v in report.counts().items() if v) or "nothing found"
+    counts = (
+        "; ".join(
+            f"{severity}s: " + ", ".join(f"{k} {n}" for k, n in kinds.items())
+            for severity, kinds in report.severity_counts().items()
+        )
+        or "nothing found"
+    )
     fig.suptitle(
         f"{report.name or 'array'}: {report.dtype} {fmt_index(report.shape)}\n{counts}",
         fontsize=11,

@@ -339,6 +339,10 @@ class ScanReport:
         Chunks the store never wrote (read as its fill value).
     complete : bool
         False when the scan stopped early (``fail_fast``).
+    ok : bool
+        No error found (NaN, inf, cast overflow, error findings); warnings allowed.
+    clean : bool
+        Nothing at all found, warnings included.
     arrays : dict of str to ScanReport
         For a group: one report per array, by path; the top-level counts are the totals.
     skipped : dict of str to str
