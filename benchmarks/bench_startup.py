@@ -107,8 +107,8 @@ def report_times(sizes: list[int]) -> list[str]:
             code = "import json, time, numpy as np\n" + MAKE.format(n=n) + CHILD["fastfinite"].format(kw="")  # fmt: skip
             got["warm"] = child(code + "print(json.dumps({'s': time.perf_counter() - t}))\n", env)["s"]  # fmt: skip
         ratio = got["fastfinite"] / got["numpy"]
-        print(f"  {n:.0e} float32: fastfinite cold {got['fastfinite']:.2f} s, warm {got['warm']:.2f} s; NumPy {got['numpy']:.2f} s; numbagg cold {got['numbagg']:.2f} s")  # fmt: skip
-        rows.append(f"| {n:.0e} | {got['fastfinite']:.2f} | {got['warm']:.2f} | {got['numpy']:.2f} | {got['numbagg']:.2f} | {ratio:.2f} |")  # fmt: skip
+        print(f"  {n:.2g} float32: fastfinite cold {got['fastfinite']:.2f} s, warm {got['warm']:.2f} s; NumPy {got['numpy']:.2f} s; numbagg cold {got['numbagg']:.2f} s")  # fmt: skip
+        rows.append(f"| {n:.2g} | {got['fastfinite']:.2f} | {got['warm']:.2f} | {got['numpy']:.2f} | {got['numbagg']:.2f} | {ratio:.2f} |")  # fmt: skip
     return rows
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from .build import failure_message
 from .errors import InvalidArgumentError, NonFiniteError
-from .options import parse_kinds, scan_options
+from .options import parse_bool, parse_kinds, parse_scheduler, scan_options
 from .report import ScanReport
 
 
@@ -57,7 +57,10 @@ def scan(
     workers : int, optional
         Threads to use; by default every core for large input and one for small input.
     progress : bool
-        Show a progress bar (tqdm) in bytes.
+        Show a progress bar (tqdm) in bytes. This and every other flag (``fail_fast``,
+        ``compute``, ``localize``, ``send_credentials``, ``device_copy``) is ``True`` or
+        ``False`` (or a ``numpy.bool_``): anything else, ``"no"``, ``None``, even ``0`` or
+        ``1``, is an ``InvalidArgumentError`` naming the option.
     fail_fast : bool
         Stop at the first region holding a non-finite value; ``report.complete`` is then
         False unless that was the last region.
@@ -74,7 +77,8 @@ def scan(
     scheduler : str or distributed.Client, optional
         Run the scan as a Dask graph on this scheduler: ``"threads"``, ``"processes"``,
         ``"synchronous"``, a ``distributed.Client``, or a scheduler address
-        ``"tcp://host:port"``. Dask arrays always run as a graph, on the active scheduler by
+        ``"tcp://host:port"`` (a client is connected to it for the scan's duration, with or
+        without ``cache``). Dask arrays always run as a graph, on the active scheduler by
         default. For Zarr, HDF5 and ``.npy`` sources each task opens the store and reads its
         own chunks.
     compute : bool
@@ -158,6 +162,8 @@ def scan(
         raw_dtype=raw_dtype,
         cache=cache,
     )
+    compute, localize = parse_bool("compute", compute), parse_bool("localize", localize)
+    scheduler = parse_scheduler(scheduler)
     from .plan import make_plan
 
     if localize and not compute:

@@ -39,6 +39,19 @@ def _list(text: str) -> tuple[str, ...]:
     return tuple(t.strip() for t in text.split(",") if t.strip())
 
 
+def _names(flag: str, what: str) -> Callable[[str], Any]:
+    """A comma-separated list of at least one name: an empty one is refused, never read as
+    "none of them"."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        names = _list(text)
+        if not names:
+            raise InvalidArgumentError(f"{flag} takes {what}, got {text!r}")
+        return names
+
+    return _arg(parse)
+
+
 def _whole(name: str, minimum: int) -> Callable[[str], Any]:
     return _arg(lambda t: options.parse_int(name, _int(t), minimum))
 
@@ -48,18 +61,57 @@ def _axes(name: str) -> Callable[[str], Any]:
 
 
 def _nested(pairs: list) -> dict | None:
-    """``--storage-option`` pairs as one dict (``a.b=1``: ``{"a": {"b": 1}}``)."""
+    """``--storage-option`` pairs as one dict (``a.b=1``: ``{"a": {"b": 1}}``). A key given
+    twice, or both as a value and as a group (``a=1`` and ``a.b=2``), is an error: which
+    one was meant is not ours to guess."""
     out: dict = {}
     for keys, value in pairs:
         here = out
-        for k in keys[:-1]:
+        for i, k in enumerate(keys[:-1]):
             here = here.setdefault(k, {})
+            if not isinstance(here, dict):
+                raise InvalidArgumentError(
+                    f"--storage-option {'.'.join(keys)}: {'.'.join(keys[: i + 1])} is "
+                    "already given a value"
+                )
+        if keys[-1] in here:
+            raise InvalidArgumentError(f"--storage-option {'.'.join(keys)} is given twice")
         here[keys[-1]] = value
     return out or None
 
 
 def _casts(text: str) -> tuple[str, ...]:
-    return () if text.lower() in ("", "none") else options.parse_cast(_list(text))
+    """``--cast``: targets, or ``none``; an empty value is refused (it used to turn the
+    check off, which the API's ``cast=""`` never did)."""
+    if text.strip().lower() == "none":
+        return ()
+    names = _list(text)
+    if not names:
+        raise InvalidArgumentError(
+            f"--cast takes comma-separated cast targets (float32, float16, bfloat16, ...) "
+            f"or none; got {text!r}"
+        )
+    return options.parse_cast(names)
+
+
+def _number(flag: str, strict: bool) -> Callable[[str], Any]:
+    return _arg(lambda t: options.parse_float(flag, t, strict=strict))
+
+
+def _plot_axes(text: str) -> tuple[int, ...]:
+    axes = options.parse_by(tuple(_int(a) for a in _list(text)), "--plot-axes")
+    if len(axes) != 2 or axes[0] == axes[1]:
+        raise InvalidArgumentError(f"--plot-axes takes two different axes A,B, got {text!r}")
+    return axes
+
+
+def _output(flag: str, stdout: bool = False) -> Callable[[str], Any]:
+    """A file written at the end, checked at once (``options.parse_output_file``)."""
+    return _arg(lambda t: options.parse_output_file(flag, t, stdout=stdout))
+
+
+def _directory(flag: str) -> Callable[[str], Any]:
+    return _arg(lambda t: options.parse_directory(flag, t))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -117,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument(
         "--scheduler",
         metavar="ADDRESS",
+        type=_arg(lambda t: options.parse_scheduler(t, "--scheduler")),
         default=None,
         help="run on an existing Dask cluster, e.g. tcp://HOST:8786 (every worker must reach PATH)",
     )
@@ -160,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--timeout",
-        type=_arg(lambda t: options.parse_float("--timeout", t, strict=True)),
+        type=_arg(lambda t: options.parse_float("--timeout", t, strict=True, finite=True)),
         default=30.0,
         metavar="SECONDS",
         help="a store or Dask scheduler that does not answer, or a cluster without workers, "
@@ -199,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--z-threshold",
-        type=float,
+        type=_number("--z-threshold", strict=True),
         default=10.0,
         metavar="Z",
         help="a slice whose largest |z| exceeds Z is an outlier (default: 10)",
@@ -212,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--eps",
-        type=float,
+        type=_number("--eps", strict=False),
         default=1e-8,
         metavar="EPS",
         help="the eps of (x - mean) / (std + eps) in the replay (default: 1e-8)",
@@ -229,6 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--cache",
+        type=_directory("--cache"),
         metavar="DIR",
         default=None,
         help="keep the summaries of what was scanned in DIR: the next scan reads only the "
@@ -248,11 +302,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _output_options(s)
     s.add_argument(
-        "--plot", metavar="PNG", help="draw where the problems sit into PNG (needs matplotlib)"
+        "--plot",
+        type=_output("--plot"),
+        metavar="PNG",
+        help="draw where the problems sit into PNG (needs matplotlib)",
     )
     s.add_argument(
         "--plot-axes",
-        type=_axes("--plot-axes"),
+        type=_arg(_plot_axes),
         default=None,
         metavar="A,B",
         help="the two array axes of the heat map (default: the two with most chunks)",
@@ -281,7 +338,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("old", metavar="OLD.json")
     c.add_argument("new", metavar="NEW.json")
     c.add_argument(
-        "--json", metavar="FILE", help="also write the changes as JSON to FILE ('-' for stdout)"
+        "--json",
+        type=_output("--json", stdout=True),
+        metavar="FILE",
+        help="also write the changes as JSON to FILE ('-' for stdout)",
     )
     c.add_argument("-q", "--quiet", action="store_true", help="print nothing: the exit code only")
     _fail_on_option(c)
@@ -298,7 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     k.add_argument(
         "--mode",
-        type=_list,
+        type=_names("--mode", "comma-separated modes (plain, by=0, by=-1, ...)"),
         default=None,
         metavar="MODES",
         help="comma-separated kinds of scan to compile for: plain, by=0, by=-1, localize, "
@@ -307,7 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     k.add_argument(
         "--dtype",
-        type=_list,
+        type=_names("--dtype", "float32 and/or float64"),
         default=("float32", "float64"),
         metavar="DTYPES",
         help="float32 and/or float64, the data's type as the kernels see it (float16 and "
@@ -329,6 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument(
         "--dir",
+        type=_directory("--dir"),
         metavar="DIR",
         default=None,
         help="where to write the data (default: a fresh temporary directory); a second run "
@@ -347,7 +408,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--json", metavar="FILE", help="also write the report as JSON to FILE ('-' for stdout)"
+        "--json",
+        type=_output("--json", stdout=True),
+        metavar="FILE",
+        help="also write the report as JSON to FILE ('-' for stdout)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing: the exit code only")
     _fail_on_option(p)
@@ -414,24 +478,110 @@ def _finish(report, args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_FOUND
 
 
-def _read_report(path: str):
-    from .report import ScanReport
+def read_report(path: str):
+    """The report in the JSON file ``path`` (written by ``scan --json`` or ``to_json``), or
+    a ``SourceError`` naming the file and saying what it holds instead: missing, a
+    directory, empty, binary, not JSON, JSON of another shape, a report of a newer schema.
+    ``merge`` and ``diff`` read reports here, and only here."""
+    import json
+    import stat
+
+    from ._version import __version__
+    from .report import SCHEMA, ScanReport
+
+    def refuse(why: str) -> SourceError:
+        return SourceError(f"{path} is not a fastfinite JSON report: {why}")
 
     try:
-        with open(path) as f:
-            text = f.read()
+        mode = os.stat(path).st_mode
     except OSError as e:
-        raise SourceError(f"cannot read {path}: {e.strerror or e}") from None
+        raise SourceError(f"cannot read the report {path}: {e.strerror or e}") from None
+    if stat.S_ISDIR(mode):
+        raise refuse("it is a directory")
+    if not stat.S_ISREG(mode):  # a FIFO would block the read forever
+        raise refuse("it is not a regular file")
     try:
-        return ScanReport.from_json(text)
-    except (ValueError, KeyError, TypeError) as e:
-        raise SourceError(f"{path} is not a fastfinite JSON report: {e}") from None
+        with open(path, "rb") as f:
+            head = first = f.read(64).removeprefix(b"\xef\xbb\xbf")  # a BOM: editors write it
+            while head and not head.strip():  # white space before the JSON is fine
+                head = f.read(1 << 16)
+            if not head:
+                raise refuse("it is empty" if not first else "it holds only white space")
+            if head.startswith(b"\x93NUMPY"):
+                raise refuse("it is a .npy file (scan it with 'fastfinite scan')")
+            if not head.lstrip().startswith(b"{"):
+                binary = b"\0" in head or not _text(head)
+                raise refuse("it holds binary data" if binary else "it is not a JSON object")
+            raw = head + f.read()
+    except OSError as e:
+        raise SourceError(f"cannot read the report {path}: {e.strerror or e}") from None
+    try:
+        d = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise refuse("it is not UTF-8 text") from None
+    except ValueError as e:
+        raise refuse(f"it is not JSON ({e})") from None
+    schema = d.get("schema") if isinstance(d, dict) else None
+    family, _, version = str(schema).rpartition("/")
+    if not isinstance(d, dict) or family != SCHEMA.rpartition("/")[0]:
+        shape = f"schema {schema!r}" if isinstance(d, dict) else f"a JSON {type(d).__name__}"
+        raise refuse(f"{shape}, not {SCHEMA!r}")
+    if not version.isdigit():
+        raise refuse(f"unknown schema {schema!r}")
+    if int(version) > int(SCHEMA.rpartition("/")[2]):
+        raise SourceError(
+            f"{path} is a report of schema {schema!r}, which fastfinite {__version__} cannot "
+            f"read (it writes {SCHEMA!r}): upgrade fastfinite"
+        )
+    try:
+        report = ScanReport.from_dict(d)
+        wrong = _wrong_field(report)
+    except KeyError as e:
+        raise refuse(f"schema {schema!r} but no {e} field") from None
+    except (ValueError, TypeError, AttributeError, IndexError) as e:
+        raise refuse(f"schema {schema!r} but {type(e).__name__}: {e}") from None
+    if wrong:
+        raise refuse(f"schema {schema!r} but {wrong}")
+    return report
+
+
+def _wrong_field(report, where: str = "") -> str | None:
+    """The first count or shape of ``report`` (and of its arrays) that is not a whole
+    number >= 0, said as ``nan is 'x'``; None when all are."""
+    from numbers import Integral
+
+    def whole(v) -> bool:
+        return isinstance(v, Integral) and not isinstance(v, bool) and v >= 0
+
+    fields = ("nan", "posinf", "neginf", "count", "elements", "missing_chunks", "max_locations")
+    for name in fields:
+        if not whole(getattr(report, name)):
+            return f"{where}{name} is {getattr(report, name)!r}"
+    if not all(whole(n) for n in report.shape):
+        return f"{where}shape is {report.shape!r}"
+    for target, risk in report.cast.items():
+        if not (whole(risk.overflow) and whole(risk.underflow)):
+            return f"{where}cast {target} is {risk!r}"
+    for path, sub in report.arrays.items():
+        wrong = _wrong_field(sub, f"{where}arrays[{path!r}].")
+        if wrong:
+            return wrong
+    return None
+
+
+def _text(head: bytes) -> bool:
+    """The start of a file reads as UTF-8 text (a character cut at the end is fine)."""
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start >= len(head) - 3
+    return True
 
 
 def _merge(args: argparse.Namespace) -> int:
     from .merging import merge_reports
 
-    return _finish(merge_reports([_read_report(p) for p in args.reports]), args)
+    return _finish(merge_reports([read_report(p) for p in args.reports]), args)
 
 
 def _diff(args: argparse.Namespace) -> int:
@@ -439,7 +589,7 @@ def _diff(args: argparse.Namespace) -> int:
 
     from .changes import diff_reports
 
-    changes = diff_reports(_read_report(args.old), _read_report(args.new))
+    changes = diff_reports(read_report(args.old), read_report(args.new))
     text = json.dumps(changes.to_dict(), indent=2) if args.json else ""
     if args.json == "-":
         print(text)
@@ -506,9 +656,48 @@ def _scan_on_local_cluster(path: str, n: int, kwargs: dict):
         return scan(path, scheduler=client, **kwargs)
 
 
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _check_scan(args: argparse.Namespace) -> None:
+    """What the flags ask for together, checked before the scan starts (each flag's own
+    value was checked by argparse): ``InvalidArgumentError`` naming the flags."""
+    import importlib.util
+
+    clustered = args.scheduler is not None or args.workers is not None
+    if args.fail_on_new and not args.cache:
+        raise InvalidArgumentError(
+            "--fail-on-new compares with the last scan kept by --cache DIR: give both"
+        )
+    if args.threads is not None and clustered:
+        flag = "--scheduler" if args.scheduler is not None else "--workers"
+        raise InvalidArgumentError(f"--threads counts local threads: it has no use with {flag}")
+    if args.fail_fast and clustered:
+        raise InvalidArgumentError("--fail-fast cannot be combined with a Dask cluster")
+    if args.plot_axes is not None and not args.plot:
+        raise InvalidArgumentError("--plot-axes chooses the axes of --plot PNG: give both")
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        raise InvalidArgumentError("--plot needs matplotlib: pip install 'fastfinite[plot]'")
+    given = (("--json", args.json), ("--plot", args.plot), ("--cache", args.cache))
+    outputs = [(flag, value) for flag, value in given if value and value != "-"]
+    real = {f: os.path.realpath(v) for f, v in outputs}
+    if args.json and args.plot and real.get("--json") == real.get("--plot"):
+        raise InvalidArgumentError(f"--json and --plot both write {args.plot}")
+    source = args.path if os.path.exists(args.path) else args.path.rpartition(":")[0]
+    if "://" not in args.path and source and os.path.exists(source):
+        for flag, value in outputs:
+            if _inside(real[flag], os.path.realpath(source)):
+                raise InvalidArgumentError(
+                    f"{flag} {value} would write into the input {args.path}: fastfinite "
+                    "never modifies its input"
+                )
+
+
 def _scan(args: argparse.Namespace) -> int:
     from .api import scan
 
+    _check_scan(args)
     progress = args.progress if args.progress is not None else sys.stderr.isatty()
     progress = progress and not args.quiet
     kwargs = dict(
@@ -529,9 +718,7 @@ def _scan(args: argparse.Namespace) -> int:
         raw_dtype=args.raw_dtype,
         cache=args.cache,
     )
-    if args.fail_on_new and not args.cache:
-        return _error("--fail-on-new compares with the last scan kept by --cache DIR: give both")
-    if args.scheduler or args.workers:
+    if args.scheduler is not None or args.workers is not None:
         # distributed logs every reconnection attempt, with tracebacks: the one line that
         # says what broke is ours
         import distributed  # noqa: F401  (it sets up its loggers on import)
@@ -539,8 +726,6 @@ def _scan(args: argparse.Namespace) -> int:
         for name in list(logging.root.manager.loggerDict):
             if name.split(".")[0] == "distributed":
                 logging.getLogger(name).setLevel(logging.CRITICAL + 1)
-        if args.fail_fast:
-            return _error("--fail-fast cannot be combined with a Dask cluster")
         kwargs["split_every"] = args.split_every
         if args.workers:
             report = _scan_on_local_cluster(args.path, args.workers, kwargs)

@@ -204,7 +204,8 @@ def compile(  # noqa: A001 - the name the command line and the issue give it
         Groups compiled at once, each in a process of its own (default: the cores this
         process may use; 1 compiles in this process).
     progress : bool
-        Show a progress bar.
+        Show a progress bar (``True`` or ``False`` only, as every flag of
+        :func:`fastfinite.scan`).
 
     Returns
     -------
@@ -214,8 +215,11 @@ def compile(  # noqa: A001 - the name the command line and the issue give it
     """
     from . import dispatch
     from .kernels import cache_directory
+    from .options import parse_bool, parse_int
     from .parts import default_workers
 
+    progress = parse_bool("progress", progress)
+    processes = parse_int("processes", processes, 1, optional=True)
     modes = [modes] if isinstance(modes, str) else modes
     dtypes = [dtypes] if isinstance(dtypes, str) else dtypes
     t0 = time.perf_counter()

@@ -21,7 +21,7 @@ from .api import scan
 from .blocks import Block, narrow_format, object_numbers, read_only
 from .errors import NonFiniteError, SourceError, UnsupportedDtypeError
 from .kinds import ERROR
-from .options import parse_by, parse_cast, parse_choice, parse_int, parse_kinds
+from .options import parse_bool, parse_by, parse_cast, parse_choice, parse_int, parse_kinds
 from .sources import dlpack
 from .summary import ScanSpec
 
@@ -124,7 +124,8 @@ class Guard:
         with a source that reuses one buffer for every batch.
     device_copy : bool
         Tensors on an accelerator are copied to the host to be checked; by default such a
-        tensor is an error naming its device.
+        tensor is an error naming its device. ``True`` or ``False`` only (as every flag of
+        :func:`fastfinite.scan`).
 
     Attributes
     ----------
@@ -152,7 +153,7 @@ class Guard:
         self.fail_on = parse_kinds(fail_on)
         self.max_locations = parse_int("max_locations", max_locations, 0)
         self.prefetch = parse_int("prefetch", prefetch, 0)
-        self.device_copy = bool(device_copy)
+        self.device_copy = parse_bool("device_copy", device_copy)
         self.batches = 0
         self.bad = 0
         self.skipped = 0

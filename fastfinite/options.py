@@ -5,6 +5,7 @@ uses, or raises ``InvalidArgumentError`` showing the bad value; ``scan``, ``loca
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,15 @@ def parse_int(name: str, v: Any, minimum: int = 0, *, optional: bool = False) ->
     return int(v)
 
 
+def parse_bool(name: str, v: Any) -> bool:
+    """A flag: ``True`` or ``False`` (a ``bool`` or a ``numpy.bool_``). Nothing else passes,
+    not even 0 and 1: ``"no"`` and ``"false"`` are true to Python, and ``progress=1`` may
+    mean a level elsewhere; one rule, and the caller says what it meant."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    raise InvalidArgumentError(f"{name} must be True or False, got {v!r}")
+
+
 def parse_choice(name: str, v: Any, choices: Sequence[str]) -> str:
     if not isinstance(v, str) or v not in choices:
         raise InvalidArgumentError(
@@ -49,15 +59,20 @@ def parse_choice(name: str, v: Any, choices: Sequence[str]) -> str:
     return v
 
 
-def parse_float(name: str, v: Any, *, strict: bool) -> float:
-    """A number > 0 (``strict``) or >= 0."""
+def parse_float(name: str, v: Any, *, strict: bool, finite: bool = False) -> float:
+    """A number > 0 (``strict``) or >= 0; not inf where ``finite``."""
     try:
         f = float(v)
     except (TypeError, ValueError):
         f = float("nan")
-    if isinstance(v, bool) or not (f > 0 if strict else f >= 0):
+    if (
+        isinstance(v, (bool, np.bool_))
+        or not (f > 0 if strict else f >= 0)
+        or (finite and f == float("inf"))
+    ):
+        what = "finite number" if finite else "number"
         raise InvalidArgumentError(
-            f"{name} must be a number {'>' if strict else '>='} 0, got {v!r}"
+            f"{name} must be a {what} {'>' if strict else '>='} 0, got {v!r}"
         )
     return f
 
@@ -194,25 +209,111 @@ def parse_storage_option_text(text: str) -> tuple[list[str], Any]:
     import json
 
     key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise InvalidArgumentError(f"a storage option is KEY=VALUE, got {text!r}")
+    keys = key.strip().split(".")
+    if not sep or not all(k.strip() for k in keys):
+        raise InvalidArgumentError(
+            f"a storage option is KEY=VALUE (KEY may be a.b for nested options), got {text!r}"
+        )
     try:
         parsed = json.loads(value)
     except ValueError:
         parsed = value
-    return key.strip().split("."), parsed
+    return [k.strip() for k in keys], parsed
 
 
-def parse_cache(v: Any) -> str | None:
-    """``cache``: None, or the path of a directory (made when it does not exist)."""
-    if v is None:
-        return None
-    if not isinstance(v, (str, os.PathLike)) or not os.fspath(v):
-        raise InvalidArgumentError(f"cache must be the path of a directory, got {v!r}")
-    path = os.path.abspath(os.fspath(v))
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise InvalidArgumentError(f"cache={os.fspath(v)!r} is a file, not a directory")
+def parse_cache(v: Any, name: str = "cache") -> str | None:
+    """``cache``: None, or the path of a directory (made when it does not exist:
+    ``parse_directory``)."""
+    return None if v is None else parse_directory(name, v)
+
+
+def _nearest_existing(path: str) -> str:
+    """``path``, or the closest of its ancestors that exists."""
+    while not os.path.lexists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
     return path
+
+
+def parse_output_file(name: str, v: Any, *, stdout: bool = False) -> str:
+    """A file to write (``--json``, ``--plot``), checked before any work: a path whose
+    directory exists and can be written in, and that is not a directory; ``"-"`` is the
+    standard output where ``stdout``. The error names ``name`` and the path."""
+    if not isinstance(v, (str, os.PathLike)) or not os.fspath(v):
+        raise InvalidArgumentError(f"{name} must be the path of a file to write, got {v!r}")
+    text = os.fspath(v)
+    if stdout and text == "-":
+        return text
+    path = os.path.abspath(text)
+    parent = os.path.dirname(path)
+    if os.path.isdir(path):
+        raise InvalidArgumentError(f"{name} {text}: is a directory, not a file")
+    if not os.path.isdir(parent):
+        found = _nearest_existing(parent)
+        why = (
+            f"{found} is not a directory"
+            if os.path.exists(found) and not os.path.isdir(found)
+            else f"the directory {parent} does not exist"
+        )
+        raise InvalidArgumentError(f"{name} {text}: {why}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InvalidArgumentError(f"{name} {text}: cannot write in the directory {parent}")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise InvalidArgumentError(f"{name} {text}: the file cannot be written")
+    return text
+
+
+def parse_directory(name: str, v: Any) -> str:
+    """A directory to write in (``cache``, the demo's ``--dir``), made when it does not
+    exist: it is a directory, or its closest existing ancestor is one that can be written
+    in. Returns the absolute path; the error names ``name`` and the path."""
+    if not isinstance(v, (str, os.PathLike)) or not os.fspath(v):
+        raise InvalidArgumentError(f"{name} must be the path of a directory, got {v!r}")
+    text = os.fspath(v)
+    path = os.path.abspath(text)
+    found = _nearest_existing(path)
+    if not os.path.isdir(found):
+        what = "is a file" if found == path else f"is under {found}, which is a file"
+        raise InvalidArgumentError(f"{name} {text}: {what}, not a directory")
+    if not os.access(found, os.W_OK | os.X_OK):
+        raise InvalidArgumentError(f"{name} {text}: cannot write in the directory {found}")
+    return path
+
+
+LOCAL_SCHEDULERS = ("threads", "processes", "synchronous", "sync", "single-threaded")
+_ADDRESS = re.compile(r"^(tcp|tls|ws|wss|ucx|inproc)://(\[[^\]]+\]|[^/:\[\]]+):(\d+)$")
+
+
+def _schedulers(name: str) -> str:
+    client = ", a distributed Client" if name == "scheduler" else ""
+    return f"{name} must be 'threads', 'processes', 'synchronous'{client} or an address like"
+
+
+def parse_address(text: str, name: str = "scheduler") -> str:
+    """A scheduler address, ``tcp://host:port``; anything else is an error saying why."""
+    m = _ADDRESS.match(text)
+    if not m:
+        raise InvalidArgumentError(
+            f"{_schedulers(name)} tcp://host:8786 (with its port); got {text!r}"
+        )
+    if m.group(1) in ("tls", "wss"):
+        raise InvalidArgumentError(
+            f"{text} needs a security configuration: connect a distributed.Client with it "
+            "and pass the client as scheduler="
+        )
+    return text
+
+
+def parse_scheduler(v: Any, name: str = "scheduler") -> Any:
+    """``scheduler``: None, a local scheduler's name, an address (``parse_address``) or a
+    ``distributed.Client``, checked before anything is opened."""
+    if v is None or type(v).__name__ == "Client":
+        return v
+    if isinstance(v, str):
+        return v if v in LOCAL_SCHEDULERS else parse_address(v, name)
+    raise InvalidArgumentError(f"{_schedulers(name)} tcp://host:8786; got {v!r}")
 
 
 @dataclass(frozen=True)
@@ -246,8 +347,8 @@ def scan_options(**raw: Any) -> ScanOptions:
         "cast": parse_cast,
         "max_locations": lambda v: parse_int("max_locations", v, 0),
         "workers": lambda v: parse_int("workers", v, 1, optional=True),
-        "progress": bool,
-        "fail_fast": bool,
+        "progress": lambda v: parse_bool("progress", v),
+        "fail_fast": lambda v: parse_bool("fail_fast", v),
         "on_error": lambda v: parse_choice("on_error", v, ("raise", "report")),
         "region_bytes": lambda v: parse_int("region_bytes", v, 1, optional=True),
         "split_every": lambda v: parse_int(
@@ -258,10 +359,10 @@ def scan_options(**raw: Any) -> ScanOptions:
         "eps": lambda v: parse_float("eps", v, strict=False),
         "storage_options": parse_storage_options,
         "concurrency": lambda v: parse_int("concurrency", v, 1),
-        "timeout": lambda v: parse_float("timeout", v, strict=True),
-        "send_credentials": bool,
+        "timeout": lambda v: parse_float("timeout", v, strict=True, finite=True),
+        "send_credentials": lambda v: parse_bool("send_credentials", v),
         "scale": parse_scale,
-        "device_copy": bool,
+        "device_copy": lambda v: parse_bool("device_copy", v),
         "raw_dtype": parse_raw_dtype,
         "cache": parse_cache,
     }

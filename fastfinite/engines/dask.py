@@ -16,8 +16,8 @@ same scan gives the same keys. Kernels run serially inside tasks: Dask owns the 
 from __future__ import annotations
 
 import os
-import re
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -29,11 +29,10 @@ import numpy as np
 from ..blocks import memory_view
 from ..build import build_report, finish, report_meta
 from ..errors import InvalidArgumentError, SourceError
+from ..options import LOCAL_SCHEDULERS, parse_address
 from ..plan import Member, ScanPlan
 from ..summarize import kernel_groups, scan_region_or_units, summarize
 from ..summary import ScanSpec, Summary, merge_all
-
-LOCAL_SCHEDULERS = ("threads", "processes", "synchronous", "sync", "single-threaded")
 
 
 def delayed_scan(plan: ScanPlan):
@@ -182,7 +181,7 @@ def compute(lazy, scheduler, progress: bool, timeout: float = 30.0, groups=()):
         if progress:
             from dask.diagnostics import ProgressBar
 
-            with ProgressBar():
+            with ProgressBar(out=sys.stderr):  # stdout may be the report (--json -)
                 return lazy.compute(scheduler=scheduler)
         return lazy.compute(scheduler=scheduler)
     if isinstance(scheduler, str):
@@ -220,25 +219,6 @@ def _connect(address: str, timeout: float):
     return made["client"]
 
 
-_ADDRESS = re.compile(r"^(tcp|tls|ws|wss|ucx|inproc)://(\[[^\]]+\]|[^/:\[\]]+):(\d+)$")
-
-
-def parse_address(text: str) -> str:
-    """A scheduler address, ``tcp://host:port``; anything else is an error saying why."""
-    m = _ADDRESS.match(text)
-    if not m:
-        raise InvalidArgumentError(
-            f"scheduler must be 'threads', 'processes', 'synchronous', a distributed Client "
-            f"or an address like tcp://host:8786 (with its port); got {text!r}"
-        )
-    if m.group(1) in ("tls", "wss"):
-        raise InvalidArgumentError(
-            f"{text} needs a security configuration: connect a distributed.Client with it "
-            "and pass the client as scheduler="
-        )
-    return text
-
-
 def _wait_for_workers(client, timeout: float, address: str) -> None:
     try:
         client.wait_for_workers(1, timeout=timeout)
@@ -254,9 +234,7 @@ def _on_client(client, lazy, progress: bool, timeout: float, address: str, group
     _prepare_workers(client, groups)
     future = client.compute(lazy)
     if progress:
-        from distributed import progress as show
-
-        show(future)
+        _show(client, future)
     since = None  # when the scheduler went away, or its last worker
     while True:
         try:
@@ -275,6 +253,18 @@ def _on_client(client, lazy, progress: bool, timeout: float, address: str, group
             future.cancel()
             what = "lost" if client.status != "running" else "no workers at"
             raise SourceError(f"{what} the Dask scheduler at {address} for {timeout:g} s")
+
+
+def _show(client, futures) -> None:
+    """distributed's progress bar of ``futures``, watching ``client``'s scheduler (by
+    default it looks for a default client, which a client of ours is not), drawn on stderr
+    as every progress bar of a scan (it writes to stdout, which may be the report)."""
+    from contextlib import redirect_stdout
+
+    from distributed import progress as show
+
+    with redirect_stdout(sys.stderr):
+        show(futures, scheduler=client.scheduler.address)
 
 
 def cached_scan(plan: ScanPlan, scheduler, progress: bool, timeout: float = 30.0):
@@ -373,12 +363,11 @@ def _results(leaves: dict, skey: str, source, client, scheduler, timeout: float,
     _wait_for_workers(client, timeout, address)
     futures = client.get(leaves, keys, sync=False)
     if progress:
-        from distributed import progress as show
-
-        show(futures)
+        _show(client, futures)
     index = {f.key: k for f, k in zip(futures, keys)}
     try:
-        for f in as_completed(futures):
+        # on ``client``'s loop: a client connected to an address is nobody's default
+        for f in as_completed(futures, loop=client.loop):
             yield index[f.key], f.result()
     except (CancelledError, OSError) as e:
         raise SourceError(f"lost the Dask scheduler at {address} ({type(e).__name__})") from None
