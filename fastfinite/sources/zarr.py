@@ -350,10 +350,16 @@ def open_zarr(path: str, storage_options: dict | None = None) -> Any:
         if inner:
             return zarr.open(store=store, path=inner, mode="r")
         return zarr.open(store=store, mode="r", **kwargs)
-    except (FileNotFoundError, KeyError) as e:
-        raise SourceError(f"no Zarr array or group at {path}: {e}") from None
     except Exception as e:
-        if type(e).__name__ in ("GroupNotFoundError", "ArrayNotFoundError", "NodeNotFoundError"):
+        missing = isinstance(e, (FileNotFoundError, KeyError)) or type(e).__name__ in (
+            "GroupNotFoundError", "ArrayNotFoundError", "NodeNotFoundError",
+        )  # fmt: skip
+        bucket = remote.missing_bucket(path, storage_options) if missing else None
+        if bucket is not None:
+            raise SourceError(f"the bucket {bucket!r} of {path} does not exist") from None
+        if isinstance(e, (FileNotFoundError, KeyError)):
+            raise SourceError(f"no Zarr array or group at {path}: {e}") from None
+        if missing:
             raise SourceError(f"no Zarr array or group at {path}") from None
         if "://" in path and _unreachable(e):
             raise SourceError(f"cannot reach the store of {path}: {e}") from None
