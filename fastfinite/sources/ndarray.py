@@ -21,6 +21,7 @@ class ArraySource(Source):
     in_memory = True
 
     def __init__(self, array: np.ndarray, name: str = "", path: str | None = None, raw_dtype=None):
+        array = unmasked(array, name or "the array")
         self._array = array
         self.name = name
         self.path = path  # a .npy file: pickles as its path and reopens where unpickled
@@ -133,6 +134,28 @@ def _find_mmap(array: np.ndarray) -> mmap.mmap | None:
             return mm
         a = a.base if isinstance(a.base, np.ndarray) else None
     return None
+
+
+def unmasked(array: np.ndarray, name: str) -> np.ndarray:
+    """The values of a numpy masked array that masks nothing (``array.data``, a view); an
+    ``InvalidArgumentError`` when it masks something: fastfinite scans every value, and a
+    masked-out NaN would count, so the caller says what the masked elements are. Any other
+    array is returned as it is."""
+    if not isinstance(array, np.ma.MaskedArray):
+        return array
+    mask = np.ma.getmask(array)
+    masked = 0 if mask is np.ma.nomask else int(np.count_nonzero(mask))
+    if masked:
+        from ..errors import InvalidArgumentError
+
+        raise InvalidArgumentError(
+            f"{name} is a numpy masked array with {masked} masked element(s) of "
+            f"{array.size}: fastfinite scans every value and does not skip masked ones; "
+            "scan np.ma.filled(x, value) to scan the masked elements as a value of your "
+            "choice, x.data to scan the values as stored (masked ones included), or "
+            "x.compressed() to scan the unmasked values only (flattened)"
+        )
+    return array.data
 
 
 def as_raw_dtype(arr: np.ndarray, raw_dtype: str, name: str) -> np.ndarray:
