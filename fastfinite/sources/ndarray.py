@@ -172,6 +172,16 @@ def as_raw_dtype(arr: np.ndarray, raw_dtype: str, name: str) -> np.ndarray:
     return arr.view(dtype)
 
 
+def _npy_problem(e: Exception) -> str:
+    """What ``np.load`` met in a file that is not a valid ``.npy``, in words."""
+    if isinstance(e, (SyntaxError, RecursionError)) or type(e).__name__ == "TokenError":
+        return "not a valid .npy header (its dictionary is cut short or malformed)"
+    if "mmap length is greater than file size" in str(e):
+        return "the file is shorter than its header says (truncated data)"
+    text = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+    return text if len(text) <= 200 else text[:200] + "..."  # a header may be 65 kB
+
+
 def open_npy(
     path: str | os.PathLike, name: str | None = None, raw_dtype: str | None = None
 ) -> ArraySource:
@@ -187,13 +197,14 @@ def open_npy(
         why = "it is empty" if not magic else "it does not start with NumPy's magic string"
         raise SourceError(f"{name} is not a .npy file: {why}")
     try:
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except ValueError as e:  # Python objects, a truncated header or body
-        if "Python objects" in str(e) or "Object arrays" in str(e):
-            raise UnsupportedDtypeError(f"cannot scan {name}: it holds Python objects") from None
-        raise SourceError(f"{name} is not a valid .npy file: {e}") from None
+        with np.errstate(all="ignore"):  # a shape past 2**63 bytes warns before it raises
+            arr = np.load(path, mmap_mode="r", allow_pickle=False)
     except OSError as e:
         raise SourceError(f"cannot read {name}: {e.strerror or e}") from None
+    except Exception as e:  # Python objects, a header cut or malformed, a truncated body
+        if "Python objects" in str(e) or "Object arrays" in str(e):
+            raise UnsupportedDtypeError(f"cannot scan {name}: it holds Python objects") from None
+        raise SourceError(f"{name} is not a valid .npy file: {_npy_problem(e)}") from None
     if raw_dtype:
         arr = as_raw_dtype(arr, raw_dtype, name)
     return ArraySource(arr, name=name, path=path, raw_dtype=raw_dtype)
