@@ -21,6 +21,12 @@ class SourceError(FastFiniteError, ValueError):
     """The data source cannot be opened: missing file, unknown format, bad path."""
 
 
+class SkippedMemberError(SourceError):
+    """A member of a group that cannot be scanned (an HDF5 link that leads nowhere, a second
+    name of a dataset scanned under its first): a group's report lists it in ``skipped``
+    with the reason; asked for alone, it is a ``SourceError``."""
+
+
 class ChunkReadError(FastFiniteError, OSError):
     """A chunk of the source could not be read or decoded.
 

@@ -62,6 +62,10 @@ def _elements(batch: Any, where: str, device_copy: bool = False) -> list[tuple[s
             if narrow_format(value.dtype):
                 out.append((label, value))
                 continue
+        if isinstance(value, np.ma.MaskedArray):  # one that masks something is an error
+            from .sources.ndarray import unmasked
+
+            value = unmasked(value, f"{where}, {label}")
         try:
             arr = np.asarray(value)
         except Exception as e:  # a tensor on a GPU, a ragged list: not readable as one array

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .build import Layout
-from .errors import UnsupportedDtypeError
+from .errors import SkippedMemberError, UnsupportedDtypeError
 from .options import ScanOptions, resolve_by
 from .parts import default_workers
 from .sources.base import Source
@@ -76,7 +76,7 @@ class ScanPlan:
         for path, factory in self.entries:
             try:
                 source = factory()
-            except UnsupportedDtypeError as e:
+            except (UnsupportedDtypeError, SkippedMemberError) as e:
                 if path is None:
                     raise
                 self.skipped[path] = str(e)

@@ -16,6 +16,14 @@ class DaskArraySource(Source):
     """A ``dask.array.Array``: one region per block (``localize`` computes the ones it reads)."""
 
     def __init__(self, x: Any, name: str = "dask array"):
+        if isinstance(getattr(x, "_meta", None), np.ma.MaskedArray):
+            from ..errors import InvalidArgumentError
+
+            raise InvalidArgumentError(
+                f"{name} has blocks that are numpy masked arrays: fastfinite scans every "
+                "value and does not skip masked ones; scan da.ma.filled(x, value) or "
+                "da.ma.getdata(x) (the values as stored, masked ones included)"
+            )
         self.dask_array = x
         self.name = name
         self.shape = tuple(int(s) for s in x.shape)

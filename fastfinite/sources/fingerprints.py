@@ -186,6 +186,8 @@ class Fingerprints:
         self.racy = racy or {}
         self.rehash = rehash
         self._listed: set[bytes] = set()  # listed fingerprints that ``settle`` replaced
+        # the units missing -> the chunks missing (a sharded array: those its shards lack)
+        self.chunks_missing: Callable | None = None
 
     @classmethod
     def from_keys(cls, found, racy, parse: Callable, grid, rehash=None) -> Fingerprints:
@@ -247,4 +249,5 @@ class Fingerprints:
         present = np.zeros(self.grid.grid, dtype=bool)
         for coords in self.units:
             present[coords] = True
-        return [tuple(int(i) for i in c) for c in np.argwhere(~present)]
+        missing = [tuple(int(i) for i in c) for c in np.argwhere(~present)]
+        return missing if self.chunks_missing is None else self.chunks_missing(missing)

@@ -133,34 +133,110 @@ def split_h5_path(path: str) -> tuple[str, str | None] | None:
 
 
 def open_h5(filename: str, dataset: str | None):
-    """An H5Source for a dataset, or a list of ``(path, H5Source)`` for a file or group."""
+    """An H5Source for a dataset, or a list of ``(path, factory)`` for a file or group."""
     regular_file(filename, filename)
     obj = _open_node(filename, dataset or "/")
     if isinstance(obj, _h5py().Dataset):
-        return H5Source(filename, obj.name, _ds=obj)
+        there = obj.file.filename  # another file's, through an external link
+        same = os.path.abspath(there) == os.path.abspath(filename)
+        return H5Source(filename if same else there, obj.name, _ds=obj)
     return group_datasets(obj)
 
 
 def _open_node(filename: str, path: str):
-    """The h5py object at ``path`` in ``filename`` (errors name both)."""
+    """The h5py object at ``path`` in ``filename`` (errors name both, and say where a link
+    that leads nowhere leads)."""
+    h5py = _h5py()
     try:
-        f = _h5py().File(filename, "r")
+        f = h5py.File(filename, "r")
     except OSError as e:
         raise SourceError(f"cannot open {filename} as HDF5: {e}") from None
-    if path not in f:
-        raise SourceError(f"no dataset {path!r} in {filename}")
-    return f[path]
+    try:
+        return f[path]
+    except (KeyError, OSError, ValueError) as e:
+        why = _dead_link(f, path, e)
+        if why is None:
+            raise SourceError(f"no dataset {path!r} in {filename}") from None
+        raise SourceError(f"{filename}:{path} is {why}") from None
+
+
+def _dead_link(group: Any, name: str, error: BaseException) -> str | None:
+    """What a link that cannot be followed is (``"a soft link to /x, which does not
+    exist"``), or None when there is no link of that name."""
+    h5py = _h5py()
+    try:
+        link = group.get(name, getlink=True)
+    except (KeyError, OSError, ValueError):  # a group on the way is missing: no link
+        return None
+    if isinstance(link, h5py.SoftLink):
+        return f"a soft link to {link.path}, which does not exist"
+    if isinstance(link, h5py.ExternalLink):
+        return (
+            f"an external link to {link.filename}:{link.path}, which cannot be opened "
+            f"({_reason(error)})"
+        )
+    return None if link is None else f"a link that cannot be followed ({_reason(error)})"
+
+
+def _reason(error: BaseException) -> str:
+    text = str(error.args[0] if isinstance(error, KeyError) and error.args else error)
+    return text.removeprefix("Unable to synchronously open object ").strip("()")
+
+
+MAX_LINK_DEPTH = 64  # groups within groups, through links too
 
 
 def group_datasets(group: Any) -> list[tuple[str, Any]]:
-    """Every dataset below an h5py group, as ``(path, factory)``; ``factory()`` opens its
-    source (and raises ``UnsupportedDtypeError`` for string or compound datasets)."""
+    """Every dataset below an h5py group, reached by any link: hard, soft (to anywhere in
+    the file) or external (to another file), as ``(path, factory)`` sorted by path;
+    ``factory()`` opens its source (and raises ``UnsupportedDtypeError`` for string or
+    compound datasets).
+
+    A dataset reached under several names is scanned once, under its first hard-linked
+    name; its other names, and links that lead nowhere (a soft link to nothing, an external
+    link to a file or object that cannot be opened), are members whose factory raises
+    ``SkippedMemberError``: they are listed in ``report.skipped`` with the reason."""
+    from ..errors import SkippedMemberError
+
     h5py = _h5py()
-    found: list[tuple[str, Any]] = []
+    links: list[tuple[str, bool, Any]] = []  # (path, hard link, dataset)
+    dead: dict[str, str] = {}
+    seen_groups = set()
 
-    def visit(name, obj):
-        if isinstance(obj, h5py.Dataset):
-            found.append((obj.name, lambda obj=obj: H5Source.from_dataset(obj)))
+    def visit(g: Any, base: str, depth: int) -> None:
+        if depth > MAX_LINK_DEPTH:
+            raise SourceError(
+                f"{g.file.filename}:{base or '/'} has groups more than {MAX_LINK_DEPTH} deep"
+            )
+        for name in sorted(g):
+            path = f"{base}/{name}"
+            try:
+                obj = g[name]
+            except (KeyError, OSError, ValueError) as e:
+                dead[path] = _dead_link(g, name, e) or f"cannot be opened ({_reason(e)})"
+                continue
+            hard = isinstance(g.get(name, getlink=True), h5py.HardLink)
+            if isinstance(obj, h5py.Dataset):
+                links.append((path, hard, obj))
+            elif isinstance(obj, h5py.Group) and obj.id not in seen_groups:
+                seen_groups.add(obj.id)  # a link back up (or to a group seen) is not a loop
+                visit(obj, path, depth + 1)
 
-    group.visititems(visit)
+    seen_groups.add(group.id)
+    visit(group, group.name.rstrip("/"), 0)
+    first: dict[Any, str] = {}
+    for path, _, obj in sorted(links, key=lambda t: (not t[1], t[0])):
+        first.setdefault(obj.id, path)
+    found = []
+    for path, _, obj in links:
+        if first[obj.id] == path:
+            found.append((path, lambda obj=obj: H5Source.from_dataset(obj)))
+        else:
+            dead[path] = f"the same dataset as {first[obj.id]} (scanned there)"
+    for path, why in dead.items():
+
+        def skipped(why=why):
+            raise SkippedMemberError(why)
+
+        found.append((path, skipped))
     return sorted(found, key=lambda t: t[0])

@@ -21,6 +21,7 @@ class ArraySource(Source):
     in_memory = True
 
     def __init__(self, array: np.ndarray, name: str = "", path: str | None = None, raw_dtype=None):
+        array = unmasked(array, name or "the array")
         self._array = array
         self.name = name
         self.path = path  # a .npy file: pickles as its path and reopens where unpickled
@@ -135,6 +136,28 @@ def _find_mmap(array: np.ndarray) -> mmap.mmap | None:
     return None
 
 
+def unmasked(array: np.ndarray, name: str) -> np.ndarray:
+    """The values of a numpy masked array that masks nothing (``array.data``, a view); an
+    ``InvalidArgumentError`` when it masks something: fastfinite scans every value, and a
+    masked-out NaN would count, so the caller says what the masked elements are. Any other
+    array is returned as it is."""
+    if not isinstance(array, np.ma.MaskedArray):
+        return array
+    mask = np.ma.getmask(array)
+    masked = 0 if mask is np.ma.nomask else int(np.count_nonzero(mask))
+    if masked:
+        from ..errors import InvalidArgumentError
+
+        raise InvalidArgumentError(
+            f"{name} is a numpy masked array with {masked} masked element(s) of "
+            f"{array.size}: fastfinite scans every value and does not skip masked ones; "
+            "scan np.ma.filled(x, value) to scan the masked elements as a value of your "
+            "choice, x.data to scan the values as stored (masked ones included), or "
+            "x.compressed() to scan the unmasked values only (flattened)"
+        )
+    return array.data
+
+
 def as_raw_dtype(arr: np.ndarray, raw_dtype: str, name: str) -> np.ndarray:
     """``arr``, raw bytes (``|V2``, ``|V1``: what ``np.save`` keeps of ml_dtypes' arrays),
     seen as the format ``raw_dtype``; anything else is an error, never reinterpreted."""
@@ -147,6 +170,16 @@ def as_raw_dtype(arr: np.ndarray, raw_dtype: str, name: str) -> np.ndarray:
             f"{name} holds {arr.dtype}"
         )
     return arr.view(dtype)
+
+
+def _npy_problem(e: Exception) -> str:
+    """What ``np.load`` met in a file that is not a valid ``.npy``, in words."""
+    if isinstance(e, (SyntaxError, RecursionError)) or type(e).__name__ == "TokenError":
+        return "not a valid .npy header (its dictionary is cut short or malformed)"
+    if "mmap length is greater than file size" in str(e):
+        return "the file is shorter than its header says (truncated data)"
+    text = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+    return text if len(text) <= 200 else text[:200] + "..."  # a header may be 65 kB
 
 
 def open_npy(
@@ -164,13 +197,14 @@ def open_npy(
         why = "it is empty" if not magic else "it does not start with NumPy's magic string"
         raise SourceError(f"{name} is not a .npy file: {why}")
     try:
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except ValueError as e:  # Python objects, a truncated header or body
-        if "Python objects" in str(e) or "Object arrays" in str(e):
-            raise UnsupportedDtypeError(f"cannot scan {name}: it holds Python objects") from None
-        raise SourceError(f"{name} is not a valid .npy file: {e}") from None
+        with np.errstate(all="ignore"):  # a shape past 2**63 bytes warns before it raises
+            arr = np.load(path, mmap_mode="r", allow_pickle=False)
     except OSError as e:
         raise SourceError(f"cannot read {name}: {e.strerror or e}") from None
+    except Exception as e:  # Python objects, a header cut or malformed, a truncated body
+        if "Python objects" in str(e) or "Object arrays" in str(e):
+            raise UnsupportedDtypeError(f"cannot scan {name}: it holds Python objects") from None
+        raise SourceError(f"{name} is not a valid .npy file: {_npy_problem(e)}") from None
     if raw_dtype:
         arr = as_raw_dtype(arr, raw_dtype, name)
     return ArraySource(arr, name=name, path=path, raw_dtype=raw_dtype)

@@ -4,13 +4,16 @@ contents, and ``group_name`` names the inputs that open as groups."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
-from ..errors import SourceError
+from ..errors import FastFiniteError, SourceError
 from ..options import ScanOptions
 from .base import Source, of_type
+from .walk import PARQUET_SUFFIXES, is_zarr_store
 
 STORES = ("FsspecStore", "LocalStore", "ZipStore", "ObjectStore", "MemoryStore")
 
@@ -25,7 +28,44 @@ def open_source(data: Any, options: ScanOptions | None = None) -> Target:
     paths or URLs to them, h5py datasets and groups and ``"file.h5:/dataset"`` paths, xarray
     DataArrays and Datasets, pandas DataFrames and Series, Parquet files and datasets, and
     tensors of any framework (``__dlpack__``, ``__array__``).
+
+    Whatever a reader raises while the input or a member of it is opened (h5py, zarr,
+    pandas, pyarrow...) is a ``SourceError`` naming the input and the member
+    (``reader_errors``).
     """
+    name = group_name(data)
+    with reader_errors(name):
+        target = _open(data, options)
+    if isinstance(target, list):  # each member opens later, alone: its errors name it
+        target[:] = [(path, _named(factory, name, path)) for path, factory in target]
+    return target
+
+
+@contextmanager
+def reader_errors(name: str, member: str | None = None) -> Iterator[None]:
+    """The one place where an exception of a reader becomes a ``SourceError`` naming what
+    failed: ``cannot read NAME, member MEMBER: KeyError: ...``. fastfinite's own errors,
+    which name it already, and ``MemoryError`` pass as they are."""
+    try:
+        yield
+    except (FastFiniteError, MemoryError):
+        raise
+    except Exception as e:
+        where = name if member is None else f"{name}, member {member}"
+        text = str(e)
+        text = text if len(text) <= 300 else text[:300] + "..."
+        raise SourceError(f"cannot read {where}: {type(e).__name__}: {text}") from e
+
+
+def _named(factory: Callable[[], Any], name: str, member: str) -> Callable[[], Any]:
+    def opened():
+        with reader_errors(name, member):
+            return factory()
+
+    return opened
+
+
+def _open(data: Any, options: ScanOptions | None) -> Target:
     from . import dask, dlpack, hdf5, tables, xarray, zarr
     from .ndarray import ArraySource, as_raw_dtype
 
@@ -88,9 +128,9 @@ def _open_path(path: str, options: ScanOptions) -> Target:
     if "://" not in path:
         if path.endswith(".npy"):
             return open_npy(path, raw_dtype=options.raw_dtype)
-        if path.lower().endswith(tables.PARQUET_SUFFIXES) or (
-            os.path.isdir(path) and not _looks_like_zarr(path) and _has_parquet(path)
-        ):
+        if path.lower().endswith(PARQUET_SUFFIXES) or (
+            os.path.isdir(path) and not is_zarr_store(path)
+        ):  # a directory: a Parquet dataset, else an error saying what it holds (``walk``)
             return tables.open_parquet(path)
         h5 = hdf5.split_h5_path(path)
         if h5 is not None:
@@ -102,16 +142,6 @@ def _open_path(path: str, options: ScanOptions) -> Target:
     if of_type(node, "zarr", "Group"):
         return zarr.group_members(node, path.rstrip("/"), url, sent)
     return zarr.ZarrSource(node, path, url, sent)
-
-
-def _looks_like_zarr(path: str) -> bool:
-    return any(os.path.exists(os.path.join(path, m)) for m in ("zarr.json", ".zgroup", ".zarray"))
-
-
-def _has_parquet(path: str) -> bool:
-    from .tables import PARQUET_SUFFIXES
-
-    return any(f.lower().endswith(PARQUET_SUFFIXES) for _, _, fs in os.walk(path) for f in fs)
 
 
 def group_name(data: Any) -> str:

@@ -38,6 +38,26 @@ def storage_defaults(url: str, options: Mapping | None, concurrency: int, timeou
     return out
 
 
+def missing_bucket(url: str, options: Mapping | None) -> str | None:
+    """The bucket (or container) of ``url`` when its store answers that it does not exist;
+    None when it exists, when ``url`` has none (a local or memory URL), or when the store
+    cannot tell (refused credentials, no answer): a store that could not be opened is then
+    explained by its bucket, not by the array or group missing in it."""
+    proto = protocol(url)
+    if proto in LOCAL_PROTOCOLS or "://" not in url:
+        return None
+    bucket = url.split("://", 1)[1].split("/", 1)[0]
+    try:
+        import fsspec
+
+        fsspec.filesystem(proto, **dict(options or {})).info(bucket)
+    except FileNotFoundError:
+        return bucket
+    except Exception:
+        return None
+    return None
+
+
 def without_secrets(options: Mapping | None) -> dict:
     """``options`` with every credential taken out (keys in ``SECRETS``, at any depth)."""
     return {

@@ -20,8 +20,6 @@ from ..errors import SourceError, UnsupportedDtypeError
 from .base import Source, regular_file
 from .ndarray import ArraySource
 
-PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
-
 
 class TableColumns(list):
     """The ``(name, factory)`` members of a table: a group whose report is also laid out as a
@@ -41,7 +39,10 @@ def _column_array(col) -> np.ndarray:
         col = col.sparse.to_dense()
     dtype = col.dtype
     if getattr(dtype, "kind", "") == "O":  # Python objects: numbers (None read as NaN), or text
-        nums = object_numbers(col.to_numpy())
+        try:
+            nums = object_numbers(col.to_numpy())
+        except OverflowError:
+            raise _too_large(col) from None
         if nums is None:
             raise UnsupportedDtypeError(f"not numeric: dtype {dtype} holding text")
         return nums
@@ -55,6 +56,26 @@ def _column_array(col) -> np.ndarray:
         np_dtype = getattr(dtype, "numpy_dtype", np.float64)
         return col.to_numpy(dtype=np_dtype, na_value=np.nan if np_dtype.kind == "f" else None)
     return col.to_numpy()
+
+
+def _too_large(col) -> SourceError:
+    """The error of an object column holding a number no float holds (the int ``10**400``):
+    it is neither NaN nor inf, and any cast to float fails or makes it inf, so it is named
+    (column and row), not scanned as something it is not."""
+    for pos, v in enumerate(col.to_numpy()):
+        try:
+            float(v)
+        except OverflowError:
+            what = f"a {type(v).__name__}"
+            if isinstance(v, int):
+                what = f"an int of about {'-' if v < 0 else ''}10**{int(v.bit_length() * 0.30103)}"
+            return SourceError(
+                f"column {col.name!r}, row {col.index[pos]!r} holds {what}, beyond float64 "
+                "(no float format holds it; float() raises)"
+            )
+        except (TypeError, ValueError):
+            continue
+    return SourceError(f"column {col.name!r} holds a number beyond float64")
 
 
 class _RowLabels:
@@ -206,16 +227,12 @@ def _pyarrow():
 
 
 def parquet_files(path: str) -> list[str]:
+    """The files of a Parquet file or dataset directory (``walk.parquet_dataset``'s rule: a
+    directory holding anything but Parquet is an error saying what it holds)."""
     if os.path.isdir(path):
-        files = sorted(
-            os.path.join(d, f)
-            for d, _, fs in os.walk(path)
-            for f in fs
-            if f.lower().endswith(PARQUET_SUFFIXES) and not f.startswith((".", "_"))
-        )
-        if not files:
-            raise SourceError(f"no Parquet files in {path}")
-        return files
+        from .walk import parquet_dataset
+
+        return parquet_dataset(path)
     if not os.path.exists(path):
         raise SourceError(f"no such file: {path}")
     return [path]

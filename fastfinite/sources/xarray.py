@@ -62,8 +62,7 @@ class XarraySource(Source):
         out = {}
         for dim, i in zip(self.dims, index):
             if dim in self.da.coords and self.da.coords[dim].ndim == 1:
-                v = self.da.coords[dim].values[i]
-                out[dim] = v.item() if hasattr(v, "item") else v
+                out[dim] = coordinate_label(self.da.coords[dim].values[i])
         return out
 
     def labels_token(self):
@@ -73,6 +72,16 @@ class XarraySource(Source):
         coords = self.da.coords
         return [(d, normalize_token(coords[d].values)) for d in self.dims
                 if d in coords and coords[d].ndim == 1]  # fmt: skip
+
+
+def coordinate_label(v: Any) -> Any:
+    """A coordinate value as the user sees it in ``coords[dim].values``: numbers as Python
+    numbers, dates and durations as ``numpy.datetime64`` / ``timedelta64`` (``.item()``
+    would turn nanosecond ones into integers; JSON writes them as ISO text), other objects
+    (cftime dates, text) as they are."""
+    if isinstance(v, (np.datetime64, np.timedelta64)):
+        return v
+    return v.item() if isinstance(v, np.generic) else v
 
 
 def dataset_variables(ds: Any) -> list[tuple[str, Any]]:

@@ -57,9 +57,10 @@ class ZarrSource(Source):
         self.nbytes = math.prod(self.shape) * self.dtype.itemsize
         self.fill_value = _plain(array.fill_value)
         shards = getattr(array, "shards", None)
-        self.unit_kind = "shard" if shards else "chunk"
-        self.storage = ChunkGrid(self.shape, tuple(shards or array.chunks))
-        self._inner = ChunkGrid(self.shape, tuple(array.chunks))
+        # the chunks: what the report's ``chunks``, missing and unreadable chunks are in;
+        # a sharded array is stored (listed, fingerprinted, read when they fit) by shards
+        self.storage = ChunkGrid(self.shape, tuple(array.chunks))
+        self.shards = ChunkGrid(self.shape, tuple(shards)) if shards else None
         self.files = ChunkFiles.for_array(array)
 
     @property
@@ -90,8 +91,10 @@ class ZarrSource(Source):
 
     def regions(self, budget_bytes: int):
         """Regions of whole shards when a shard fits a few region budgets, else of chunks."""
-        unit_bytes = math.prod(self.storage.unit) * self.dtype.itemsize
-        grid = self.storage if unit_bytes <= 4 * budget_bytes else self._inner
+        grid = self.storage
+        if self.shards is not None:
+            shard_bytes = math.prod(self.shards.unit) * self.dtype.itemsize
+            grid = self.shards if shard_bytes <= 4 * budget_bytes else self.storage
         return grid.regions(self.dtype.itemsize, budget_bytes)
 
     def read(self, region: Region) -> np.ndarray:
@@ -100,15 +103,10 @@ class ZarrSource(Source):
         return np.asarray(self.array[region])
 
     def units(self, region: Region):
-        """``(kind, grid coordinates, region)`` of each storage unit in a region: shards (or
-        unsharded chunks) when the region is made of them, else inner chunks."""
-        aligned = all(
-            r.start % u == 0 and (r.stop % u == 0 or r.stop == n)
-            for r, u, n in zip(region, self.storage.unit, self.shape)
-        )
-        grid, kind = (self.storage, self.unit_kind) if aligned else (self._inner, "chunk")
-        for coords in grid.units_in(region):
-            yield kind, coords, grid.unit_region(coords)
+        """``(kind, grid coordinates, region)`` of each chunk in a region (the chunks inside
+        the shards of a sharded array: one can be unreadable while the others are fine)."""
+        for coords in self.storage.units_in(region):
+            yield "chunk", coords, self.storage.unit_region(coords)
 
     def verify(self) -> None:
         """The array's metadata is still in its store: a store that is gone (or a relative
@@ -157,16 +155,20 @@ class ZarrSource(Source):
         if folder is None and type(getattr(store, "fs", None)).__name__ == "LocalFileSystem":
             folder = f"{str(store.path).rstrip('/')}/{array.store_path.path.strip('/')}"
         encode = array.metadata.encode_chunk_key
+        grid = self.shards or self.storage  # the objects of the store
         if folder is not None:
-            return grid_fingerprints(folder, encode, self.storage)
-        found, racy = store_fingerprints(array.store_path)
-        return Fingerprints.from_keys(
-            found, racy, key_parser(encode, len(self.shape)), self.storage
-        )
+            fps = grid_fingerprints(folder, encode, grid)
+        else:
+            found, racy = store_fingerprints(array.store_path)
+            fps = Fingerprints.from_keys(found, racy, key_parser(encode, len(self.shape)), grid)
+        if self.shards is not None:
+            fps.chunks_missing = self._chunks_missing
+        return fps
 
     def missing_units(self) -> list[tuple[int, ...]] | None:
-        """Grid coordinates (shard grid when sharded) of the units the store does not hold,
-        in C order; None when the store cannot be listed."""
+        """Grid coordinates of the chunks the store does not hold, in C order (of a sharded
+        array: the chunks of the shards it does not hold, and those the index of each shard
+        it holds says were never written); None when the store cannot be listed."""
         from zarr.core.sync import sync
 
         array = self.array
@@ -193,14 +195,72 @@ class ZarrSource(Source):
                 stacklevel=3,
             )
             return None
-        present = np.zeros(self.storage.grid, dtype=bool)
+        grid = self.shards or self.storage
+        present = np.zeros(grid.grid, dtype=bool)
         for key in keys:
             coords = parse(key)
-            if coords is not None and all(c < g for c, g in zip(coords, self.storage.grid)):
+            if coords is not None and all(c < g for c, g in zip(coords, grid.grid)):
                 present[coords] = True
-        if math.prod(self.storage.grid) == 0:
+        if math.prod(grid.grid) == 0:
             return []
-        return [tuple(int(i) for i in c) for c in np.argwhere(~present)]
+        missing = [tuple(int(i) for i in c) for c in np.argwhere(~present)]
+        return missing if self.shards is None else self._chunks_missing(missing)
+
+    def _chunks_missing(self, missing_shards: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+        """The chunks a sharded array's store does not hold, in C order: every chunk of the
+        shards it does not hold (``missing_shards``), and in each shard it holds the chunks
+        its index marks as never written."""
+        per = tuple(s // c for s, c in zip(self.shards.unit, self.storage.unit))
+        absent = np.zeros(self.storage.grid, dtype=bool)
+
+        def box(shard):
+            return tuple(slice(i * k, (i + 1) * k) for i, k in zip(shard, per))
+
+        for shard in missing_shards:
+            absent[box(shard)] = True
+        gone = set(missing_shards)
+        held = [c for c in np.ndindex(*self.shards.grid) if c not in gone]
+        for shard, written in self._shard_maps(held, per).items():
+            cell = absent[box(shard)]  # cut by the array's edge in the last shards
+            absent[box(shard)] = ~written[tuple(slice(0, n) for n in cell.shape)]
+        return [tuple(int(i) for i in c) for c in np.argwhere(absent)]
+
+    def _shard_maps(self, shards: list, per: tuple[int, ...]) -> dict:
+        """``{shard: which of its chunks were written}`` from each shard's index (a shard
+        gone since it was listed: none); a shard whose index cannot be read is left out,
+        its chunks counted as there (reading them says what is wrong)."""
+        import asyncio
+
+        from zarr.codecs import ShardingCodec
+        from zarr.core.sync import sync
+
+        array = self.array
+        codecs = array.metadata.codecs
+        load = getattr(codecs[0] if codecs else None, "_load_shard_index_maybe", None)
+        if not shards:
+            return {}
+        if not isinstance(codecs[0], ShardingCodec) or load is None:
+            warnings.warn(
+                f"cannot read the shard indexes of {self.name} (codecs {codecs}); chunks "
+                "never written inside the shards it holds are not reported",
+                stacklevel=3,
+            )
+            return {}
+        encode, store_path = array.metadata.encode_chunk_key, array.store_path
+
+        async def one(shard, limit):
+            async with limit:
+                try:
+                    index = await load(store_path / encode(shard), per)
+                except Exception:
+                    return shard, None
+            return shard, np.zeros(per, bool) if index is None else index.get_full_chunk_map()
+
+        async def every():
+            limit = asyncio.Semaphore(64)  # index reads in flight
+            return await asyncio.gather(*(one(s, limit) for s in shards))
+
+        return {s: m for s, m in sync(every()) if m is not None}
 
 
 def _file_keys(folder: str) -> list[str]:
@@ -290,10 +350,16 @@ def open_zarr(path: str, storage_options: dict | None = None) -> Any:
         if inner:
             return zarr.open(store=store, path=inner, mode="r")
         return zarr.open(store=store, mode="r", **kwargs)
-    except (FileNotFoundError, KeyError) as e:
-        raise SourceError(f"no Zarr array or group at {path}: {e}") from None
     except Exception as e:
-        if type(e).__name__ in ("GroupNotFoundError", "ArrayNotFoundError", "NodeNotFoundError"):
+        missing = isinstance(e, (FileNotFoundError, KeyError)) or type(e).__name__ in (
+            "GroupNotFoundError", "ArrayNotFoundError", "NodeNotFoundError",
+        )  # fmt: skip
+        bucket = remote.missing_bucket(path, storage_options) if missing else None
+        if bucket is not None:
+            raise SourceError(f"the bucket {bucket!r} of {path} does not exist") from None
+        if isinstance(e, (FileNotFoundError, KeyError)):
+            raise SourceError(f"no Zarr array or group at {path}: {e}") from None
+        if missing:
             raise SourceError(f"no Zarr array or group at {path}") from None
         if "://" in path and _unreachable(e):
             raise SourceError(f"cannot reach the store of {path}: {e}") from None

@@ -1,0 +1,179 @@
+"""The one walk of a directory given as input: what it holds, without ever leaving it.
+
+The rule (the README's "What is an error"): a directory is scanned when it is one Zarr store
+(``zarr.json``, ``.zgroup`` or ``.zarray`` at its top: zarr reads it) or one Parquet
+dataset: every file below it is Parquet (by its suffix, or by its magic bytes ``PAR1`` for
+files without one, as Hive writes them). Names starting with ``.`` or ``_`` are not data, as
+pyarrow reads a dataset (``_SUCCESS``, ``_common_metadata``, ``.crc`` files, Spark's
+``_temporary``). Anything else is an error that says what the directory holds, never a scan
+of a part of it. The walk:
+
+- never leaves the directory: symbolic links are not followed (a link is not a Parquet file
+  of the dataset, whatever it points to), nor are the insides of the Zarr stores it meets;
+- is bounded: past ``MAX_ENTRIES`` files and directories, or ``MAX_DEPTH`` levels, it stops
+  and the directory is an error (``fastfinite scan /`` answers at once).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+
+from ..errors import SourceError
+from .hdf5 import H5_SUFFIXES
+
+MAX_ENTRIES = 100_000  # files and directories looked at
+MAX_DEPTH = 32
+ZARR_MARKERS = ("zarr.json", ".zgroup", ".zarray")
+PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
+_MAGIC = {b"PAR1": "Parquet file", b"\x93NUM": ".npy file", b"\x89HDF": "HDF5 file"}
+_SHOWN = 3  # paths named per kind in a message
+KINDS = (  # what the error names, in this order
+    ".npy file", ".npz file", "HDF5 file", "Zarr store", ".zip file", "Parquet file",
+    "other file", "symbolic link (never followed)", "FIFO, socket or device",
+    "directory it cannot read", "file it cannot read", "entry it cannot read",
+)  # fmt: skip
+
+
+def is_zarr_store(path: str) -> bool:
+    """Whether the directory ``path`` has Zarr metadata at its top."""
+    return any(os.path.exists(os.path.join(path, m)) for m in ZARR_MARKERS)
+
+
+@dataclass
+class DirContents:
+    """What a directory holds: paths relative to it, in sorted walk order."""
+
+    root: str
+    parquet: list[str] = field(default_factory=list)
+    other: dict[str, list[str]] = field(default_factory=dict)  # kind -> paths
+    entries: int = 0
+    stopped: str = ""  # why the walk stopped early ("" when it saw everything)
+
+    @property
+    def is_parquet_dataset(self) -> bool:
+        return bool(self.parquet) and not self.other and not self.stopped
+
+    def describe(self) -> str:
+        """The error of a directory that is not one Zarr store or Parquet dataset."""
+        head = f"{self.root} is not a Zarr store or a Parquet dataset"
+        held = dict(self.other, **{"Parquet file": self.parquet})
+        parts = [_count(kind, held[kind]) for kind in KINDS if held.get(kind)]
+        if self.stopped:
+            seen = f": it holds at least {', '.join(parts)}" if parts else ""
+            return (
+                f"{head}: fastfinite stopped looking after {self.stopped}{seen}; scan its "
+                "files or stores one by one"
+            )
+        if not parts:
+            if not self.entries:
+                return f"{head}: it is empty"
+            return f"{head}: it holds only names starting with . or _, which are not data"
+        return f"{head}: it holds {', '.join(parts)}; scan them one by one"
+
+
+def _count(kind: str, paths: list[str]) -> str:
+    n = len(paths)
+    shown = ", ".join(paths[:_SHOWN]) + (f", +{n - _SHOWN} more" if n > _SHOWN else "")
+    plural = kind if n == 1 else _plural(kind)
+    return f"{n} {plural} ({shown})"
+
+
+_PLURALS = {
+    "file it cannot read": "files it cannot read",
+    "symbolic link (never followed)": "symbolic links (never followed)",
+    "FIFO, socket or device": "FIFOs, sockets or devices",
+    "directory it cannot read": "directories it cannot read",
+    "entry it cannot read": "entries it cannot read",
+}
+
+
+def _plural(kind: str) -> str:
+    return _PLURALS.get(kind, kind + "s")  # ".npy file", "Zarr store", "HDF5 file"...
+
+
+def walk(root: str) -> DirContents:
+    """What the directory ``root`` holds, by the rule of this module (never following a
+    link, never entering a Zarr store, at most ``MAX_ENTRIES`` entries and ``MAX_DEPTH``
+    levels)."""
+    out = DirContents(root)
+
+    def note(kind: str, rel: str) -> None:
+        out.other.setdefault(kind, []).append(rel)
+
+    stack = [("", 0)]
+    while stack:
+        rel_dir, depth = stack.pop()
+        here = os.path.join(root, rel_dir) if rel_dir else root
+        try:
+            with os.scandir(here) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as e:
+            if not rel_dir:
+                raise SourceError(f"cannot read the directory {root}: {e.strerror or e}") from None
+            note("directory it cannot read", rel_dir)
+            continue
+        subdirs = []
+        for entry in entries:
+            out.entries += 1
+            if out.entries > MAX_ENTRIES:
+                out.stopped = f"{MAX_ENTRIES} files and directories"
+                return out
+            if entry.name.startswith((".", "_")):
+                continue
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            kind = _kind(entry, rel, bool(out.other))
+            if kind == "directory":
+                if depth + 1 >= MAX_DEPTH:
+                    out.stopped = f"{MAX_DEPTH} levels of directories ({rel})"
+                    return out
+                subdirs.append(rel)
+            elif kind == "Parquet file":
+                out.parquet.append(rel)
+            else:
+                note(kind, rel)
+        stack += [(d, depth + 1) for d in reversed(subdirs)]  # sorted, depth first
+    out.parquet.sort()
+    return out
+
+
+def _kind(entry: os.DirEntry, rel: str, mixed: bool) -> str:
+    """What one entry is: ``"directory"`` (to walk), ``"Parquet file"``, or a kind named in
+    the error (``.npy file``, ``Zarr store``, ``symbolic link``...)."""
+    try:
+        if entry.is_symlink():
+            return "symbolic link (never followed)"
+        st = entry.stat(follow_symlinks=False)
+    except OSError:
+        return "entry it cannot read"
+    if stat.S_ISDIR(st.st_mode):
+        return "Zarr store" if is_zarr_store(entry.path) else "directory"
+    if not stat.S_ISREG(st.st_mode):
+        return "FIFO, socket or device"
+    name = entry.name.lower()
+    if name.endswith(PARQUET_SUFFIXES):
+        return "Parquet file"
+    suffix = os.path.splitext(name)[1]
+    if suffix in (".npy", ".npz", ".zip"):
+        return suffix + " file"
+    if suffix in H5_SUFFIXES:
+        return "HDF5 file"
+    if not suffix and not mixed and st.st_size >= 8:  # Hive's part files have no suffix
+        try:
+            with open(entry.path, "rb") as f:
+                magic = f.read(4)
+        except OSError:
+            return "file it cannot read"
+        if magic in _MAGIC:
+            return _MAGIC[magic]
+    return "other file"
+
+
+def parquet_dataset(root: str) -> list[str]:
+    """The absolute paths of the Parquet files of the dataset ``root``, sorted; a
+    ``SourceError`` saying what it holds when it is not one (``walk``'s rule)."""
+    contents = walk(root)
+    if not contents.is_parquet_dataset:
+        raise SourceError(contents.describe())
+    return [os.path.join(os.path.abspath(root), *p.split("/")) for p in contents.parquet]
