@@ -354,7 +354,7 @@ class ScanReport:
     localized : list of Localization
         Where the replayed standardization fails (``localize=True``).
     chunks : tuple of int or None
-        The storage chunk shape (shard shape for sharded Zarr), when the data has one.
+        The storage chunk shape (the inner chunk of a sharded Zarr array), when the data has one.
     changes : ReportChanges or None
         With ``cache=``: what is new or gone since the last complete scan kept in the
         cache, and which storage units were read again (not in ``to_dict``: its own).
