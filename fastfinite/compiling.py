@@ -86,15 +86,20 @@ sys.path.insert(0, sys.argv[1])  # the parent's fastfinite, wherever it was impo
 from numba import njit
 njit(lambda v: v + 1)(1.0)  # numba's own start-up, while the parent looks at its cache
 from fastfinite import kernels
+def say(*words):  # the parent may have ended: what it sent is compiled all the same
+    try:
+        print(*words, flush=True)
+    except OSError:
+        pass
 for line in sys.stdin:
     group, dtype = line.split()
     t = time.perf_counter()
     try:
         kernels.prepare(group, dtype)
     except Exception as e:
-        print("failed", type(e).__name__, str(e).replace(chr(10), " "), flush=True)
+        say("failed", type(e).__name__, str(e).replace(chr(10), " "))
     else:
-        print("done", time.perf_counter() - t, flush=True)
+        say("done", time.perf_counter() - t)
 """
 
 
@@ -153,6 +158,15 @@ class _Child:
     def close(self) -> None:
         self.proc.stdin.close()
         self.proc.wait()
+
+    def let_go(self) -> None:
+        """This process is ending: the helper compiles what it was sent, then ends on its
+        own (the end of its input). Not waited for, so not said to be "still running"."""
+        try:
+            self.proc.stdin.close()
+        except OSError:  # it has ended already
+            pass
+        self.proc.returncode = 0  # Popen would warn at its collection; it is not ours now
 
 
 def _in_this(group: str, dtype: str) -> float:

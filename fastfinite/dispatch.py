@@ -249,6 +249,9 @@ def _finish_at_exit() -> None:
         _wake.notify_all()
     if pending:  # the helper compiles them for the next process (it outlives this one)
         _hand_over()
+    with _sending:
+        if _aside is not None and _aside.proc.poll() is None:
+            _aside.let_go()
     with _lock:
         g = _queue[0] if _queue and _queue[0].started is not None else None
         if g is not None and g.aside:  # the thread only waits for the helper: let it be
