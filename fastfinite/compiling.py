@@ -9,7 +9,6 @@ them (seconds). ``MODES`` says which groups each kind of scan needs.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from collections.abc import Iterable
@@ -17,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .errors import InvalidArgumentError
+from .kernels.compilers import ForkedCompiler, HelperCompiler, cached, compile_here
 
 FLOATS = ("float32", "float64")
 # what each kind of scan of C-ordered data calls, for data of dtype D (float32 or float64 as
@@ -80,123 +80,6 @@ def groups_of(modes: Iterable[str] | None = None, dtypes: Iterable[str] = FLOATS
     return out
 
 
-_CHILD = """
-import sys, time
-sys.path.insert(0, sys.argv[1])  # the parent's fastfinite, wherever it was imported from
-from numba import njit
-njit(lambda v: v + 1)(1.0)  # numba's own start-up, while the parent looks at its cache
-from fastfinite import kernels
-def say(*words):  # the parent may have ended: what it sent is compiled all the same
-    try:
-        print(*words, flush=True)
-    except OSError:
-        pass
-for line in sys.stdin:
-    group, dtype = line.split()
-    t = time.perf_counter()
-    try:
-        kernels.prepare(group, dtype)
-    except Exception as e:
-        say("failed", type(e).__name__, str(e).replace(chr(10), " "))
-    else:
-        say("done", time.perf_counter() - t)
-"""
-
-
-class _Forked:
-    """A process forked from this one (numba already imported) that compiles the groups it
-    is sent into the shared cache, one after another. Forked at once, before this process
-    compiles anything: a fork taken while another thread held LLVM's lock would leave the
-    child waiting for it forever."""
-
-    def __init__(self):
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
-        self.pool.submit(int).result()  # the fork, now
-
-    def __call__(self, group: str, dtype: str) -> float:
-        return self.pool.submit(_in_this, group, dtype).result()
-
-    def close(self) -> None:
-        self.pool.shutdown()
-
-
-class _Child:
-    """A process that compiles the groups it is sent into the shared cache, one after
-    another: its start (Python, numba) is paid once, not once a group. (Where a process
-    cannot be forked.)"""
-
-    def __init__(self):
-        import os
-
-        home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _CHILD, home], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True, bufsize=1,
-        )  # fmt: skip
-
-    def __call__(self, group: str, dtype: str) -> float:
-        self.send(group, dtype)
-        return self.answer()
-
-    def send(self, group: str, dtype: str) -> None:
-        """Ask for a group (it is compiled, into the cache, even after this process ends)."""
-        self.proc.stdin.write(f"{group} {dtype}\n")
-        self.proc.stdin.flush()
-
-    def answer(self) -> float:
-        """The seconds the oldest group asked for took, once it is in the cache."""
-        answer = self.proc.stdout.readline().split(maxsplit=1)
-        if not answer:
-            raise RuntimeError(f"the compiling process ended (exit {self.proc.poll()})")
-        if answer[0] != "done":
-            raise RuntimeError(answer[1] if len(answer) > 1 else "failed")
-        return float(answer[1])
-
-    def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait()
-
-    def let_go(self) -> None:
-        """This process is ending: the helper compiles what it was sent, then ends on its
-        own (the end of its input). Not waited for, so not said to be "still running"."""
-        try:
-            self.proc.stdin.close()
-        except OSError:  # it has ended already
-            pass
-        self.proc.returncode = 0  # Popen would warn at its collection; it is not ours now
-
-
-def _in_this(group: str, dtype: str) -> float:
-    from . import kernels
-
-    t = time.perf_counter()
-    kernels.prepare(group, dtype)
-    return time.perf_counter() - t
-
-
-def cached(group: str, dtype: str) -> bool:
-    """Whether every kernel of ``group`` for ``dtype`` is in Numba's cache for this CPU
-    (read from the cache's index: nothing compiled or loaded)."""
-    from numba import typeof
-
-    from . import kernels
-
-    try:
-        for name, args in kernels.entries(group, dtype):
-            disp = getattr(kernels, name)
-            cache = disp._cache
-            sig = tuple(typeof(a) for a in args)
-            key = cache._index_key(sig, disp.targetctx.codegen())
-            if key not in cache._cache_file._load_index():
-                return False
-        return True
-    except Exception:  # noqa: BLE001 - another numba, no cache: compile to be sure
-        return False
-
-
 def compile(  # noqa: A001 - the name the command line and the issue give it
     modes: Iterable[str] | str | None = None,
     dtypes: Iterable[str] | str = FLOATS,
@@ -250,7 +133,7 @@ def compile(  # noqa: A001 - the name the command line and the issue give it
     workers = max(1, min(processes or default_workers(), len(todo)))
     fresh = [p for p in todo if not cached(*p)]  # (numba imported here: the forks have it)
     forks = sys.platform.startswith("linux") and not dispatch.in_flight()
-    helper = _Forked if forks else _Child  # a fork skips Python's and numba's start-up
+    helper = ForkedCompiler if forks else HelperCompiler  # a fork skips Python's and numba's start-up
     helpers = [helper() for _ in range(min(workers, len(fresh)) - 1)] if report.cache else []
     queue = sorted(fresh, key=lambda p: -COST.get(p[0], 1.0))  # the longest first
 
@@ -266,7 +149,7 @@ def compile(  # noqa: A001 - the name the command line and the issue give it
 
     try:
         with ThreadPoolExecutor(len(helpers) + 1) as pool:
-            for f in [pool.submit(work, run) for run in (_in_this, *helpers)]:
+            for f in [pool.submit(work, run) for run in (compile_here, *helpers)]:
                 f.result()
         for pair in todo:  # this process has them all: loaded from the cache just filled
             if pair not in report.failed:

@@ -55,7 +55,7 @@ _lock = threading.Lock()
 _wake = threading.Condition(_lock)
 _thread: threading.Thread | None = None
 _closing = False  # the process is ending: no group is started any more
-_aside = None  # the helper process that compiles groups into the cache (``compiling._Child``)
+_aside = None  # the helper process that compiles groups into the cache (``kernels.compilers.HelperCompiler``)
 _helpless = False  # no helper process: no cache to share, or none could start
 _sending = threading.Lock()
 
@@ -80,7 +80,7 @@ def _compiler() -> None:
             g.started, g.began = time.perf_counter(), time.time()
         try:
             from . import kernels
-            from .compiling import cached
+            from .kernels.compilers import cached
 
             _hand_over()
             if g.fresh is None:
@@ -127,8 +127,8 @@ def _hand_over() -> bool:
         if _helpless:
             return False
         try:
-            from .compiling import _Child, cached
             from .kernels import cache_directory
+            from .kernels.compilers import HelperCompiler, cached
 
             with _lock:
                 todo = [g for g in _queue if g.sent is None]
@@ -140,7 +140,7 @@ def _hand_over() -> bool:
                     g.fresh = not cached(g.group, g.dtype)
             todo = [g for g in todo if g.fresh]
             if todo and (_aside is None or _aside.proc.poll() is not None):
-                _aside = _Child()
+                _aside = HelperCompiler()
             for g in todo:
                 _aside.send(g.group, g.dtype)
                 g.sent = _aside
