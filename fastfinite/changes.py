@@ -79,6 +79,10 @@ class CountChange:
         d = {"kind": self.kind, "severity": self.severity, "old": self.old, "new": self.new}
         return d if self.array is None else {**d, "array": self.array}
 
+    def __str__(self) -> str:
+        at = f"{self.array}: " if self.array else ""
+        return f"{at}{self.kind} {self.old} -> {self.new}"
+
 
 def _set_severity(change: Change | CountChange) -> None:
     """A change's severity: the one given, checked, else its kind's."""
@@ -88,10 +92,6 @@ def _set_severity(change: Change | CountChange) -> None:
         raise InvalidArgumentError(
             f"severity must be one of {', '.join(SEVERITIES)}, got {change.severity!r}"
         )
-
-    def __str__(self) -> str:
-        at = f"{self.array}: " if self.array else ""
-        return f"{at}{self.kind} {self.old} -> {self.new}"
 
 
 @dataclass
