@@ -13,7 +13,7 @@ import numpy as np
 
 from ._format import fmt_index
 from .anomalies import overflow_dtypes, rounding_eps, slice_findings
-from .kinds import severity_of
+from .kinds import is_nonfinite
 from .parts import in_parts
 from .report import CastRisk, Finding, Location, ScanReport, SliceReport
 from .summary import ScanSpec, SliceStats, Summary, _as_index, join_slices
@@ -61,19 +61,6 @@ def build_report(
     # a unit the listing does not show but that raised when read is there, and unreadable
     unreadable = {e.chunk for e in errors}
     missing = [c for c in missing or [] if c not in unreadable]
-    # read as a NaN or inf fill, a never-written unit makes what a loss turns NaN on
-    severity = severity_of("missing_chunk", meta["fill_value"])
-    findings = [
-        Finding(
-            "missing_chunk",
-            coords,
-            f"{meta['unit']} {fmt_index(coords)} is not in the store: never written (or "
-            f"written as all fill_value); it reads as the fill value{fill}",
-            severity=severity,
-        )
-        for coords in missing[:cap]
-    ]
-    findings += [Finding("unreadable_chunk", e.chunk, str(e)) for e in errors]
     labels = meta["labels"]
     locs = []
     for k, kind in enumerate(spec.kinds):
@@ -103,8 +90,8 @@ def build_report(
         sum=float(s.total),
         elements=int(s.elements),
         max_locations=cap,
-        findings=findings,
         missing_chunks=len(missing),
+        fill_nonfinite=is_nonfinite(meta["fill_value"]),
         complete=complete,
         by=spec.by,
         slices=None,
@@ -112,6 +99,17 @@ def build_report(
         regions=sorted(s.flagged),
         z_threshold=spec.z_threshold,
     )
+    report.findings = [
+        Finding(
+            "missing_chunk",
+            coords,
+            f"{meta['unit']} {fmt_index(coords)} is not in the store: never written (or "
+            f"written as all fill_value); it reads as the fill value{fill}",
+            severity=report.missing_severity,
+        )
+        for coords in missing[:cap]
+    ]
+    report.findings += [Finding("unreadable_chunk", e.chunk, str(e)) for e in errors]
     if spec.by is not None:
         stats = s.slices and join_slices(s.slices)
         done = _finished(s.slices, stats, math.prod(spec.by_shape)) if consume else None

@@ -323,7 +323,7 @@ def _diff_one(old: ScanReport | None, new: ScanReport, path, out: ReportChanges,
         if a != b:
             out.counts.append(CountChange(kind, int(a), int(b), path))
     if per_array and old.missing_chunks != new.missing_chunks:
-        severity = (new if new.missing_chunks else old)._missing_severity()
+        severity = (new if new.missing_chunks else old).missing_severity
         out.counts.append(
             CountChange("missing_chunk", old.missing_chunks, new.missing_chunks, path, severity)
         )

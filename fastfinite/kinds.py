@@ -34,7 +34,7 @@ SEVERITY = {
     "variance_overflow:": ERROR,
     "unreadable_chunk": ERROR,
     "nothing_scanned": ERROR,
-    "missing_chunk": WARNING,  # an error when its fill value is NaN or inf: severity_of
+    "missing_chunk": WARNING,  # an error when its fill is NaN or inf: missing_chunk_severity
     "underflow:": WARNING,
     "zero_variance": WARNING,
     "near_zero_variance": WARNING,
@@ -50,17 +50,16 @@ def severity_of(kind: str, fill_value: Any = None) -> str:
     kind : str
         ``"nan"``, ``"overflow:float32"``, ``"missing_chunk"``, ``"outlier"``...
     fill_value : scalar, optional
-        For ``missing_chunk``: what the never-written chunk reads as. NaN or inf (in either
-        part of a complex) makes it an error; a finite fill, or none known, a warning (the
-        values read are counted either way).
+        For ``missing_chunk``: what the never-written chunk reads as
+        (``missing_chunk_severity``).
 
     Raises
     ------
     ValueError
         For a name that is no kind.
     """
-    if kind == "missing_chunk" and _nonfinite(fill_value):
-        return ERROR
+    if kind == "missing_chunk":
+        return missing_chunk_severity(is_nonfinite(fill_value))
     severity = SEVERITY.get(kind)
     if severity is None and ":" in kind:
         severity = SEVERITY.get(kind.split(":", 1)[0] + ":")
@@ -69,8 +68,16 @@ def severity_of(kind: str, fill_value: Any = None) -> str:
     return severity
 
 
-def _nonfinite(v: Any) -> bool:
-    """Whether ``v`` is a number with a NaN or infinite part."""
+def missing_chunk_severity(fill_nonfinite: bool) -> str:
+    """The severity of a never-written chunk, the one place it is decided: an error when it
+    reads as NaN or inf (its store's fill value is not finite: ``ScanReport.fill_nonfinite``),
+    else a warning (a finite fill, or none known: the values read are counted either way)."""
+    return ERROR if fill_nonfinite else SEVERITY["missing_chunk"]
+
+
+def is_nonfinite(v: Any) -> bool:
+    """Whether ``v`` is a number with a NaN or infinite part (in either part of a complex);
+    False for None and anything that is no number."""
     if v is None:
         return False
     try:

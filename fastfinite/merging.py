@@ -23,8 +23,12 @@ from .stats import combine
 
 
 def _concatenable(reports: list[ScanReport]) -> bool:
+    """Arrays of one shape but the first dimension, one dtype, scanned alike, whose missing
+    chunks (those that have any) read alike: as NaN or inf in all, or in none (one report
+    has one ``fill_nonfinite``: missing chunks of both kinds stay a group's two arrays)."""
     first = reports[0]
-    return all(
+    fills = {r.fill_nonfinite for r in reports if r.missing_chunks}
+    return len(fills) <= 1 and all(
         len(r.shape) >= 1
         and r.shape[1:] == first.shape[1:]
         and r.dtype == first.dtype
@@ -49,8 +53,9 @@ def merge_reports(reports: Sequence[ScanReport], *, name: str | None = None) -> 
     -------
     ScanReport
         The report of the concatenation along axis 0 when the arrays differ only in their
-        first dimension (same dtype, scanned with the same ``cast`` and ``by``); otherwise a
-        group report with each input in ``arrays``.
+        first dimension (same dtype, scanned with the same ``cast`` and ``by``, missing
+        chunks read as NaN or inf in all that have any, or in none); otherwise a group
+        report with each input in ``arrays``.
     """
     reports = list(reports)
     if not reports:
@@ -109,6 +114,7 @@ def _concatenate(reports: list[ScanReport], name: str) -> ScanReport:
         max_locations=cap,
         findings=findings,
         missing_chunks=sum(r.missing_chunks for r in reports),
+        fill_nonfinite=any(r.fill_nonfinite for r in reports if r.missing_chunks),
         complete=all(r.complete for r in reports),
         by=by,
         slices=slices,

@@ -126,7 +126,7 @@ def render(
                 f"{pad}missing chunks (never written, read as the fill value): "
                 f"{rep.missing_chunks}: {listed}" + (f" (+{more} more)" if more > 0 else "")
             )
-            out.append(fit(c(line, "bad" if rep._missing_severity() == ERROR else "warn")))
+            out.append(fit(c(line, "bad" if rep.missing_severity == ERROR else "warn")))
         unreadable = [f for f in rep.findings if f.kind == "unreadable_chunk"]
         for f in unreadable[:per_section]:
             out.append(fit(c(f"{pad}unreadable chunk {fmt_index(f.where)}: {f.message}", "bad")))

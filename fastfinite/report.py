@@ -11,7 +11,15 @@ from typing import Any
 import numpy as np
 
 from .errors import InvalidArgumentError
-from .kinds import BASE_KINDS, ERROR, SEVERITIES, WARNING, is_slice_kind, severity_of
+from .kinds import (
+    BASE_KINDS,
+    ERROR,
+    SEVERITIES,
+    WARNING,
+    is_slice_kind,
+    missing_chunk_severity,
+    severity_of,
+)
 from .stats import combine
 
 SCHEMA = "fastfinite.report/2"
@@ -337,6 +345,11 @@ class ScanReport:
         Missing or unreadable chunks and other problems that are not single values.
     missing_chunks : int
         Chunks the store never wrote (read as its fill value).
+    fill_nonfinite : bool
+        The store's fill value, what a never-written chunk reads as, is NaN or inf: its
+        missing chunks are errors, else warnings (``missing_severity``), however many are
+        listed in ``findings``. False for data without a fill value; for a group, True when
+        any of its arrays with missing chunks has such a fill.
     complete : bool
         False when the scan stopped early (``fail_fast``).
     ok : bool
@@ -382,6 +395,7 @@ class ScanReport:
     max_locations: int = 100
     findings: list[Finding] = field(default_factory=list)
     missing_chunks: int = 0
+    fill_nonfinite: bool = False
     complete: bool = True
     arrays: dict[str, ScanReport] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
@@ -400,6 +414,12 @@ class ScanReport:
     def nonfinite(self) -> int:
         """NaN, +inf and -inf together."""
         return self.nan + self.posinf + self.neginf
+
+    @property
+    def missing_severity(self) -> str:
+        """The severity of this array's missing chunks, listed or not: ``"error"`` when
+        they read as NaN or inf (``fill_nonfinite``), else ``"warning"``."""
+        return missing_chunk_severity(self.fill_nonfinite)
 
     @property
     def ok(self) -> bool:
@@ -484,6 +504,7 @@ class ScanReport:
             "max_locations": self.max_locations,
             "locations": [loc.to_dict() for loc in self.locations],
             "missing_chunks": self.missing_chunks,
+            "fill_nonfinite": self.fill_nonfinite,
             "findings": [f.to_dict() for f in self.findings],
             "arrays": {k: r.to_dict() for k, r in self.arrays.items()},
             "skipped": dict(self.skipped),
@@ -505,7 +526,9 @@ class ScanReport:
     def from_dict(cls, d: dict[str, Any]) -> ScanReport:
         """Rebuild a report from ``to_dict()`` output (lossless). Reports of the schema
         ``fastfinite.report/1`` (before severities) are read too: each finding's severity
-        is then its kind's (a missing chunk's, from the fill value its message names)."""
+        is then its kind's, and ``fill_nonfinite`` (with a missing chunk's severity) what
+        the fill value its message names says; a ``/2`` report written before
+        ``fill_nonfinite`` gets it from its missing chunks' severities."""
         schema = d.get("schema")
         if schema not in SCHEMAS:
             raise InvalidArgumentError(
@@ -513,6 +536,21 @@ class ScanReport:
                 f"{', '.join(repr(s) for s in SCHEMAS)}"
             )
         v1 = schema == SCHEMAS[0]
+        missing = [f for f in d["findings"] if f["kind"] == "missing_chunk"]
+        if v1:
+            fill_nonfinite = any(_v1_fill_nonfinite(f["message"]) for f in missing)
+        elif "fill_nonfinite" in d:
+            fill_nonfinite = d["fill_nonfinite"]
+        else:  # written before the field: what its listed missing chunks say
+            fill_nonfinite = any(f["severity"] == ERROR for f in missing)
+
+        def severity(f: dict[str, Any]) -> str:
+            if not v1:
+                return f["severity"]
+            if f["kind"] == "missing_chunk":
+                return missing_chunk_severity(_v1_fill_nonfinite(f["message"]))
+            return severity_of(f["kind"])
+
         st = d["stats"]
         by = d.get("by")
         return cls(
@@ -547,11 +585,12 @@ class ScanReport:
                     tuple(f["where"]),
                     f["message"],
                     f.get("array"),
-                    _v1_severity(f["kind"], f["message"]) if v1 else f["severity"],
+                    severity(f),
                 )
                 for f in d["findings"]
             ],
             missing_chunks=d["missing_chunks"],
+            fill_nonfinite=fill_nonfinite,
             complete=d["complete"],
             arrays={k: cls.from_dict(v) for k, v in d.get("arrays", {}).items()},
             skipped=dict(d.get("skipped", {})),
@@ -609,7 +648,7 @@ class ScanReport:
         found = counted | {f.kind for f in self.findings}
         found |= {severity_of(k) for k in counted} | {f.severity for f in self.findings}
         if self.missing_chunks and not self.arrays:  # none listed with max_locations=0
-            found |= {"missing_chunk", self._missing_severity()}
+            found |= {"missing_chunk", self.missing_severity}
         if self.nonfinite:
             found.add("nonfinite")
         for r in self.cast.values():
@@ -642,18 +681,11 @@ class ScanReport:
                 if n:
                     add(severity_of(kind), kind, n)
             if self.missing_chunks:  # listed up to max_locations: the count is the whole
-                add(self._missing_severity(), "missing_chunk", self.missing_chunks)
+                add(self.missing_severity, "missing_chunk", self.missing_chunks)
             own = [f for f in self.findings if f.kind != "missing_chunk"]
         for f in own:
             add(f.severity, f.kind, 1)
         return {s: kinds for s, kinds in out.items() if kinds}
-
-    def _missing_severity(self) -> str:
-        """The severity of this array's missing chunks: their findings' (an error when the
-        fill value is NaN or inf); a warning when none is listed (``max_locations=0``: the
-        values they read as are counted anyway)."""
-        listed = {f.severity for f in self.findings if f.kind == "missing_chunk"}
-        return ERROR if ERROR in listed else WARNING
 
     def plot(self, path: str, *, axes: tuple[int, int] | None = None) -> str:
         """Draw where the problems sit and write a PNG (needs matplotlib: the ``plot`` extra).
@@ -696,6 +728,7 @@ class ScanReport:
             max_locations=cap,
             findings=findings,
             missing_chunks=sum(r.missing_chunks for r in subs),
+            fill_nonfinite=any(r.fill_nonfinite for r in subs if r.missing_chunks),
             complete=all(r.complete for r in subs),
             arrays=dict(arrays),
             skipped=dict(skipped or {}),
@@ -717,14 +750,12 @@ def group_locations(arrays: dict[str, ScanReport], cap: int) -> list[Location]:
     return out
 
 
-def _v1_severity(kind: str, message: str) -> str:
-    """The severity of a finding of a ``fastfinite.report/1``, which has none: its kind's;
-    a missing chunk's from the fill value its message ends with (``... it reads as the fill
-    value nan``: an error; ``0.0`` or no value named: a warning)."""
-    if kind != "missing_chunk":
-        return severity_of(kind)
+def _v1_fill_nonfinite(message: str) -> bool:
+    """Whether the missing chunk of a ``fastfinite.report/1`` finding, which has no severity
+    and whose report has no ``fill_nonfinite``, reads as NaN or inf: its message ends with
+    the fill value (``... it reads as the fill value nan``; ``0.0`` or none named: no)."""
     fill = message.rpartition("fill value")[2].lower()
-    return severity_of(kind, math.nan if "nan" in fill or "inf" in fill else None)
+    return "nan" in fill or "inf" in fill
 
 
 def combined_counts(reports: list[ScanReport]) -> dict[str, Any]:

@@ -5,11 +5,17 @@ default fail set, the command line's --scheduler and output paths. Real files an
 
 from __future__ import annotations
 
+import json
+import os
+
 import numpy as np
+import pytest
+import zarr
 
 import fastfinite
 from fastfinite import cli
 from fastfinite.changes import CountChange, diff_reports
+from fastfinite.report import ScanReport
 
 
 def _main(capsys, *args) -> tuple[int, str]:
@@ -50,3 +56,96 @@ def test_diff_prints_counts_as_text_not_reprs(tmp_path, capsys):
     ]  # fmt: skip
     code, out = _main(capsys, "diff", old, new)
     assert code == 1 and out == str(changes) + "\n" and "CountChange(" not in out
+
+
+# -- 2. a missing chunk's severity is the report's, whatever is listed -------------------------
+
+
+def _half_written(path: str, fill, dtype="f8") -> str:
+    """A store of 2 chunks, the second never written (it reads as ``fill``)."""
+    a = zarr.create_array(store=path, shape=(4,), chunks=(2,), dtype=dtype, fill_value=fill)
+    a[:2] = 1.0
+    assert sorted(os.listdir(os.path.join(path, "c"))) == ["0"]
+    return path
+
+
+@pytest.mark.parametrize("max_locations", [0, 1, 100])
+def test_a_nan_filled_missing_chunk_is_an_error_however_many_are_listed(tmp_path, max_locations):
+    path = _half_written(str(tmp_path / "n.zarr"), np.nan)
+    r = fastfinite.scan(path, max_locations=max_locations)
+    assert r.fill_nonfinite is True and r.missing_severity == "error"
+    assert r.severity_counts() == {"error": {"nan": 2, "missing_chunk": 1}}
+    assert "warning" not in r.kinds_found()
+    assert len(r.findings) == min(max_locations, 1)
+    d = json.loads(r.to_json())
+    assert d["fill_nonfinite"] is True
+    back = ScanReport.from_json(r.to_json())
+    assert back.fill_nonfinite is True
+    assert back.severity_counts() == r.severity_counts() and back.to_dict() == d
+
+
+@pytest.mark.parametrize("fill", [0.0, -2.5])
+def test_a_finite_filled_missing_chunk_is_a_warning_however_many_are_listed(tmp_path, fill):
+    path = _half_written(str(tmp_path / "f.zarr"), fill)
+    for cap in (0, 100):
+        r = fastfinite.scan(path, max_locations=cap)
+        assert r.fill_nonfinite is False and r.missing_severity == "warning"
+        assert r.severity_counts() == {"warning": {"missing_chunk": 1}}
+        assert r.ok and not r.clean
+        assert ScanReport.from_json(r.to_json()).severity_counts() == r.severity_counts()
+
+
+def test_an_inf_filled_complex_store_is_an_error_with_nothing_listed(tmp_path):
+    path = _half_written(str(tmp_path / "c.zarr"), complex(0.0, np.inf), dtype="c16")
+    r = fastfinite.scan(path, max_locations=0)
+    assert r.fill_nonfinite is True
+    assert r.severity_counts()["error"]["missing_chunk"] == 1
+
+
+def test_a_group_counts_each_arrays_missing_chunks_by_its_own_fill(tmp_path):
+    path = str(tmp_path / "g.zarr")
+    zarr.open_group(path, mode="w")
+    _half_written(os.path.join(path, "nanfill"), np.nan)
+    _half_written(os.path.join(path, "zerofill"), 0.0)
+    r = fastfinite.scan(path, max_locations=0)
+    assert r.arrays["nanfill"].fill_nonfinite and not r.arrays["zerofill"].fill_nonfinite
+    assert r.fill_nonfinite is True  # some of its missing chunks read as NaN
+    assert r.severity_counts() == {
+        "error": {"nan": 2, "missing_chunk": 1}, "warning": {"missing_chunk": 1},
+    }  # fmt: skip
+    assert ScanReport.from_json(r.to_json()).severity_counts() == r.severity_counts()
+
+
+def test_diff_of_unlisted_missing_chunks_has_their_fills_severity(tmp_path, capsys):
+    path = str(tmp_path / "n.zarr")
+    a = zarr.create_array(store=path, shape=(4,), chunks=(2,), dtype="f8", fill_value=np.nan)
+    a[:] = 1.0
+    old = fastfinite.scan(path, max_locations=0)
+    os.remove(os.path.join(path, "c", "1"))
+    new = fastfinite.scan(path, max_locations=0)
+    changes = diff_reports(old, new)
+    missing = [c for c in changes.counts if c.kind == "missing_chunk"]
+    assert [(c.old, c.new, c.severity) for c in missing] == [(0, 1, "error")]
+    assert {"missing_chunk", "error"} <= changes.new_kinds()
+
+
+def test_a_v2_report_without_fill_nonfinite_takes_it_from_its_findings(tmp_path):
+    path = _half_written(str(tmp_path / "n.zarr"), np.nan)
+    d = fastfinite.scan(path).to_dict()
+    del d["fill_nonfinite"]  # as main wrote /2 before the field
+    r = ScanReport.from_dict(d)
+    assert r.fill_nonfinite is True and r.missing_severity == "error"
+
+
+def test_merge_concatenates_missing_chunks_only_when_they_read_alike(tmp_path):
+    nan1 = fastfinite.scan(_half_written(str(tmp_path / "n1.zarr"), np.nan), max_locations=0)
+    nan2 = fastfinite.scan(_half_written(str(tmp_path / "n2.zarr"), np.nan), max_locations=0)
+    zero = fastfinite.scan(_half_written(str(tmp_path / "z.zarr"), 0.0), max_locations=0)
+    m = fastfinite.merge_reports([nan1, nan2])
+    assert m.shape == (8,) and m.fill_nonfinite is True
+    assert m.severity_counts() == {"error": {"nan": 4, "missing_chunk": 2}}
+    g = fastfinite.merge_reports([nan1, zero])
+    assert g.dtype == "group" and list(g.arrays) == [nan1.name, zero.name]
+    assert g.severity_counts() == {
+        "error": {"nan": 2, "missing_chunk": 1}, "warning": {"missing_chunk": 1},
+    }  # fmt: skip
