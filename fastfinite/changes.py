@@ -15,7 +15,7 @@ from typing import Any
 from ._format import fmt_index
 from .errors import InvalidArgumentError
 from .kinds import ERROR, SEVERITIES, severity_of
-from .report import ScanReport
+from .report import ScanReport, member_path
 
 
 @dataclass(frozen=True)
@@ -267,9 +267,7 @@ def diff_reports(old: ScanReport | None, new: ScanReport) -> ReportChanges:
         raise InvalidArgumentError("diff_reports takes two ScanReport objects")
     if old is None:
         out = ReportChanges("", new.name, notes=["no earlier scan to compare: all is new"])
-        _diff_one(None, new, None, out, per_array=not new.arrays)
-        for path, sub in sorted(new.arrays.items()):
-            _diff_one(None, sub, path, out)
+        _diff_tree(None, new, None, out)
         return out
     if old.name != new.name:
         raise InvalidArgumentError(
@@ -281,21 +279,33 @@ def diff_reports(old: ScanReport | None, new: ScanReport) -> ReportChanges:
             out.notes.append(
                 f"the {label} scan stopped early (fail_fast): what it did not scan is not compared"
             )
-    if bool(old.arrays) != bool(new.arrays):
-        raise InvalidArgumentError(f"one report of {old.name!r} is of a group, the other not")
-    if old.arrays:
-        _diff_one(old, new, None, out, per_array=False)  # the group's own findings
-        for path in sorted(set(old.arrays) | set(new.arrays)):
-            if path not in new.arrays:
-                out.arrays_removed.append(path)
-            elif path not in old.arrays:
-                out.arrays_added.append(path)
-                _diff_one(None, new.arrays[path], path, out)
-            else:
-                _diff_one(old.arrays[path], new.arrays[path], path, out)
-    else:
-        _diff_one(old, new, None, out)
+    _diff_tree(old, new, None, out)
     return out
+
+
+def _diff_tree(old: ScanReport | None, new: ScanReport, path, out: ReportChanges) -> None:
+    """Add what changed in one report (``path``: its name in the group compared, None at
+    the top): an array's counts, locations and findings; a group's own findings, then each
+    of its arrays', a member that is itself a group (``merge_reports`` of groups) array by
+    array too, named by ``member_path``. An array only the newer has is all new (listed in
+    ``arrays_added`` when there is an older report at all)."""
+    if old is not None and bool(old.arrays) != bool(new.arrays):
+        raise InvalidArgumentError(
+            f"one report of {path or old.name!r} is of a group, the other not"
+        )
+    if not new.arrays:
+        _diff_one(old, new, path, out)
+        return
+    _diff_one(old, new, path, out, per_array=False)  # the group's own findings
+    before = old.arrays if old is not None else {}
+    for key in sorted(set(before) | set(new.arrays)):
+        name = member_path(path, key) if path else key
+        if key not in new.arrays:
+            out.arrays_removed.append(name)
+            continue
+        if key not in before and old is not None:
+            out.arrays_added.append(name)
+        _diff_tree(before.get(key), new.arrays[key], name, out)
 
 
 def _diff_one(old: ScanReport | None, new: ScanReport, path, out: ReportChanges, per_array=True):

@@ -171,20 +171,29 @@ def render(
                 more = f" (+{len(locs) - 3} more)" if len(locs) > 3 else ""
                 out.append(fit(f"{pad}  {op} ({error}) at {idx}{more}: {locs[0].message}"))
 
+    def members(rep, pad: str) -> None:
+        """A group's own findings, then each array (a member that is itself a group, as
+        ``merge_reports`` makes of groups, with its own arrays under it), then what was
+        skipped."""
+        for f in rep.findings:  # about the group itself, not one of its arrays
+            if f.array is None and not is_slice_kind(f.kind) and f.kind not in CHUNK_KINDS:
+                style = "bad" if f.severity == ERROR else "warn"
+                out.append(fit(c(f"{pad}{f.kind}: {f.message}", style)))
+        for path, sub in rep.arrays.items():
+            if sub.clean:
+                state = c("OK", "good")
+            elif sub.ok:
+                state = c("OK, warnings: " + sub.problems(), "warn")
+            else:
+                state = c(sub.problems(), "bad")
+            what = "group" if sub.dtype == "group" else f"{sub.dtype} {fmt_index(sub.shape)}"
+            out.append(fit(f"{pad}[{path}] {what}: {state}"))
+            details(sub, pad + "    ")
+            if sub.arrays:
+                members(sub, pad + "    ")
+        for path, why in rep.skipped.items():
+            out.append(fit(c(f"{pad}[{path}] skipped: {why}", "dim")))
+
     details(r, pad)
-    for f in r.findings:  # about the group itself, not one of its arrays
-        if f.array is None and not is_slice_kind(f.kind) and f.kind not in CHUNK_KINDS:
-            style = "bad" if f.severity == ERROR else "warn"
-            out.append(fit(c(f"{pad}{f.kind}: {f.message}", style)))
-    for path, sub in r.arrays.items():
-        if sub.clean:
-            state = c("OK", "good")
-        elif sub.ok:
-            state = c("OK, warnings: " + sub.problems(), "warn")
-        else:
-            state = c(sub.problems(), "bad")
-        out.append(fit(f"{pad}[{path}] {sub.dtype} {fmt_index(sub.shape)}: {state}"))
-        details(sub, pad + "    ")
-    for path, why in r.skipped.items():
-        out.append(fit(c(f"{pad}[{path}] skipped: {why}", "dim")))
+    members(r, pad)
     return "\n".join(out)

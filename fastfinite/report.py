@@ -463,6 +463,29 @@ class ScanReport:
             m[w] = True
         return m
 
+    def member(self, path: str) -> ScanReport:
+        """The report of the array ``path`` names: a key of ``arrays``, or, in a group of
+        groups, keys joined by ``member_path`` (``"m1.h5:/x"``: the array ``/x`` of the
+        member ``m1.h5``); what a location's or finding's ``array`` names.
+
+        Raises
+        ------
+        KeyError
+            ``path`` names no array of this report.
+        """
+        if path in self.arrays:
+            return self.arrays[path]
+        for key in sorted(self.arrays, key=len, reverse=True):  # the longest name first
+            sep = path[len(key) : len(key) + 1]
+            if path.startswith(key) and sep in (":", "/"):
+                inner = path[len(key) + 1 :]
+                if (sep == ":") == inner.startswith("/"):
+                    try:
+                        return self.arrays[key].member(inner)
+                    except KeyError:
+                        pass
+        raise KeyError(path)
+
     def locations_of(self, kind: str) -> list[Location]:
         """The recorded locations of one kind."""
         return [loc for loc in self.locations if loc.kind == kind]
@@ -702,11 +725,13 @@ class ScanReport:
     ) -> ScanReport:
         """The report of a group: per-array reports and their totals (statistics merged by
         Chan's formula; locations are the arrays', the first ``max_locations`` of each kind
-        in the order of ``arrays``, each naming its array; findings name their array too).
-        A group in which nothing numeric was scanned has a ``nothing_scanned`` finding."""
+        in the order of ``arrays``, each naming its array; findings name their array too,
+        an array of a member that is itself a group by ``member_path``: ``member`` finds
+        it). A group in which nothing numeric was scanned has a ``nothing_scanned``
+        finding."""
         subs = list(arrays.values())
         findings = [
-            Finding(f.kind, f.where, f.message, f.array or path, f.severity)
+            Finding(f.kind, f.where, f.message, member_path(path, f.array), f.severity)
             for path, r in arrays.items()
             for f in r.findings
         ]
@@ -735,10 +760,21 @@ class ScanReport:
         )
 
 
+def member_path(path: str, inner: str | None = None) -> str:
+    """The name, in a group, of what ``inner`` names in its member ``path``: ``path``
+    itself for the member's own (``inner`` None); in a member that is itself a group (the
+    groups ``merge_reports`` makes of groups), the two joined as fastfinite paths are, the
+    path that scans it: ``m1.h5:/x`` for an HDF5 path (starting with ``/``), ``g.zarr/y/z``
+    for a Zarr path or a variable's name. ``ScanReport.member`` finds the array it names."""
+    if inner is None:
+        return path
+    return f"{path}:{inner}" if inner.startswith("/") else f"{path}/{inner}"
+
+
 def group_locations(arrays: dict[str, ScanReport], cap: int) -> list[Location]:
     """A group's top-level locations: its arrays' (in the order of ``arrays``, each array's
-    in its own order), at most ``cap`` of each kind, each naming its array (an array that
-    is itself a group keeps the names its locations have)."""
+    in its own order), at most ``cap`` of each kind, each naming its array (in an array that
+    is itself a group, its array's name joined to the member's: ``member_path``)."""
     taken: dict[str, int] = {}
     out = []
     for path, r in arrays.items():
@@ -746,7 +782,8 @@ def group_locations(arrays: dict[str, ScanReport], cap: int) -> list[Location]:
             if taken.get(loc.kind, 0) >= cap:
                 continue
             taken[loc.kind] = taken.get(loc.kind, 0) + 1
-            out.append(Location(loc.kind, loc.index, loc.value, loc.labels, loc.array or path))
+            array = member_path(path, loc.array)
+            out.append(Location(loc.kind, loc.index, loc.value, loc.labels, array))
     return out
 
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import os
 
+import h5py
 import numpy as np
 import pytest
 import zarr
 
 import fastfinite
 from fastfinite import cli
+from fastfinite.build import failure_message
 from fastfinite.changes import CountChange, diff_reports
 from fastfinite.report import ScanReport
 
@@ -149,3 +151,85 @@ def test_merge_concatenates_missing_chunks_only_when_they_read_alike(tmp_path):
     assert g.severity_counts() == {
         "error": {"nan": 2, "missing_chunk": 1}, "warning": {"missing_chunk": 1},
     }  # fmt: skip
+
+
+# -- 3. a merged group of groups names arrays that resolve -------------------------------------
+
+
+def _h5(path: str, **datasets) -> str:
+    with h5py.File(path, "w") as f:
+        for name, values in datasets.items():
+            f[name] = np.asarray(values, dtype=float)
+    return path
+
+
+def test_a_merged_group_of_hdf5_files_names_each_location_by_its_file_and_path(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    _h5("m1.h5", x=[0.0, np.nan])
+    _h5("m2.h5", x=[np.nan, 0.0])
+    r = fastfinite.merge_reports([fastfinite.scan("m1.h5"), fastfinite.scan("m2.h5")])
+    assert list(r.arrays) == ["m1.h5", "m2.h5"]
+    assert [(x.array, x.index) for x in r.locations] == [("m1.h5:/x", (1,)), ("m2.h5:/x", (0,))]
+    for loc in r.locations:
+        sub = r.member(loc.array)
+        assert sub.dtype == "float64" and sub.locations_of("nan")[0].index == loc.index
+    assert r.member("m1.h5:/x") is r.arrays["m1.h5"].arrays["/x"]
+    assert r.member("m1.h5") is r.arrays["m1.h5"]
+    assert failure_message(r) == "m1.h5 + m2.h5: nan 2 at m1.h5:/x (1,), m2.h5:/x (0,)"
+    back = ScanReport.from_json(r.to_json())
+    assert [x.array for x in back.locations] == ["m1.h5:/x", "m2.h5:/x"]
+    assert back.member("m2.h5:/x").nan == 1
+    # the summary says each location under its array, the inner ones too
+    text = str(r)
+    assert "      [/x] float64 (2,): nan 1\n          nan at (1,)" in text
+    assert "          nan at (0,)" in text
+
+
+@pytest.mark.parametrize("name", ["nope", "m1.h5:/y", "m1.h5/x", "m1.h5:x", "m1.h5:", "/x"])
+def test_member_refuses_a_name_of_no_array(tmp_path, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)
+    _h5("m1.h5", x=[0.0, np.nan])
+    r = fastfinite.merge_reports([fastfinite.scan("m1.h5"), fastfinite.scan(np.zeros(3))])
+    with pytest.raises(KeyError):
+        r.member(name)
+
+
+def test_merged_zarr_groups_name_findings_and_locations_by_nested_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("g1.zarr", "g2.zarr"):
+        zarr.open_group(name, mode="w").create_group("y")
+        _half_written(f"{name}/y/z", np.nan)
+    r = fastfinite.merge_reports([fastfinite.scan("g1.zarr"), fastfinite.scan("g2.zarr")])
+    assert [(f.kind, f.array, f.severity) for f in r.findings] == [
+        ("missing_chunk", "g1.zarr/y/z", "error"), ("missing_chunk", "g2.zarr/y/z", "error"),
+    ]  # fmt: skip
+    for f in r.findings:
+        assert [(g.kind, g.where) for g in r.member(f.array).findings] == [(f.kind, f.where)]
+    assert {x.array for x in r.locations} == {"g1.zarr/y/z", "g2.zarr/y/z"}
+    assert failure_message(r).endswith(
+        "g1.zarr/y/z: missing_chunk (1,); g2.zarr/y/z: missing_chunk (1,)"
+    )
+
+
+def test_diff_of_merged_groups_compares_array_by_array(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _h5("m2.h5", x=[0.0, 0.0])
+
+    def merged():
+        return fastfinite.merge_reports([fastfinite.scan("m1.h5"), fastfinite.scan("m2.h5")])
+
+    _h5("m1.h5", x=[0.0, np.nan], y=[0.0, 0.0])
+    old = merged()
+    # the NaN moved to another array (a new file put in place: a scan may hold the old open)
+    os.replace(_h5("new.h5", x=[0.0, 0.0], y=[0.0, np.nan]), "m1.h5")
+    changes = diff_reports(old, merged())
+    assert [(c.array, c.kind, c.old, c.new) for c in changes.counts] == [
+        ("m1.h5:/x", "nan", 1, 0), ("m1.h5:/y", "nan", 0, 1),
+    ]  # fmt: skip
+    assert [(c.array, c.kind, c.where) for c in changes.new] == [("m1.h5:/y", "nan", (1,))]
+    assert [(c.array, c.kind, c.where) for c in changes.gone] == [("m1.h5:/x", "nan", (1,))]
+    assert changes.has_new
+    first = diff_reports(None, merged())  # a first scan: all is new, no array 'added'
+    assert first.arrays_added == [] and [c.array for c in first.new] == ["m1.h5:/y"]
