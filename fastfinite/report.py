@@ -13,8 +13,12 @@ import numpy as np
 from .errors import InvalidArgumentError
 from .kinds import (
     BASE_KINDS,
+    CHUNK_KINDS,
     ERROR,
+    GROUP_KINDS,
+    PER_DTYPE_SLICE_KINDS,
     SEVERITIES,
+    SLICE_KINDS,
     WARNING,
     is_slice_kind,
     missing_chunk_severity,
@@ -551,7 +555,22 @@ class ScanReport:
         ``fastfinite.report/1`` (before severities) are read too: each finding's severity
         is then its kind's, and ``fill_nonfinite`` (with a missing chunk's severity) what
         the fill value its message names says; a ``/2`` report written before
-        ``fill_nonfinite`` gets it from its missing chunks' severities."""
+        ``fill_nonfinite`` gets it from its missing chunks' severities.
+
+        Raises
+        ------
+        InvalidArgumentError
+            The report disagrees with itself or with the table of kinds, naming the field
+            (``arrays['/a'].findings[0].severity``): a count or shape that is not a whole
+            number >= 0, a location kind the report does not count, a finding kind that is
+            no kind, a severity other than its kind's (a missing chunk's: its report's
+            ``fill_nonfinite``'s), an ``ok`` or ``clean`` other than what it holds says.
+        """
+        return cls._read(d, "")
+
+    @classmethod
+    def _read(cls, d: dict[str, Any], where: str) -> ScanReport:
+        """``from_dict`` of the report at ``where`` (``""``, ``"arrays['/a']."``...)."""
         schema = d.get("schema")
         if schema not in SCHEMAS:
             raise InvalidArgumentError(
@@ -576,7 +595,7 @@ class ScanReport:
 
         st = d["stats"]
         by = d.get("by")
-        return cls(
+        report = cls(
             name=d["name"],
             shape=tuple(d["shape"]),
             dtype=d["dtype"],
@@ -615,7 +634,9 @@ class ScanReport:
             missing_chunks=d["missing_chunks"],
             fill_nonfinite=fill_nonfinite,
             complete=d["complete"],
-            arrays={k: cls.from_dict(v) for k, v in d.get("arrays", {}).items()},
+            arrays={
+                k: cls._read(v, f"{where}arrays[{k!r}].") for k, v in d.get("arrays", {}).items()
+            },
             skipped=dict(d.get("skipped", {})),
             by=None if by is None else tuple(by),
             slices=None if d.get("slices") is None else SliceReport.from_dict(d["slices"]),
@@ -632,6 +653,10 @@ class ScanReport:
                 t: DynamicRange.from_dict(v) for t, v in d.get("dynamic_range", {}).items()
             },
         )
+        wrong = _wrong_field(report) or _disagreement(report, d, v1)
+        if wrong:
+            raise InvalidArgumentError(f"{where}{wrong}")
+        return report
 
     @classmethod
     def from_json(cls, text: str) -> ScanReport:
@@ -785,6 +810,73 @@ def group_locations(arrays: dict[str, ScanReport], cap: int) -> list[Location]:
             array = member_path(path, loc.array)
             out.append(Location(loc.kind, loc.index, loc.value, loc.labels, array))
     return out
+
+
+def _wrong_field(report: ScanReport) -> str | None:
+    """The first count or shape of ``report`` that is not a whole number >= 0, said as
+    ``nan is 'x'``; None when all are (its arrays are read, and checked, on their own)."""
+    from numbers import Integral
+
+    def whole(v: Any) -> bool:
+        return isinstance(v, Integral) and not isinstance(v, bool) and v >= 0
+
+    fields = ("nan", "posinf", "neginf", "count", "elements", "missing_chunks", "max_locations")
+    for name in fields:
+        if not whole(getattr(report, name)):
+            return f"{name} is {getattr(report, name)!r}"
+    if not all(whole(n) for n in report.shape):
+        return f"shape is {report.shape!r}"
+    for target, risk in report.cast.items():
+        if not (whole(risk.overflow) and whole(risk.underflow)):
+            return f"cast {target} is {risk!r}"
+    return None
+
+
+def _disagreement(report: ScanReport, d: dict[str, Any], v1: bool) -> str | None:
+    """Where the report read from ``d`` disagrees with the table of kinds or with itself,
+    said as ``findings[0].severity is 'warning', but ...``; None when it does not. Every
+    location's kind is one the report counts, every finding's a kind of finding; in
+    ``/2``, every severity is its kind's (a missing chunk's, as its array's fill says),
+    and ``ok`` and ``clean`` are what the report holds says."""
+    from .options import known_kinds
+
+    if not isinstance(report.fill_nonfinite, bool):
+        return f"fill_nonfinite is {report.fill_nonfinite!r}, not true or false"
+    counted = report.counts()
+    for i, (loc, raw) in enumerate(zip(report.locations, d["locations"])):
+        if loc.kind not in counted:
+            return (
+                f"locations[{i}].kind is {loc.kind!r}, not a kind this report counts "
+                f"({', '.join(counted)})"
+            )
+        said = raw.get("severity", loc.severity) if not v1 else loc.severity
+        if said != loc.severity:
+            return f"locations[{i}].severity is {said!r}, but {loc.kind} is {_a(loc.severity)}"
+    for i, f in enumerate(report.findings):
+        if f.kind not in (*CHUNK_KINDS, *GROUP_KINDS, *SLICE_KINDS) and not (
+            f.kind.startswith(PER_DTYPE_SLICE_KINDS) and f.kind in known_kinds()
+        ):
+            return f"findings[{i}].kind is {f.kind!r}, not a kind of finding"
+        if f.kind != "missing_chunk":
+            want, why = severity_of(f.kind), ""
+        else:
+            try:
+                owner = report.member(f.array) if f.array is not None else report
+            except KeyError:  # merged runs of one array: findings name their input
+                owner = report
+            want = owner.missing_severity
+            why = f" (its fill value is{'' if owner.fill_nonfinite else ' not'} NaN or inf)"
+        if f.severity != want:
+            return f"findings[{i}].severity is {f.severity!r}, but this {f.kind} is {_a(want)}{why}"
+    for name in ("ok", "clean") if not v1 else ():
+        if name in d and d[name] != getattr(report, name):
+            holds = report.severity_counts() or "nothing"
+            return f"{name} is {d[name]!r}, but the report holds {holds}"
+    return None
+
+
+def _a(severity: str) -> str:
+    return f"an {severity}" if severity == ERROR else f"a {severity}"
 
 
 def _v1_fill_nonfinite(message: str) -> bool:

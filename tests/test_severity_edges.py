@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import h5py
 import numpy as np
@@ -17,7 +19,12 @@ import fastfinite
 from fastfinite import cli
 from fastfinite.build import failure_message
 from fastfinite.changes import CountChange, diff_reports
+from fastfinite.errors import InvalidArgumentError
 from fastfinite.report import ScanReport
+
+from .helpers import assert_one_line_error
+
+ENV = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__)))
 
 
 def _main(capsys, *args) -> tuple[int, str]:
@@ -233,3 +240,109 @@ def test_diff_of_merged_groups_compares_array_by_array(tmp_path, monkeypatch):
     assert changes.has_new
     first = diff_reports(None, merged())  # a first scan: all is new, no array 'added'
     assert first.arrays_added == [] and [c.array for c in first.new] == ["m1.h5:/y"]
+
+
+# -- 4. a report read back agrees with the table of kinds, or is refused ---------------------
+
+
+def _nan_fill_group(tmp_path) -> dict:
+    """A Zarr group's report: 'x' with a NaN-filled missing chunk, 'y' with a 1e100."""
+    path = str(tmp_path / "g.zarr")
+    zarr.open_group(path, mode="w").create_array("y", data=np.array([1.0, 1e100]))
+    _half_written(os.path.join(path, "x"), np.nan)
+    return fastfinite.scan(path).to_dict()
+
+
+def _refused(d: dict, *fragments: str) -> None:
+    with pytest.raises(InvalidArgumentError) as e:
+        ScanReport.from_dict(json.loads(json.dumps(d)))
+    for fragment in fragments:
+        assert fragment in str(e.value), str(e.value)
+
+
+def _with(d: dict, path: str, value) -> dict:
+    """``d`` with the field at ``path`` (``findings.0.severity``) set to ``value``."""
+    d = json.loads(json.dumps(d))
+    *parents, last = path.split(".")
+    here = d
+    for key in parents:
+        here = here[int(key)] if isinstance(here, list) else here[key]
+    here[int(last) if isinstance(here, list) else last] = value
+    return d
+
+
+@pytest.mark.parametrize(
+    "path,value,fragments",
+    [
+        ("arrays.x.findings.0.severity", "warning",
+         ["arrays['x'].findings[0].severity is 'warning'", "missing_chunk is an error",
+          "fill value is NaN or inf"]),
+        ("findings.0.severity", "warning", ["findings[0].severity is 'warning'"]),
+        ("arrays.x.fill_nonfinite", False,
+         ["arrays['x'].findings[0].severity is 'error'", "is a warning", "is not NaN"]),
+        ("arrays.x.fill_nonfinite", "yes", ["arrays['x'].fill_nonfinite is 'yes'"]),
+        ("arrays.x.findings.0.kind", "missing_chunks",
+         ["arrays['x'].findings[0].kind is 'missing_chunks', not a kind of finding"]),
+        ("arrays.x.findings.0.kind", "nan", ["findings[0].kind is 'nan', not a kind of finding"]),
+        ("arrays.x.findings.0.kind", "error", ["findings[0].kind is 'error'"]),
+        ("arrays.x.locations.0.kind", "nanx",
+         ["arrays['x'].locations[0].kind is 'nanx', not a kind this report counts"]),
+        ("locations.0.kind", "overflow:float16", ["locations[0].kind is 'overflow:float16'"]),
+        ("arrays.y.locations.0.severity", "warning",
+         ["arrays['y'].locations[0].severity is 'warning', but overflow:float32 is an error"]),
+        ("ok", True, ["ok is True, but the report holds", "'nan': 2"]),
+        ("arrays.y.clean", True, ["arrays['y'].clean is True", "overflow:float32"]),
+    ],
+)  # fmt: skip
+def test_a_report_that_disagrees_with_the_table_is_refused_naming_the_field(
+    tmp_path, path, value, fragments
+):
+    d = _nan_fill_group(tmp_path)
+    assert ScanReport.from_dict(d).to_dict() == d  # as written, it is read
+    _refused(_with(d, path, value), *fragments)
+
+
+def test_an_unreadable_chunk_called_a_warning_does_not_make_a_report_ok(tmp_path):
+    d = fastfinite.scan(np.zeros(3)).to_dict()
+    d["findings"] = [
+        {"kind": "unreadable_chunk", "severity": "warning", "where": [0], "message": "m"}
+    ]
+    _refused(d, "findings[0].severity is 'warning', but this unreadable_chunk is an error")
+    d["findings"][0]["severity"] = "error"
+    d["ok"], d["clean"] = False, False
+    assert ScanReport.from_dict(d).ok is False
+
+
+def test_merge_of_a_report_that_disagrees_names_the_file_and_field(tmp_path):
+    d = fastfinite.scan(np.array([np.nan, 1.0])).to_dict()
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(_with(d, "locations.0.kind", "nanx")))
+    r = subprocess.run(
+        [sys.executable, "-m", "fastfinite", "merge", str(bad)],
+        capture_output=True, text=True, env=ENV,
+    )  # fmt: skip
+    assert_one_line_error(
+        r, str(bad), "not a fastfinite JSON report", "locations[0].kind is 'nanx'"
+    )
+
+
+def test_every_kind_of_finding_a_scan_makes_is_read_back(tmp_path):
+    x = np.zeros((6, 5), np.float32)
+    x[:, 0] = 3e38  # sum overflows float32
+    x[:3, 1], x[3:, 1] = 1e20, -1e20  # variance overflows
+    x[:, 2] = 0.5  # constant
+    x[:, 3] = np.nan
+    y = np.zeros((2, 200))
+    y[0] = np.linspace(0.0, 1.0, 200)
+    y[1, 0] = 1000.0  # 14 standard deviations out
+    near = np.array([[0.1, 0.1 + 1e-17, 0.1]])
+    path = _half_written(str(tmp_path / "z.zarr"), 0.0)
+    reports = [fastfinite.scan(a, by=b) for a, b in ((x, -1), (y, 0), (near, 0))]
+    reports.append(fastfinite.scan(path))
+    kinds = {f.kind for r in reports for f in r.findings}
+    assert kinds >= {
+        "sum_overflow:float32", "variance_overflow:float32", "near_zero_variance",
+        "zero_variance", "nonfinite", "outlier", "missing_chunk",
+    }  # fmt: skip
+    for r in reports:
+        assert ScanReport.from_json(r.to_json()).to_dict() == r.to_dict()
