@@ -8,6 +8,7 @@ from typing import Any
 
 from .build import failure_message
 from .errors import InvalidArgumentError, NonFiniteError
+from .kinds import fails
 from .options import parse_bool, parse_kinds, parse_scheduler, scan_options
 from .report import ScanReport
 
@@ -274,6 +275,6 @@ def assert_finite(data: Any, *, fail_on: Any = None, **kwargs: Any) -> ScanRepor
     """
     kinds = parse_kinds(fail_on)
     report = scan(data, **kwargs)
-    if report.ok if kinds is None else not report.kinds_found() & kinds:
+    if not fails(report.kinds_found(), kinds):
         return report
     raise NonFiniteError(failure_message(report), report)

@@ -211,12 +211,8 @@ def failure_message(report: ScanReport) -> str:
     each location after its array: ``nan 1 at /x (3,)``)."""
     parts = []
     counts = report.counts()
-    first: dict[str, list[str]] = {}
-    for loc in report.locations:
-        at = first.setdefault(loc.kind, [])
-        if len(at) < 3:
-            at.append((f"{loc.array} " if loc.array else "") + fmt_index(loc.index))
-    for kind, idx in first.items():
+    for kind, locs in report.first_of_each_kind().items():
+        idx = [(f"{loc.array} " if loc.array else "") + fmt_index(loc.index) for loc in locs]
         more = "..." if counts.get(kind, 0) > len(idx) else ""
         parts.append(f"{kind} {counts[kind]} at " + ", ".join(idx) + more)
     for f in report.findings:

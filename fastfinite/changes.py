@@ -14,7 +14,7 @@ from typing import Any
 
 from ._format import fmt_index
 from .errors import InvalidArgumentError
-from .kinds import ERROR, SEVERITIES, severity_of
+from .kinds import ERROR, checked_severity, severity_of, with_groups
 from .report import ScanReport, member_path
 
 
@@ -85,13 +85,8 @@ class CountChange:
 
 
 def _set_severity(change: Change | CountChange) -> None:
-    """A change's severity: the one given, checked, else its kind's."""
-    if change.severity is None:
-        object.__setattr__(change, "severity", severity_of(change.kind))
-    elif change.severity not in SEVERITIES:
-        raise InvalidArgumentError(
-            f"severity must be one of {', '.join(SEVERITIES)}, got {change.severity!r}"
-        )
+    """A change's severity: the one given, checked, else its kind's (as a Finding's)."""
+    object.__setattr__(change, "severity", checked_severity(change.kind, change.severity))
 
 
 @dataclass
@@ -146,17 +141,9 @@ class ReportChanges:
         ``overflow``, ``underflow``) and severities (``error``, ``warning``), as
         ``--fail-on`` names them."""
         grew = [c for c in self.counts if c.new > c.old]
+        pairs = {(c.kind, c.severity) for c in self.new + grew}
         maybe = {_kind_of(key) for key in self.maybe_new}
-        kinds = {c.kind for c in self.new} | {c.kind for c in grew} | maybe
-        kinds |= {c.severity for c in self.new} | {c.severity for c in grew}
-        kinds |= {_severity(k) for k in maybe}
-        if kinds & {"nan", "posinf", "neginf"}:
-            kinds.add("nonfinite")
-        for k in list(kinds):
-            head = k.split(":", 1)[0]
-            if head in ("overflow", "underflow") and ":" in k:
-                kinds |= {"cast", head}
-        return kinds
+        return with_groups(pairs | {(k, _severity(k)) for k in maybe})
 
     def to_dict(self) -> dict[str, Any]:
         return {

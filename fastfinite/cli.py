@@ -439,8 +439,10 @@ def _fail_on_option(p: argparse.ArgumentParser) -> None:
 
 def _failed(found: set[str], fail_on: frozenset[str] | None) -> int:
     """The exit code for the kinds ``found``: 1 when any is of the ``--fail-on`` kinds
-    (by default, of severity error)."""
-    return EXIT_FOUND if found & (fail_on if fail_on is not None else {"error"}) else EXIT_OK
+    (by default, of severity error: ``kinds.fails``)."""
+    from .kinds import fails
+
+    return EXIT_FOUND if fails(found, fail_on) else EXIT_OK
 
 
 def _finish(report, args: argparse.Namespace) -> int:
@@ -471,11 +473,8 @@ def _finish(report, args: argparse.Namespace) -> int:
         report.plot(args.plot, axes=tuple(args.plot_axes) if args.plot_axes else None)
         if not args.quiet:
             print(f"plot written to {args.plot}", file=sys.stderr if to_stdout else sys.stdout)
-    if getattr(args, "fail_on_new", False):
-        return _failed(changes.new_kinds(), args.fail_on)
-    if args.fail_on is not None:
-        return _failed(report.kinds_found(), args.fail_on)
-    return EXIT_OK if report.ok else EXIT_FOUND
+    found = changes.new_kinds() if getattr(args, "fail_on_new", False) else report.kinds_found()
+    return _failed(found, args.fail_on)
 
 
 def read_report(path: str):
@@ -486,8 +485,7 @@ def read_report(path: str):
     import json
     import stat
 
-    from ._version import __version__
-    from .report import SCHEMA, ScanReport
+    from .report import ScanReport, check_schema
 
     def refuse(why: str) -> SourceError:
         return SourceError(f"{path} is not a fastfinite JSON report: {why}")
@@ -521,18 +519,10 @@ def read_report(path: str):
         raise refuse("it is not UTF-8 text") from None
     except ValueError as e:
         raise refuse(f"it is not JSON ({e})") from None
-    schema = d.get("schema") if isinstance(d, dict) else None
-    family, _, version = str(schema).rpartition("/")
-    if not isinstance(d, dict) or family != SCHEMA.rpartition("/")[0]:
-        shape = f"schema {schema!r}" if isinstance(d, dict) else f"a JSON {type(d).__name__}"
-        raise refuse(f"{shape}, not {SCHEMA!r}")
-    if not version.isdigit():
-        raise refuse(f"unknown schema {schema!r}")
-    if int(version) > int(SCHEMA.rpartition("/")[2]):
-        raise SourceError(
-            f"{path} is a report of schema {schema!r}, which fastfinite {__version__} cannot "
-            f"read (it writes {SCHEMA!r}): upgrade fastfinite"
-        )
+    try:
+        schema = check_schema(d)  # what schemas are read is the report's to say
+    except InvalidArgumentError as e:
+        raise SourceError(f"{path}: {e}") from None
     try:
         return ScanReport.from_dict(d)
     except KeyError as e:

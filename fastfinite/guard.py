@@ -20,7 +20,7 @@ from ._format import fmt_index
 from .api import scan
 from .blocks import Block, narrow_format, object_numbers, read_only
 from .errors import NonFiniteError, SourceError, UnsupportedDtypeError
-from .kinds import ERROR
+from .kinds import fails
 from .options import parse_bool, parse_by, parse_cast, parse_choice, parse_int, parse_kinds
 from .sources import dlpack
 from .summary import ScanSpec
@@ -199,9 +199,7 @@ class Guard:
                 max_locations=self.max_locations,
                 workers=1,
             )
-            found = report.kinds_found()
-            bad = found & (self.fail_on if self.fail_on is not None else {ERROR})
-            if not bad:
+            if not fails(report.kinds_found(), self.fail_on):
                 continue
             problems.append(f"{where}, {label}, {_describe(report)}")
         return "; ".join(problems) if problems else None

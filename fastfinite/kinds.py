@@ -4,7 +4,10 @@ the one table of their severities (no numba, no numpy here)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Set
 from typing import Any
+
+from .errors import InvalidArgumentError
 
 NAN, POSINF, NEGINF = 0, 1, 2
 N_TARGET_SLOTS = 5  # cast targets per pass; unused slots get thresholds that never hold
@@ -20,6 +23,9 @@ ERROR, WARNING = "error", "warning"
 SEVERITIES = (ERROR, WARNING)
 # names for several kinds; ``warning`` names everything (warnings and errors, as a log level)
 KIND_GROUPS = ("nonfinite", "cast", "overflow", "underflow", *SEVERITIES)
+# what fails a check unless told otherwise (``fail_on=None``): the errors; ``report.ok``
+# says a report has none, and the command line, ``assert_finite`` and ``guard`` use it
+DEFAULT_FAIL_ON = frozenset({ERROR})
 
 # THE severity of each kind (a key ending in ":" is the prefix of a kind per dtype or cast
 # target). "error": it makes NaN or inf, or fastfinite could not tell the data is clean;
@@ -85,6 +91,39 @@ def is_nonfinite(v: Any) -> bool:
     except (TypeError, ValueError, OverflowError):
         return False
     return not (math.isfinite(c.real) and math.isfinite(c.imag))
+
+
+def checked_severity(kind: str, severity: str | None) -> str:
+    """The severity of a finding or change of ``kind``: ``severity`` when given (one of
+    ``SEVERITIES``, else ``InvalidArgumentError``), else its kind's."""
+    if severity is None:
+        return severity_of(kind)
+    if severity not in SEVERITIES:
+        raise InvalidArgumentError(
+            f"severity must be one of {', '.join(SEVERITIES)}, got {severity!r}"
+        )
+    return severity
+
+
+def with_groups(found: Iterable[tuple[str, str]]) -> set[str]:
+    """The kinds of ``(kind, severity)`` pairs with the names that group them, as
+    ``fail_on`` matches them: each severity, ``nonfinite`` for NaN and inf, ``cast`` and
+    ``overflow`` or ``underflow`` for a cast risk (``overflow:float32``)."""
+    out: set[str] = set()
+    for kind, severity in set(found):
+        out |= {kind, severity}
+        if kind in BASE_KINDS:
+            out.add("nonfinite")
+        head, sep, _ = kind.partition(":")
+        if sep and head in ("overflow", "underflow"):
+            out |= {"cast", head}
+    return out
+
+
+def fails(found: Set[str], fail_on: Set[str] | None = None) -> bool:
+    """Whether the kinds ``found`` (``with_groups``'s names) fail a check of ``fail_on``
+    kinds; None: the default, ``DEFAULT_FAIL_ON`` (any error)."""
+    return not found.isdisjoint(DEFAULT_FAIL_ON if fail_on is None else fail_on)
 
 
 def is_slice_kind(kind: str) -> bool:

@@ -107,15 +107,11 @@ def render(
         """Locations, missing and unreadable units, slices and the replay of one array (a
         group's or table's own locations only: the rest is said of each member)."""
         counts = rep.counts()
-        first: dict[str, list[tuple[int, ...]]] = {}
-        for loc in rep.locations:  # a group's arrays' locations are said under each array
-            idx = first.setdefault(loc.kind, []) if loc.array is None else None
-            if idx is not None and len(idx) < 3:
-                idx.append(loc.index)
-        for kind, idx in first.items():
-            more = counts.get(kind, 0) - len(idx)
+        # a group's arrays' locations are said under each array
+        for kind, locs in rep.first_of_each_kind(own=True).items():
+            more = counts.get(kind, 0) - len(locs)
             tail = f" (+{more} more)" if more > 0 else ""
-            out.append(fit(f"{pad}{kind} at " + ", ".join(fmt_index(i) for i in idx) + tail))
+            out.append(fit(f"{pad}{kind} at " + ", ".join(fmt_index(x.index) for x in locs) + tail))
         if rep.arrays:
             return
         missing = [f for f in rep.findings if f.kind == "missing_chunk"]

@@ -17,17 +17,49 @@ from .kinds import (
     ERROR,
     GROUP_KINDS,
     PER_DTYPE_SLICE_KINDS,
-    SEVERITIES,
     SLICE_KINDS,
     WARNING,
+    checked_severity,
+    fails,
     is_slice_kind,
     missing_chunk_severity,
     severity_of,
+    with_groups,
 )
 from .stats import combine
 
 SCHEMA = "fastfinite.report/2"
 SCHEMAS = ("fastfinite.report/1", SCHEMA)  # what ``from_dict`` reads: /1 has no severities
+FIRST_PER_KIND = 3  # locations of each kind a message or the summary shows
+
+
+def check_schema(d: Any) -> str:
+    """The schema of the report dict ``d`` when ``from_dict`` reads it (one of
+    ``SCHEMAS``), the one place that knows which; else an ``InvalidArgumentError`` saying
+    what ``d`` is instead: no JSON object, not a fastfinite report, a schema of no known
+    version, or one newer than this fastfinite reads (upgrade)."""
+    from ._version import __version__
+
+    known = ", ".join(repr(s) for s in SCHEMAS)
+    if not isinstance(d, dict):
+        raise InvalidArgumentError(
+            f"not a fastfinite report: a JSON {type(d).__name__}, not an object"
+        )
+    schema = d.get("schema")
+    if schema in SCHEMAS:
+        return schema
+    family, _, version = str(schema).rpartition("/")
+    newest = SCHEMA.rpartition("/")
+    if family != newest[0]:
+        raise InvalidArgumentError(
+            f"not a fastfinite report: schema {schema!r}, expected one of {known}"
+        )
+    if version.isdigit() and int(version) > int(newest[2]):
+        raise InvalidArgumentError(
+            f"a report of schema {schema!r}, which fastfinite {__version__} cannot read (it "
+            f"writes {SCHEMA!r}): upgrade fastfinite"
+        )
+    raise InvalidArgumentError(f"unknown schema {schema!r}; fastfinite {__version__} reads {known}")
 
 
 @dataclass(frozen=True)
@@ -118,12 +150,7 @@ class Finding:
     severity: str = field(default=None, compare=False)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
-        if self.severity is None:
-            object.__setattr__(self, "severity", severity_of(self.kind))
-        elif self.severity not in SEVERITIES:
-            raise InvalidArgumentError(
-                f"severity must be one of {', '.join(SEVERITIES)}, got {self.severity!r}"
-            )
+        object.__setattr__(self, "severity", checked_severity(self.kind, self.severity))
 
     def to_dict(self) -> dict[str, Any]:
         d = {
@@ -432,23 +459,12 @@ class ScanReport:
         slices, sum or variance overflow, ``nothing_scanned``), in every array of a group.
         Warnings (outliers, constant features, cast underflow, missing chunks with a finite
         fill) leave it True: see ``clean``."""
-        return (
-            self.nonfinite == 0
-            and not any(r.overflow for r in self.cast.values())
-            and not any(f.severity == ERROR for f in self.findings)
-            and all(r.ok for r in self.arrays.values())
-        )
+        return not fails(self.kinds_found())  # what fails a check by default
 
     @property
     def clean(self) -> bool:
         """True when nothing at all was found: no error and no warning."""
-        return (
-            self.nonfinite == 0
-            and not any(self.cast.values())
-            and not self.findings
-            and not self.missing_chunks
-            and all(r.clean for r in self.arrays.values())
-        )
+        return not self.kinds_found()
 
     def bad_slices(self) -> list:
         """Sorted indices of the slices with any finding (ints for one ``by`` axis, else
@@ -571,13 +587,7 @@ class ScanReport:
     @classmethod
     def _read(cls, d: dict[str, Any], where: str) -> ScanReport:
         """``from_dict`` of the report at ``where`` (``""``, ``"arrays['/a']."``...)."""
-        schema = d.get("schema")
-        if schema not in SCHEMAS:
-            raise InvalidArgumentError(
-                f"not a fastfinite report: schema {schema!r}, expected one of "
-                f"{', '.join(repr(s) for s in SCHEMAS)}"
-            )
-        v1 = schema == SCHEMAS[0]
+        v1 = check_schema(d) == SCHEMAS[0]
         missing = [f for f in d["findings"] if f["kind"] == "missing_chunk"]
         if v1:
             fill_nonfinite = any(_v1_fill_nonfinite(f["message"]) for f in missing)
@@ -663,14 +673,26 @@ class ScanReport:
         """Read a report written by ``to_json`` (or ``fastfinite scan --json``)."""
         return cls.from_dict(json.loads(text))
 
-    def first_locations(self, per_kind: int = 3) -> Mapping[str, list[tuple[int, ...]]]:
-        """The first coordinates of each kind, for messages."""
-        out: dict[str, list[tuple[int, ...]]] = {}
+    def first_of_each_kind(
+        self, per_kind: int = FIRST_PER_KIND, *, own: bool = False
+    ) -> dict[str, list[Location]]:
+        """The first ``per_kind`` locations of each kind, in the order listed: what
+        messages and the summary show. ``own``: only those of this report itself, not
+        those naming an array of its group (the summary says them under each array)."""
+        out: dict[str, list[Location]] = {}
         for loc in self.locations:
+            if own and loc.array is not None:
+                continue
             lst = out.setdefault(loc.kind, [])
             if len(lst) < per_kind:
-                lst.append(loc.index)
+                lst.append(loc)
         return out
+
+    def first_locations(
+        self, per_kind: int = FIRST_PER_KIND
+    ) -> Mapping[str, list[tuple[int, ...]]]:
+        """The first coordinates of each kind, for messages (``first_of_each_kind``)."""
+        return {k: [loc.index for loc in v] for k, v in self.first_of_each_kind(per_kind).items()}
 
     def problems(self) -> str:
         """One line: the counts of what was found, e.g. ``nan 2, posinf 1``."""
@@ -692,18 +714,11 @@ class ScanReport:
         finding kinds (``missing_chunk``, ``zero_variance``...), the groups ``nonfinite``,
         ``cast``, ``overflow`` and ``underflow``, and the severities present, ``error`` and
         ``warning``; for a group, those of its arrays too."""
-        counted = {k for k, v in self.counts().items() if v}
-        found = counted | {f.kind for f in self.findings}
-        found |= {severity_of(k) for k in counted} | {f.severity for f in self.findings}
+        pairs = {(k, severity_of(k)) for k, v in self.counts().items() if v}
+        pairs |= {(f.kind, f.severity) for f in self.findings}
         if self.missing_chunks and not self.arrays:  # none listed with max_locations=0
-            found |= {"missing_chunk", self.missing_severity}
-        if self.nonfinite:
-            found.add("nonfinite")
-        for r in self.cast.values():
-            if r.overflow:
-                found |= {"cast", "overflow"}
-            if r.underflow:
-                found |= {"cast", "underflow"}
+            pairs.add(("missing_chunk", self.missing_severity))
+        found = with_groups(pairs)
         for sub in self.arrays.values():
             found |= sub.kinds_found()
         return found

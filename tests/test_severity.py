@@ -377,10 +377,18 @@ def test_a_v1_report_is_read_with_severities_from_its_kinds(tmp_path):
         assert r.to_dict()["schema"] == "fastfinite.report/2"
 
 
-def test_an_unknown_schema_is_refused_naming_both_known_ones():
+@pytest.mark.parametrize(
+    "schema,match",
+    [
+        ("fastfinite.report/3", r"cannot read \(it writes 'fastfinite.report/2'\): upgrade"),
+        ("fastfinite.report/0", "unknown schema 'fastfinite.report/0'.*report/1.*report/2"),
+        ("other.report/2", "not a fastfinite report: schema 'other.report/2'.*report/1.*report/2"),
+    ],
+)
+def test_an_unknown_schema_is_refused_naming_the_known_ones(schema, match):
     d = fastfinite.scan(np.zeros(2)).to_dict()
-    d["schema"] = "fastfinite.report/3"
-    with pytest.raises(InvalidArgumentError, match="report/1.*report/2"):
+    d["schema"] = schema
+    with pytest.raises(InvalidArgumentError, match=match):
         ScanReport.from_dict(d)
 
 

@@ -16,11 +16,11 @@ import pytest
 import zarr
 
 import fastfinite
-from fastfinite import cli
+from fastfinite import cli, kinds
 from fastfinite.build import failure_message
-from fastfinite.changes import CountChange, diff_reports
-from fastfinite.errors import InvalidArgumentError
-from fastfinite.report import ScanReport
+from fastfinite.changes import Change, CountChange, diff_reports
+from fastfinite.errors import InvalidArgumentError, NonFiniteError, SourceError
+from fastfinite.report import Finding, ScanReport
 
 from .helpers import assert_one_line_error
 
@@ -346,3 +346,101 @@ def test_every_kind_of_finding_a_scan_makes_is_read_back(tmp_path):
     }  # fmt: skip
     for r in reports:
         assert ScanReport.from_json(r.to_json()).to_dict() == r.to_dict()
+
+
+# -- 5. one place each: the default fail set, kind groups, first locations, schemas ----------
+
+
+def test_the_default_fail_set_is_one_place(tmp_path, capsys, monkeypatch):
+    x = np.array([[1e-50, 1.0]])  # a cast underflow: a warning, nothing else
+    path = str(tmp_path / "u.npy")
+    np.save(path, x)
+    r = fastfinite.scan(x)
+    assert r.ok and not r.clean and r.ok == ("error" not in r.kinds_found())
+    assert _main(capsys, "scan", path, "-q")[0] == 0
+    fastfinite.assert_finite(x)
+    assert list(fastfinite.guard([x], on_bad="skip")) == [x]
+    # what fails by default is said once: every check follows it
+    monkeypatch.setattr(kinds, "DEFAULT_FAIL_ON", frozenset({"underflow"}))
+    assert not r.ok
+    assert _main(capsys, "scan", path, "-q")[0] == 1
+    with pytest.raises(NonFiniteError, match=r"underflow:float32 1 at \(0, 0\)"):
+        fastfinite.assert_finite(x)
+    assert list(fastfinite.guard([x], on_bad="skip")) == []
+    assert diff_reports(None, r).new_kinds() >= {"underflow"}
+    old, new = _scan_twice(tmp_path, np.ones((1, 2)), x)
+    assert _main(capsys, "diff", old, new, "-q")[0] == 1
+
+
+def test_a_first_scan_s_changes_name_the_kinds_the_report_does(tmp_path):
+    path = _half_written(str(tmp_path / "z.zarr"), np.nan)
+    a = zarr.open_array(path)
+    a[0], a[1] = np.inf, 1e-50
+    for r in (fastfinite.scan(path), fastfinite.scan(path, max_locations=0)):
+        assert diff_reports(None, r).new_kinds() == r.kinds_found() == {
+            "nan", "posinf", "nonfinite", "underflow:float32", "cast", "underflow",
+            "missing_chunk", "error", "warning",
+        }  # fmt: skip
+    y = np.zeros((2, 200))
+    y[0] = np.linspace(0.0, 1.0, 200)
+    y[1, 0], y[1, 5] = 1000.0, 1e100
+    r = fastfinite.scan(y, by=0)
+    assert diff_reports(None, r).new_kinds() == r.kinds_found() == {
+        "outlier", "overflow:float32", "cast", "overflow", "sum_overflow:float32",
+        "variance_overflow:float32", "error", "warning",
+    }  # fmt: skip
+
+
+def test_messages_and_the_summary_show_the_same_first_locations(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _h5("f.h5", a=[np.nan] * 2, b=[np.nan] * 3)
+    r = fastfinite.scan("f.h5")
+    first = r.first_of_each_kind()
+    assert [(x.array, x.index) for x in first["nan"]] == [("/a", (0,)), ("/a", (1,)), ("/b", (0,))]
+    assert r.first_locations() == {"nan": [(0,), (1,), (0,)]}
+    assert failure_message(r) == "f.h5: nan 5 at /a (0,), /a (1,), /b (0,)..."
+    text = str(r)
+    assert "nan at (0,), (1,)\n" in text and text.endswith("nan at (0,), (1,), (2,)")
+    assert r.first_of_each_kind(own=True) == {}  # a group's are its arrays'
+    t = fastfinite.scan(np.full((5, 1), np.nan))
+    assert "nan at (0, 0), (1, 0), (2, 0) (+2 more)" in str(t)
+    assert failure_message(t).endswith("nan 5 at (0, 0), (1, 0), (2, 0)...")
+
+
+@pytest.mark.parametrize(
+    "schema,fragment",
+    [
+        ("fastfinite.report/99", "cannot read (it writes 'fastfinite.report/2'): upgrade"),
+        ("fastfinite.report/one", "unknown schema 'fastfinite.report/one'"),
+        ("other/1", "not a fastfinite report: schema 'other/1'"),
+        (None, "not a fastfinite report: schema None"),
+    ],
+)
+def test_the_api_and_the_command_line_read_the_same_schemas(tmp_path, schema, fragment):
+    d = {**fastfinite.scan(np.zeros(2)).to_dict(), "schema": schema}
+    with pytest.raises(InvalidArgumentError) as e:
+        ScanReport.from_dict(d)
+    assert fragment in str(e.value)
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(SourceError) as c:
+        cli.read_report(str(p))
+    assert str(c.value) == f"{p}: {e.value}"
+
+
+def test_from_dict_of_what_is_no_json_object_says_so():
+    for d in ([1, 2], "fastfinite.report/2", None):
+        with pytest.raises(InvalidArgumentError, match="not a fastfinite report: a JSON"):
+            ScanReport.from_dict(d)
+
+
+def test_a_change_and_a_finding_refuse_a_severity_alike():
+    with pytest.raises(InvalidArgumentError) as f:
+        Finding("outlier", (0,), "m", severity="fatal")
+    for make in (
+        lambda: Change("nan", (0,), severity="fatal"),
+        lambda: CountChange("nan", 0, 1, None, "fatal"),
+    ):
+        with pytest.raises(InvalidArgumentError) as c:
+            make()
+        assert str(c.value) == str(f.value) == "severity must be one of error, warning, got 'fatal'"
