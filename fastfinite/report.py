@@ -519,7 +519,9 @@ class ScanReport:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict (NaN statistics become ``None``)."""
+        """A JSON-serialisable dict (NaN statistics become ``None``, infinite ones
+        ``"inf"``/``"-inf"``, coordinate labels other than numbers, text and bools their
+        ``str``: see ``from_json``)."""
         return {
             "schema": SCHEMA,
             "name": self.name,
@@ -567,7 +569,8 @@ class ScanReport:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ScanReport:
-        """Rebuild a report from ``to_dict()`` output (lossless). Reports of the schema
+        """Rebuild a report from ``to_dict()`` output (lossless but for coordinate labels:
+        see ``from_json``). Reports of the schema
         ``fastfinite.report/1`` (before severities) are read too: each finding's severity
         is then its kind's, and ``fill_nonfinite`` (with a missing chunk's severity) what
         the fill value its message names says; a ``/2`` report written before
@@ -670,7 +673,18 @@ class ScanReport:
 
     @classmethod
     def from_json(cls, text: str) -> ScanReport:
-        """Read a report written by ``to_json`` (or ``fastfinite scan --json``)."""
+        """Read a report written by ``to_json`` (or ``fastfinite scan --json``).
+
+        What round-trips: every field but ``changes`` (never written) compares equal, and
+        ``from_json(r.to_json()).to_json() == r.to_json()``; NaN and infinite statistics and
+        values come back as they were. Except coordinate labels (``Location.labels``), which
+        JSON has no type for: ints, floats, text, bools and None come back as they were (a
+        NaN label as None, an infinite one as the text ``"inf"`` or ``"-inf"``), anything
+        else as its ``str``: a ``numpy.datetime64`` as ISO text
+        (``"2024-01-21T00:00:00.000000000"``, not a datetime64: nothing in the JSON tells it
+        from a text label), a pandas ``Timestamp`` as ``"2024-01-21 00:00:00"``, a
+        ``timedelta64``, a tuple of a MultiIndex row, a cftime date as Python prints them.
+        """
         return cls.from_dict(json.loads(text))
 
     def first_of_each_kind(

@@ -444,3 +444,37 @@ def test_a_change_and_a_finding_refuse_a_severity_alike():
         with pytest.raises(InvalidArgumentError) as c:
             make()
         assert str(c.value) == str(f.value) == "severity must be one of error, warning, got 'fatal'"
+
+
+# -- 6. what from_json gives back --------------------------------------------------------------
+
+
+def test_from_json_gives_back_every_field_and_labels_as_documented():
+    pd = pytest.importorskip("pandas")
+    xr = pytest.importorskip("xarray")
+    times = np.array(["2024-01-21", "2024-01-22"], dtype="datetime64[ns]")
+    da = xr.DataArray(
+        np.array([[np.nan, 1.0, np.nan], [2.0, np.nan, np.inf]]),
+        dims=("t", "f"),
+        coords={"t": times, "f": [0.5, np.inf, np.nan]},
+    )
+    r = fastfinite.scan(da, by=0)
+    back = ScanReport.from_json(r.to_json())
+    assert back.to_json() == r.to_json()
+    for name in ("nan", "posinf", "cast", "findings", "slices", "count", "elements", "by"):
+        assert repr(getattr(back, name)) == repr(getattr(r, name)), name
+    assert [(x.kind, x.index) for x in r.locations] == [
+        ("nan", (0, 0)), ("nan", (0, 2)), ("nan", (1, 1)), ("posinf", (1, 2)),
+    ]  # fmt: skip
+    assert isinstance(r.locations[0].labels["t"], np.datetime64)
+    got = [x.labels for x in back.locations]
+    assert got == [
+        {"t": str(times[0]), "f": 0.5},
+        {"t": str(times[0]), "f": None},
+        {"t": str(times[1]), "f": "inf"},
+        {"t": str(times[1]), "f": None},
+    ]
+    assert got[0]["t"] == "2024-01-21T00:00:00.000000000"
+    df = pd.DataFrame({"a": [np.nan, 1.0]}, index=pd.to_datetime(["2024-01-21", "2024-01-22"]))
+    (loc,) = ScanReport.from_json(fastfinite.scan(df).to_json()).locations
+    assert loc.labels == {"row": "2024-01-21 00:00:00", "column": "a"}
