@@ -110,6 +110,19 @@ def _output(flag: str, stdout: bool = False) -> Callable[[str], Any]:
     return _arg(lambda t: options.parse_output_file(flag, t, stdout=stdout))
 
 
+def _address(text: str) -> str:
+    """``--scheduler``: the address of a running Dask scheduler, and only that. The API's
+    local names (``scheduler="threads"``...) have flags of their own here: local threads
+    are the default (``--threads``), local worker processes ``--workers``."""
+    if text.strip() in options.LOCAL_SCHEDULERS:
+        raise InvalidArgumentError(
+            f"--scheduler takes the address of a running Dask scheduler (tcp://host:8786), "
+            f"not {text!r}: local threads are the default (--threads N), local worker "
+            "processes --workers N"
+        )
+    return options.parse_address(text, "--scheduler")
+
+
 def _directory(flag: str) -> Callable[[str], Any]:
     return _arg(lambda t: options.parse_directory(flag, t))
 
@@ -169,9 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        type=_arg(lambda t: options.parse_scheduler(t, "--scheduler")),
+        type=_arg(_address),
         default=None,
-        help="run on an existing Dask cluster, e.g. tcp://HOST:8786 (every worker must reach PATH)",
+        help="run on an existing Dask cluster: its scheduler's address, e.g. tcp://HOST:8786 "
+        "(every worker must reach PATH); for local threads see --threads, for local worker "
+        "processes --workers",
     )
     cluster.add_argument(
         "--workers",

@@ -287,6 +287,10 @@ _ADDRESS = re.compile(r"^(tcp|tls|ws|wss|ucx|inproc)://(\[[^\]]+\]|[^/:\[\]]+):(
 
 
 def _schedulers(name: str) -> str:
+    """What ``name`` takes: the API's ``scheduler`` a local scheduler's name, a Client or
+    an address; a command-line flag (``--scheduler``) an address only."""
+    if name.startswith("--"):
+        return f"{name} must be the address of a Dask scheduler, like"
     client = ", a distributed Client" if name == "scheduler" else ""
     return f"{name} must be 'threads', 'processes', 'synchronous'{client} or an address like"
 
@@ -299,9 +303,10 @@ def parse_address(text: str, name: str = "scheduler") -> str:
             f"{_schedulers(name)} tcp://host:8786 (with its port); got {text!r}"
         )
     if m.group(1) in ("tls", "wss"):
+        where = "in Python, " if name.startswith("--") else ""  # no flag takes a Client
         raise InvalidArgumentError(
-            f"{text} needs a security configuration: connect a distributed.Client with it "
-            "and pass the client as scheduler="
+            f"{text} needs a security configuration: {where}connect a distributed.Client "
+            "with it and pass the client as scheduler="
         )
     return text
 

@@ -478,3 +478,53 @@ def test_from_json_gives_back_every_field_and_labels_as_documented():
     df = pd.DataFrame({"a": [np.nan, 1.0]}, index=pd.to_datetime(["2024-01-21", "2024-01-22"]))
     (loc,) = ScanReport.from_json(fastfinite.scan(df).to_json()).locations
     assert loc.labels == {"row": "2024-01-21 00:00:00", "column": "a"}
+
+
+# -- 7. --scheduler takes an address, and only that ---------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["threads", "processes", "synchronous", "sync", "single-threaded"])
+def test_the_command_line_scheduler_refuses_local_names_before_any_work(tmp_path, name):
+    path = str(tmp_path / "x.npy")
+    np.save(path, np.array([np.nan]))
+    r = subprocess.run(
+        [sys.executable, "-m", "fastfinite", "scan", path, "--scheduler", name],
+        capture_output=True, text=True, env=ENV,
+    )  # fmt: skip
+    assert_one_line_error(
+        r, "--scheduler takes the address of a running Dask scheduler", repr(name), "--threads",
+        "--workers",
+    )  # fmt: skip
+    assert r.stdout == ""
+
+
+@pytest.mark.parametrize("text", ["", "tcp://127.0.0.1", "localhost:8786", "threads:1"])
+def test_a_malformed_scheduler_address_says_an_address_is_wanted(capsys, tmp_path, text):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["scan", str(tmp_path / "x.npy"), "--scheduler", text])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and len(err.strip().splitlines()) == 1
+    assert "--scheduler must be the address of a Dask scheduler, like tcp://host:8786" in err
+    assert "'threads'" not in err  # the API's local names are not offered
+
+
+def test_a_tls_address_on_the_command_line_points_to_python(capsys, tmp_path):
+    with pytest.raises(SystemExit):
+        cli.main(["scan", str(tmp_path / "x.npy"), "--scheduler", "tls://h:8786"])
+    assert "needs a security configuration: in Python, connect a distributed.Client" in (
+        capsys.readouterr().err
+    )
+
+
+def test_the_api_still_takes_local_scheduler_names():
+    x = np.array([1.0, np.nan])
+    for name in ("threads", "synchronous"):
+        assert fastfinite.scan(x, scheduler=name).nan == 1
+    with pytest.raises(InvalidArgumentError, match="'threads', 'processes', 'synchronous'"):
+        fastfinite.scan(x, scheduler="nonsense")
+
+
+def test_the_api_local_scheduler_draws_its_progress_bar_on_stderr(capfd):
+    r = fastfinite.scan(np.array([1.0, np.nan]), scheduler="threads", progress=True)
+    out, err = capfd.readouterr()
+    assert r.nan == 1 and out == "" and "Completed" in err

@@ -463,9 +463,12 @@ def test_cli_scheduler_address_with_a_cache(cluster, tmp_path):
     assert d["nan"] == 0 and d["posinf"] == 1
 
 
-@pytest.mark.parametrize("scheduler", ["threads", "synchronous"])
-def test_a_dask_progress_bar_never_writes_into_json_on_stdout(big_npy, scheduler):
-    r = _cli("scan", big_npy, "--scheduler", scheduler, "--progress", "--json", "-")
+@pytest.mark.parametrize("dask", ["--scheduler", "--workers"])
+def test_a_dask_progress_bar_never_writes_into_json_on_stdout(big_npy, cluster, dask):
+    # the command line's two ways onto Dask: a cluster's address (--scheduler takes only
+    # that), a local cluster of its own
+    how = ["--scheduler", cluster] if dask == "--scheduler" else ["--workers", "1"]
+    r = _cli("scan", big_npy, *how, "--progress", "--json", "-")
     assert r.returncode == 1, r.stderr
     assert json.loads(r.stdout)["cast"]["float32"]["overflow"] == 1
     assert "Completed" in r.stderr
