@@ -238,9 +238,11 @@ def _nearest_existing(path: str) -> str:
 
 
 def parse_output_file(name: str, v: Any, *, stdout: bool = False) -> str:
-    """A file to write (``--json``, ``--plot``), checked before any work: a path whose
-    directory exists and can be written in, and that is not a directory; ``"-"`` is the
-    standard output where ``stdout``. The error names ``name`` and the path."""
+    """A file to write (``--json``, ``--plot``), checked before any work: not a directory;
+    a file that exists and can be written (it is written in place: ``/dev/stdout``, a file
+    in a directory one cannot add to), or a new file in a directory that exists and can be
+    written in; ``"-"`` is the standard output where ``stdout``. The error names ``name``
+    and the path."""
     if not isinstance(v, (str, os.PathLike)) or not os.fspath(v):
         raise InvalidArgumentError(f"{name} must be the path of a file to write, got {v!r}")
     text = os.fspath(v)
@@ -250,6 +252,10 @@ def parse_output_file(name: str, v: Any, *, stdout: bool = False) -> str:
     parent = os.path.dirname(path)
     if os.path.isdir(path):
         raise InvalidArgumentError(f"{name} {text}: is a directory, not a file")
+    if os.path.exists(path):
+        if not os.access(path, os.W_OK):
+            raise InvalidArgumentError(f"{name} {text}: the file cannot be written")
+        return text
     if not os.path.isdir(parent):
         found = _nearest_existing(parent)
         why = (
@@ -260,8 +266,6 @@ def parse_output_file(name: str, v: Any, *, stdout: bool = False) -> str:
         raise InvalidArgumentError(f"{name} {text}: {why}")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InvalidArgumentError(f"{name} {text}: cannot write in the directory {parent}")
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        raise InvalidArgumentError(f"{name} {text}: the file cannot be written")
     return text
 
 

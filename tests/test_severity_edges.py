@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from contextlib import contextmanager
 
 import h5py
 import numpy as np
@@ -20,6 +23,7 @@ from fastfinite import cli, kinds
 from fastfinite.build import failure_message
 from fastfinite.changes import Change, CountChange, diff_reports
 from fastfinite.errors import InvalidArgumentError, NonFiniteError, SourceError
+from fastfinite.options import parse_output_file
 from fastfinite.report import Finding, ScanReport
 
 from .helpers import assert_one_line_error
@@ -528,3 +532,66 @@ def test_the_api_local_scheduler_draws_its_progress_bar_on_stderr(capfd):
     r = fastfinite.scan(np.array([1.0, np.nan]), scheduler="threads", progress=True)
     out, err = capfd.readouterr()
     assert r.nan == 1 and out == "" and "Completed" in err
+
+
+# -- 8. an output file that exists and can be written is written, wherever it is -------------
+
+
+@contextmanager
+def _as_a_user(uid: int = 65534):
+    """Permission checks (``os.access``) as an unprivileged user: root's real uid set to
+    ``uid`` for the block (its effective uid stays, so reading and writing work as before);
+    as a non-root user, nothing to do."""
+    if os.getuid() != 0:
+        yield
+        return
+    try:
+        os.setreuid(uid, -1)
+    except PermissionError:
+        pytest.skip("cannot take another real uid here")
+    try:
+        yield
+    finally:
+        os.setreuid(0, -1)
+
+
+@pytest.fixture
+def read_only_dir():
+    """A directory others may enter but not write in, holding a file anyone may write and
+    one nobody may (under /tmp: pytest's tmp_path is closed to other users)."""
+    d = tempfile.mkdtemp(prefix="ff-ro-", dir="/tmp")
+    for name, mode in (("open.json", 0o666), ("closed.json", 0o444)):
+        with open(os.path.join(d, name), "w") as f:
+            f.write("old")
+        os.chmod(os.path.join(d, name), mode)
+    os.chmod(d, 0o755)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d)
+
+
+def test_an_existing_writable_file_in_a_read_only_directory_is_accepted(read_only_dir):
+    with _as_a_user():
+        assert not os.access("/dev", os.W_OK) and not os.access(read_only_dir, os.W_OK)
+        assert parse_output_file("--json", "/dev/null", stdout=True) == "/dev/null"
+        target = os.path.join(read_only_dir, "open.json")
+        assert parse_output_file("--plot", target) == target
+        with pytest.raises(InvalidArgumentError, match="closed.json: the file cannot be written"):
+            parse_output_file("--json", os.path.join(read_only_dir, "closed.json"))
+        new = os.path.join(read_only_dir, "new.json")
+        with pytest.raises(
+            InvalidArgumentError, match=f"new.json: cannot write in the directory {read_only_dir}"
+        ):
+            parse_output_file("--json", new)
+    with pytest.raises(InvalidArgumentError, match="is a directory"):
+        parse_output_file("--json", read_only_dir)
+
+
+def test_json_to_dev_null_and_to_a_file_in_a_read_only_directory(tmp_path, capsys, read_only_dir):
+    old, new = _scan_twice(tmp_path, np.zeros(4), np.array([0.0, np.nan, 0.0, 0.0]))
+    target = os.path.join(read_only_dir, "open.json")
+    with _as_a_user():
+        assert _main(capsys, "diff", old, new, "--json", "/dev/null", "-q")[0] == 1
+        assert _main(capsys, "merge", old, "--json", target, "-q")[0] == 0
+    assert json.loads(open(target).read())["schema"] == "fastfinite.report/2"
