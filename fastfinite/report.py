@@ -493,18 +493,27 @@ class ScanReport:
         KeyError
             ``path`` names no array of this report.
         """
+        found, rest = self._descend(path)
+        if rest is not None:
+            raise KeyError(path)
+        return found
+
+    def _descend(self, path: str) -> tuple[ScanReport, str | None]:
+        """The deepest report ``path`` leads to from this one, and what of ``path`` names
+        nothing in it (None: ``path`` names that report; ``(self, path)``: nothing)."""
         if path in self.arrays:
-            return self.arrays[path]
+            return self.arrays[path], None
+        best: tuple[ScanReport, str | None] = (self, path)
         for key in sorted(self.arrays, key=len, reverse=True):  # the longest name first
             sep = path[len(key) : len(key) + 1]
-            if path.startswith(key) and sep in (":", "/"):
-                inner = path[len(key) + 1 :]
-                if (sep == ":") == inner.startswith("/"):
-                    try:
-                        return self.arrays[key].member(inner)
-                    except KeyError:
-                        pass
-        raise KeyError(path)
+            inner = path[len(key) + 1 :]
+            if path.startswith(key) and sep in (":", "/") and (sep == ":") == inner.startswith("/"):
+                found, rest = self.arrays[key]._descend(inner)
+                if rest is None:
+                    return found, None
+                if best[0] is self:
+                    best = (found, rest)
+        return best
 
     def locations_of(self, kind: str) -> list[Location]:
         """The recorded locations of one kind."""
@@ -889,10 +898,9 @@ def _disagreement(report: ScanReport, d: dict[str, Any], v1: bool) -> str | None
         if f.kind != "missing_chunk":
             want, why = severity_of(f.kind), ""
         else:
-            try:
-                owner = report.member(f.array) if f.array is not None else report
-            except KeyError:  # merged runs of one array: findings name their input
-                owner = report
+            # the array it names, or the deepest report on its way: the findings of merged
+            # runs of one array name the input they came from, in no array of its report
+            owner = report._descend(f.array)[0] if f.array is not None else report
             want = owner.missing_severity
             why = f" (its fill value is{'' if owner.fill_nonfinite else ' not'} NaN or inf)"
         if f.severity != want:

@@ -595,3 +595,22 @@ def test_json_to_dev_null_and_to_a_file_in_a_read_only_directory(tmp_path, capsy
         assert _main(capsys, "diff", old, new, "--json", "/dev/null", "-q")[0] == 1
         assert _main(capsys, "merge", old, "--json", target, "-q")[0] == 0
     assert json.loads(open(target).read())["schema"] == "fastfinite.report/2"
+
+
+def test_a_group_holding_merged_runs_with_missing_chunks_reads_back(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    runs = fastfinite.merge_reports(
+        [fastfinite.scan(_half_written(f"{i}.zarr", 0.0), max_locations=5) for i in (1, 2)]
+    )  # one array of 8: its findings name the runs (1.zarr, 2.zarr), no array of it
+    assert runs.shape == (8,) and [f.array for f in runs.findings] == ["1.zarr", "2.zarr"]
+    nan = fastfinite.scan(_half_written("n.zarr", np.nan, dtype="f4"))
+    g = fastfinite.merge_reports([runs, nan])  # other dtypes: a group
+    assert g.dtype == "group" and g.fill_nonfinite is True
+    assert [(f.array, f.severity) for f in g.findings] == [
+        ("1.zarr + 2.zarr/1.zarr", "warning"), ("1.zarr + 2.zarr/2.zarr", "warning"),
+        ("n.zarr", "error"),
+    ]  # fmt: skip
+    back = ScanReport.from_json(g.to_json())
+    assert back.to_dict() == g.to_dict()
+    with pytest.raises(KeyError):
+        g.member("1.zarr + 2.zarr/1.zarr")  # a run, not an array
