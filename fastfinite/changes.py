@@ -140,10 +140,10 @@ class ReportChanges:
         """The kinds of what is new (or may be), with their groups (``nonfinite``, ``cast``,
         ``overflow``, ``underflow``) and severities (``error``, ``warning``), as
         ``--fail-on`` names them."""
-        grew = [c for c in self.counts if c.new > c.old]
-        pairs = {(c.kind, c.severity) for c in self.new + grew}
+        changed = self.new + [c for c in self.counts if c.new > c.old]
         maybe = {_kind_of(key) for key in self.maybe_new}
-        return with_groups(pairs | {(k, _severity(k)) for k in maybe})
+        kinds = {c.kind for c in changed} | maybe
+        return with_groups(kinds, {c.severity for c in changed} | {_severity(k) for k in maybe})
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -105,19 +105,18 @@ def checked_severity(kind: str, severity: str | None) -> str:
     return severity
 
 
-def with_groups(found: Iterable[tuple[str, str]]) -> set[str]:
-    """The kinds of ``(kind, severity)`` pairs with the names that group them, as
-    ``fail_on`` matches them: each severity, ``nonfinite`` for NaN and inf, ``cast`` and
+def with_groups(kinds: Iterable[str], severities: Iterable[str]) -> set[str]:
+    """``kinds`` and the ``severities`` of what was found, with the names that group the
+    kinds, as ``fail_on`` matches them: ``nonfinite`` for NaN and inf, ``cast`` and
     ``overflow`` or ``underflow`` for a cast risk (``overflow:float32``)."""
-    out: set[str] = set()
-    for kind, severity in set(found):
-        out |= {kind, severity}
+    out = set(kinds)
+    for kind in list(out):
         if kind in BASE_KINDS:
             out.add("nonfinite")
         head, sep, _ = kind.partition(":")
         if sep and head in ("overflow", "underflow"):
             out |= {"cast", head}
-    return out
+    return out | set(severities)
 
 
 def fails(found: Set[str], fail_on: Set[str] | None = None) -> bool:

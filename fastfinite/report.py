@@ -6,6 +6,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -737,11 +738,13 @@ class ScanReport:
         finding kinds (``missing_chunk``, ``zero_variance``...), the groups ``nonfinite``,
         ``cast``, ``overflow`` and ``underflow``, and the severities present, ``error`` and
         ``warning``; for a group, those of its arrays too."""
-        pairs = {(k, severity_of(k)) for k, v in self.counts().items() if v}
-        pairs |= {(f.kind, f.severity) for f in self.findings}
+        counted = [k for k, v in self.counts().items() if v]
+        kinds = {*counted, *map(attrgetter("kind"), self.findings)}
+        severities = {*map(severity_of, counted), *map(attrgetter("severity"), self.findings)}
         if self.missing_chunks and not self.arrays:  # none listed with max_locations=0
-            pairs.add(("missing_chunk", self.missing_severity))
-        found = with_groups(pairs)
+            kinds.add("missing_chunk")
+            severities.add(self.missing_severity)
+        found = with_groups(kinds, severities)
         for sub in self.arrays.values():
             found |= sub.kinds_found()
         return found
