@@ -14,6 +14,7 @@ from .build import Layout
 from .errors import SkippedMemberError, UnsupportedDtypeError
 from .options import ScanOptions, resolve_by
 from .parts import default_workers
+from .report import Finding
 from .sources.base import Source
 from .sources.dask import DaskArraySource
 from .sources.ndarray import MAX_REGION_BYTES
@@ -44,7 +45,9 @@ class Member:
 class ScanPlan:
     """What a scan will do. ``members()`` opens the arrays (a group's one at a time, so a
     table's columns are not all converted at once) and records the ones that cannot be
-    scanned in ``skipped``."""
+    scanned in ``skipped``; those that could not be checked (an HDF5 link that leads nowhere,
+    a file in a Zarr store that is not part of it) get a finding of the group's too, in
+    ``findings``."""
 
     layout: Layout
     target: Target  # the opened input: what ``localize`` reads again
@@ -52,6 +55,7 @@ class ScanPlan:
     entries: list[tuple[str | None, Any]]  # (path, factory of its source)
     twin_max: int = TWIN_MAX
     skipped: dict[str, str] = field(default_factory=dict)
+    findings: dict[str, Finding] = field(default_factory=dict)  # path -> the group's finding
     cache: Any = None  # the open ``cache.ScanCache`` of ``scan(cache=)``
     recalled: dict = field(default_factory=dict)  # path -> its ``recall.MemberMemory``
     groups: list = field(default_factory=list)  # kernel groups the graph's tasks call first
@@ -80,6 +84,9 @@ class ScanPlan:
                 if path is None:
                     raise
                 self.skipped[path] = str(e)
+                kind = getattr(e, "kind", None)
+                if kind is not None:
+                    self.findings[path] = Finding(kind, (), f"{path}: {e}")
                 continue
             spec = ScanSpec(
                 source.shape,

@@ -45,7 +45,8 @@ def delayed_scan(plan: ScanPlan):
     for m in plan.members():
         reports[m.path] = _member_graph(m, plan)
         plan.groups += [g for g in kernel_groups(m.spec) if g not in plan.groups]
-    return delayed(finish, pure=True)(plan.layout, reports, dict(plan.skipped))
+    findings = list(plan.findings.values())
+    return delayed(finish, pure=True)(plan.layout, reports, dict(plan.skipped), True, findings)
 
 
 def prepare_kernels(groups) -> int:
@@ -334,7 +335,7 @@ def cached_scan(plan: ScanPlan, scheduler, progress: bool, timeout: float = 30.0
                 spec, meta, merger.result(), failed, missing, True, True
             )
             memory.finish(True)
-        return finish(plan.layout, reports, dict(plan.skipped))
+        return finish(plan.layout, reports, dict(plan.skipped), True, list(plan.findings.values()))
     finally:
         if own:
             client.close()

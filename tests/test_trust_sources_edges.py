@@ -1,0 +1,234 @@
+"""The readers' edges a review of issue 42 found (each test failed before its fix): members
+of a group that cannot be reached (HDF5 links that lead nowhere, files in a Zarr store that
+are not part of it) are findings, not only lines in ``skipped``; groups reached through
+external and soft links are named by the path asked for and by their real names; masked
+blocks of a dask array; HTTP stores that are not there; sharded arrays' rescanned units; a
+cache inside the input."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import fastfinite
+from fastfinite import ScanReport
+
+from .helpers import run_cli
+
+h5py = pytest.importorskip("h5py")
+
+
+def _scan_cli(*args):
+    return run_cli("scan", *args)
+
+
+# -- HDF5 members that cannot be reached are findings ---------------------------------------
+
+
+@pytest.fixture
+def moved(tmp_path):
+    """The review's file: ``ext`` links to a NaN dataset in e.h5, which was then renamed."""
+    with h5py.File(tmp_path / "e.h5", "w") as f:
+        f["d"] = np.array([np.nan])
+    with h5py.File(tmp_path / "f.h5", "w") as f:
+        f["a"] = np.zeros(3)
+        f["ext"] = h5py.ExternalLink("e.h5", "/d")
+    os.rename(tmp_path / "e.h5", tmp_path / "e_moved.h5")
+    return tmp_path / "f.h5"
+
+
+def test_an_external_file_that_cannot_be_opened_is_an_error(moved):
+    r = fastfinite.scan(str(moved))
+    assert not r.ok and not r.clean
+    assert {"unreadable_member", "error"} <= r.kinds_found()
+    why = "an external link to e.h5:/d, which cannot be opened (can't open file)"
+    assert r.skipped == {"/ext": why}  # still listed
+    (f,) = r.findings
+    assert (f.kind, f.severity, f.where, f.array) == ("unreadable_member", "error", (), None)
+    assert f.message == f"/ext: {why}"
+    assert r.severity_counts() == {"error": {"unreadable_member": 1}}
+
+
+def test_an_external_file_that_cannot_be_opened_fails_the_command_line(moved):
+    for flags in ((), ("--fail-on", "warning"), ("--fail-on", "unreadable_member")):
+        r = _scan_cli(moved, *flags)
+        assert r.returncode == 1, (flags, r.stdout, r.stderr)
+        assert "errors: unreadable_member 1" in r.stdout
+        assert "unreadable_member: /ext: an external link to e.h5:/d" in r.stdout
+    assert _scan_cli(moved, "--fail-on", "nonfinite").returncode == 0  # asked for NaN only
+
+
+def test_the_external_file_back_in_place_is_scanned(moved):
+    os.rename(moved.parent / "e_moved.h5", moved.parent / "e.h5")
+    r = fastfinite.scan(str(moved))
+    assert (r.nan, r.skipped, r.findings) == (1, {}, [])
+
+
+@pytest.fixture
+def dangling(tmp_path):
+    p = tmp_path / "s.h5"
+    with h5py.File(p, "w") as f:
+        f["a"] = np.ones(2)
+        f["x"] = h5py.SoftLink("/gone")
+    return p
+
+
+def test_a_soft_link_to_nothing_is_a_warning(dangling):
+    r = fastfinite.scan(str(dangling))
+    assert r.ok and not r.clean
+    assert r.kinds_found() == {"missing_member", "warning"}
+    assert r.skipped == {"/x": "a soft link to /gone, which does not exist"}
+    assert [(f.kind, f.severity) for f in r.findings] == [("missing_member", "warning")]
+
+
+def test_a_soft_link_to_nothing_on_the_command_line(dangling):
+    r = _scan_cli(dangling)
+    assert r.returncode == 0 and "WARNINGS" in r.stdout and "warnings: missing_member 1" in r.stdout
+    assert "missing_member: /x: a soft link to /gone, which does not exist" in r.stdout
+    for kinds in ("warning", "missing_member"):
+        assert _scan_cli(dangling, "--fail-on", kinds).returncode == 1
+
+
+def _kinds(path, **kw):
+    r = fastfinite.scan(str(path), **kw)
+    return {f.message.split(":")[0]: f.kind for f in r.findings if f.array is None}
+
+
+def test_what_a_soft_link_leads_to_decides_its_kind(tmp_path):
+    p = tmp_path / "k.h5"
+    with h5py.File(p, "w") as f:
+        f["g/d"] = np.ones(1)
+        f["ext"] = h5py.ExternalLink("nofile.h5", "/g")
+        f["through_ext"] = h5py.SoftLink("/ext/d")  # into a file not found here: unchecked
+        f["chain"] = h5py.SoftLink("/chain2")  # to a soft link to nothing
+        f["chain2"] = h5py.SoftLink("/gone")
+        f["g"]["rel"] = h5py.SoftLink("nothere")  # relative to its group
+        f["g"]["rel_ok"] = h5py.SoftLink("d")  # a second name of /g/d
+        f["past_data"] = h5py.SoftLink("/g/d/x")  # a dataset on the way: names nothing
+        f["loop1"] = h5py.SoftLink("/loop2")  # soft links in a circle
+        f["loop2"] = h5py.SoftLink("/loop1")
+    assert _kinds(p) == {
+        "/chain": "missing_member",
+        "/chain2": "missing_member",
+        "/ext": "unreadable_member",
+        "/g/rel": "missing_member",
+        "/loop1": "unreadable_member",
+        "/loop2": "unreadable_member",
+        "/past_data": "missing_member",
+        "/through_ext": "unreadable_member",
+    }
+    skipped = fastfinite.scan(str(p)).skipped
+    assert skipped["/g/rel_ok"] == "the same dataset as /g/d (scanned there)"
+    assert skipped["/through_ext"] == (
+        "a soft link to /ext/d, which cannot be followed (can't open file)"
+    )
+    assert skipped["/loop1"] == (
+        "a soft link to /loop2, which cannot be followed "
+        "(Special link traversal failed (too many links))"
+    )
+    with pytest.raises(fastfinite.SourceError, match="k.h5:/loop1 is a soft link to /loop2, which"):
+        fastfinite.scan(f"{p}:/loop1")
+
+
+def test_members_skipped_on_purpose_are_no_finding(tmp_path):
+    p = tmp_path / "t.h5"
+    with h5py.File(p, "w") as f:
+        f["x"] = np.ones(3)
+        f["names"] = np.array([b"a", b"b"])  # text: not numbers
+        f["again"] = h5py.SoftLink("/x")  # a second name
+    r = fastfinite.scan(str(p))
+    assert r.clean and r.findings == [] and sorted(r.skipped) == ["/again", "/names"]
+
+
+@pytest.mark.parametrize(
+    "kw", [dict(scheduler="synchronous"), dict(cache="CACHE")], ids=["dask", "cache"]
+)
+def test_every_engine_reports_the_members(moved, kw, tmp_path):
+    if "cache" in kw:
+        kw = dict(cache=str(tmp_path / "cache"))
+    r = fastfinite.scan(str(moved), **kw)
+    assert [f.kind for f in r.findings] == ["unreadable_member"] and "/ext" in r.skipped
+
+
+def test_the_findings_survive_json_and_merge(moved, dangling):
+    a, b = fastfinite.scan(str(moved)), fastfinite.scan(str(dangling))
+    back = ScanReport.from_json(a.to_json())
+    assert back.findings == a.findings and not back.ok and back.skipped == a.skipped
+    merged = fastfinite.merge_reports([a, b])
+    assert {"unreadable_member", "missing_member"} <= merged.kinds_found()
+    assert merged.severity_counts() == {
+        "error": {"unreadable_member": 1},
+        "warning": {"missing_member": 1},
+    }
+
+
+# -- HDF5 groups: the path asked for, the real names ---------------------------------------
+
+
+def test_a_group_through_an_external_link_is_named_by_the_path_asked(tmp_path):
+    with h5py.File(tmp_path / "x2.h5", "w") as f:
+        f["g/e"] = np.array([np.inf])
+    with h5py.File(tmp_path / "x1.h5", "w") as f:
+        f["extg"] = h5py.ExternalLink("x2.h5", "/g")
+        f["g/e"] = np.array([0.0])  # the name the other file's group has, here clean
+    for asked in ("/extg", "/extg/", "extg"):
+        r = fastfinite.scan(f"{tmp_path / 'x1.h5'}:{asked}")
+        assert (list(r.arrays), r.posinf) == (["/extg/e"], 1), asked
+        assert r.locations[0].array == "/extg/e"
+        assert r.arrays["/extg/e"].name == f"{tmp_path / 'x2.h5'}:/g/e"  # where it is read
+    r = _scan_cli(f"{tmp_path / 'x1.h5'}:/extg")
+    assert r.returncode == 1 and "[/extg/e]" in r.stdout and "[/g/e]" not in r.stdout
+
+
+def test_a_group_through_a_soft_link_is_named_by_the_path_asked(tmp_path):
+    p = tmp_path / "s.h5"
+    with h5py.File(p, "w") as f:
+        f["z/ds"] = np.array([np.nan])
+        f["s"] = h5py.SoftLink("/z")
+    assert list(fastfinite.scan(f"{p}:/s").arrays) == ["/s/ds"]
+
+
+def test_a_soft_link_to_a_group_does_not_hide_its_real_name(tmp_path):
+    p = tmp_path / "r.h5"
+    with h5py.File(p, "w") as f:
+        f["z/ds"] = np.array([np.nan, 1.0])
+        f["a_link"] = h5py.SoftLink("/z")  # sorts first
+        f["b_dl"] = h5py.SoftLink("/z/ds")
+    r = fastfinite.scan(str(p))
+    assert (list(r.arrays), r.nan, r.locations[0].array) == (["/z/ds"], 1, "/z/ds")
+    assert r.skipped == {
+        "/a_link": "the same group as /z (scanned there)",
+        "/b_dl": "the same dataset as /z/ds (scanned there)",
+    }
+    assert r.findings == []  # second names are no finding
+
+
+def test_hard_names_win_at_any_depth(tmp_path):
+    p = tmp_path / "d.h5"
+    with h5py.File(p, "w") as f:
+        f["a/b/c/ds"] = np.array([np.inf])
+        f["0"] = h5py.SoftLink("/a/b")  # a shorter soft name, sorted first
+        f["a/0"] = h5py.SoftLink("/a/b/c/ds")
+        f["g1/x"] = np.ones(2)
+        f["g2"] = f["g1"]  # a second hard link to one group: its first name wins
+    r = fastfinite.scan(str(p))
+    assert sorted(r.arrays) == ["/a/b/c/ds", "/g1/x"]
+    assert r.skipped == {
+        "/0": "the same group as /a/b (scanned there)",
+        "/a/0": "the same dataset as /a/b/c/ds (scanned there)",
+        "/g2": "the same group as /g1 (scanned there)",
+    }
+
+
+def test_a_soft_link_into_an_external_file_group(tmp_path):
+    with h5py.File(tmp_path / "o.h5", "w") as f:
+        f["g/v"] = np.array([np.nan])
+    p = tmp_path / "m.h5"
+    with h5py.File(p, "w") as f:
+        f["ext"] = h5py.ExternalLink("o.h5", "/g")
+        f["a_soft"] = h5py.SoftLink("/ext")  # sorts first, but soft: the external name wins
+    r = fastfinite.scan(str(p))
+    assert (list(r.arrays), r.nan) == (["/ext/v"], 1)
+    assert r.skipped == {"/a_soft": "the same group as /ext (scanned there)"}
