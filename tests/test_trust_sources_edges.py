@@ -232,3 +232,50 @@ def test_a_soft_link_into_an_external_file_group(tmp_path):
     r = fastfinite.scan(str(p))
     assert (list(r.arrays), r.nan) == (["/ext/v"], 1)
     assert r.skipped == {"/a_soft": "the same group as /ext (scanned there)"}
+
+
+# -- dask arrays: every computed block is checked for a mask -------------------------------
+
+
+def _masked_behind_plain_meta(values, chunks=1):
+    """A dask array whose ``_meta`` is a plain ndarray and whose blocks are masked arrays."""
+    da = pytest.importorskip("dask.array")
+    x = da.from_array(np.array(values), chunks=chunks)
+    return x.map_blocks(np.ma.masked_invalid, meta=np.array((), "f8"))
+
+
+@pytest.mark.parametrize("scheduler", [None, "synchronous", "threads"])
+def test_masked_blocks_behind_a_plain_meta_are_refused(scheduler):
+    x = _masked_behind_plain_meta([1.0, np.nan])
+    with pytest.raises(fastfinite.InvalidArgumentError) as e:
+        fastfinite.scan(x, scheduler=scheduler)
+    assert str(e.value).startswith(
+        "the block at (1,) of dask array is a numpy masked array with 1 masked element(s) of 1"
+    )
+    assert "da.ma.filled(x, value)" in str(e.value) and "da.ma.getdata(x)" in str(e.value)
+
+
+def test_masked_blocks_on_a_cluster_are_refused():
+    distributed = pytest.importorskip("distributed")
+    x = _masked_behind_plain_meta([1.0, 2.0, np.nan, 4.0], chunks=2)
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster, distributed.Client(cluster) as client:  # fmt: skip
+        with pytest.raises(fastfinite.InvalidArgumentError, match=r"block at \(2,\) of dask array"):
+            fastfinite.scan(x, scheduler=client)
+
+
+def test_masked_blocks_that_mask_nothing_are_their_values():
+    da = pytest.importorskip("dask.array")
+    x = da.ma.masked_invalid(da.from_array(np.array([1.0, 2.0, np.inf]), chunks=2))
+    with pytest.raises(fastfinite.InvalidArgumentError, match=r"block at \(2,\)"):
+        fastfinite.scan(x)  # the masked_invalid _meta is no error by itself: a block is
+    r = fastfinite.scan(da.ma.masked_invalid(da.from_array(np.array([1.0, 2.0, 3.0]), chunks=2)))
+    assert (r.nan, r.count, r.sum) == (0, 3, 6.0)
+
+
+def test_localize_reads_masked_blocks_through_the_same_check():
+    da = pytest.importorskip("dask.array")
+    report = fastfinite.scan(da.from_array(np.array([np.nan, 1.0]), chunks=1))
+    with pytest.raises(fastfinite.InvalidArgumentError, match=r"block at \(0,\) of dask array"):
+        fastfinite.localize(_masked_behind_plain_meta([np.nan, 1.0]), report)
