@@ -15,7 +15,7 @@ import pytest
 import fastfinite
 from fastfinite import ScanReport
 
-from .helpers import run_cli
+from .helpers import assert_one_line_error, run_cli
 
 h5py = pytest.importorskip("h5py")
 
@@ -279,3 +279,68 @@ def test_localize_reads_masked_blocks_through_the_same_check():
     report = fastfinite.scan(da.from_array(np.array([np.nan, 1.0]), chunks=1))
     with pytest.raises(fastfinite.InvalidArgumentError, match=r"block at \(0,\) of dask array"):
         fastfinite.localize(_masked_behind_plain_meta([np.nan, 1.0]), report)
+
+
+# -- HTTP stores: no bucket to blame ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def http_root(tmp_path_factory):
+    """``python -m http.server`` serving a folder that holds one Zarr store, ``x.zarr``;
+    yields (folder, base URL) and stops the server by its process id."""
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    zarr = pytest.importorskip("zarr")
+    pytest.importorskip("aiohttp")
+    root = tmp_path_factory.mktemp("http")
+    a = zarr.create_array(store=str(root / "x.zarr"), shape=(4,), chunks=(2,), dtype="f8")
+    a[:] = [1.0, np.nan, 3.0, 4.0]
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=1).close()
+                break
+            except OSError:
+                assert time.time() < deadline and proc.poll() is None, "http.server did not start"
+                time.sleep(0.1)
+        yield root, url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_http_store_that_is_not_there_blames_no_bucket(http_root):
+    _, url = http_root
+    with pytest.raises(fastfinite.SourceError) as e:
+        fastfinite.scan(f"{url}/nothing.zarr")
+    assert str(e.value) == (
+        f"no Zarr array or group at {url}/nothing.zarr: the server has no zarr.json, .zgroup "
+        "or .zarray at that URL"
+    )
+    r = _scan_cli(f"{url}/nothing.zarr/x")
+    assert_one_line_error(r, f"no Zarr array or group at {url}/nothing.zarr/x: the server has")
+    assert "bucket" not in r.stderr
+
+
+def test_an_http_store_that_is_there_is_scanned(http_root):
+    _, url = http_root
+    r = fastfinite.scan(f"{url}/x.zarr")
+    assert (r.nan, r.count, r.locations[0].index) == (1, 3, (1,))

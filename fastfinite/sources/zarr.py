@@ -357,6 +357,11 @@ def open_zarr(path: str, storage_options: dict | None = None) -> Any:
         bucket = remote.missing_bucket(path, storage_options) if missing else None
         if bucket is not None:
             raise SourceError(f"the bucket {bucket!r} of {path} does not exist") from None
+        if missing and remote.protocol(path) in ("http", "https"):
+            raise SourceError(
+                f"no Zarr array or group at {path}: the server has no zarr.json, .zgroup or "
+                ".zarray at that URL"
+            ) from None
         if isinstance(e, (FileNotFoundError, KeyError)):
             raise SourceError(f"no Zarr array or group at {path}: {e}") from None
         if missing:
