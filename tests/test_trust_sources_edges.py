@@ -344,3 +344,185 @@ def test_an_http_store_that_is_there_is_scanned(http_root):
     _, url = http_root
     r = fastfinite.scan(f"{url}/x.zarr")
     assert (r.nan, r.count, r.locations[0].index) == (1, 3, (1,))
+
+
+# -- Zarr stores holding files that are not part of them -----------------------------------
+
+
+def _group(path, values=(1.0, 2.0, 3.0), **kw):
+    zarr = pytest.importorskip("zarr")
+    g = zarr.open_group(str(path), mode="w", **kw)
+    g.create_array("x", shape=(len(values),), chunks=(2,), dtype="f8")[:] = values
+    return g
+
+
+def _with_strays(path):
+    """The review's store: a clean array beside a NaN .npy and an inf Parquet file."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    _group(path)
+    np.save(path / "stray.npy", [np.nan])
+    pd.DataFrame({"v": [np.inf]}).to_parquet(path / "t.parquet")
+    return path
+
+
+STRAYS = {
+    "stray.npy": "a .npy file, not part of the Zarr store",
+    "t.parquet": "a Parquet file, not part of the Zarr store",
+}
+
+
+def test_files_in_a_zarr_store_that_are_not_part_of_it_are_listed_and_found(tmp_path):
+    import warnings
+
+    zg = _with_strays(tmp_path / "zg")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # zarr's "not recognized" warning stays inside
+        r = fastfinite.scan(str(zg))
+    assert (list(r.arrays), r.nan, r.posinf) == (["x"], 0, 0)
+    assert r.ok and not r.clean and r.skipped == STRAYS
+    assert r.kinds_found() == {"stray_file", "warning"}
+    assert [(f.kind, f.message) for f in r.findings] == [
+        ("stray_file", "stray.npy: a .npy file, not part of the Zarr store"),
+        ("stray_file", "t.parquet: a Parquet file, not part of the Zarr store"),
+    ]
+
+
+def test_the_reviews_store_written_with_zeros(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    g = zarr.open_group(str(tmp_path / "zg"), mode="w")
+    g.create_array("x", shape=(3,), dtype="f8")[:] = 0  # all fill: never written
+    np.save(tmp_path / "zg" / "stray.npy", [np.nan])
+    r = fastfinite.scan(str(tmp_path / "zg"))
+    assert r.skipped == {"stray.npy": STRAYS["stray.npy"]}
+    assert {"stray_file", "missing_chunk"} <= r.kinds_found()
+
+
+def test_stray_files_on_the_command_line(tmp_path):
+    zg = _with_strays(tmp_path / "zg")
+    r = _scan_cli(zg)
+    assert (r.returncode, r.stderr) == (0, "")  # no zarr warning either
+    assert "WARNINGS" in r.stdout and "warnings: stray_file 2" in r.stdout
+    assert "stray_file: stray.npy: a .npy file, not part of the Zarr store" in r.stdout
+    for kinds in ("warning", "stray_file"):
+        assert _scan_cli(zg, "--fail-on", kinds).returncode == 1
+
+
+def test_what_a_stray_is_and_where(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    g = _group(tmp_path / "s")
+    sub = g.create_group("sub")
+    sub.create_array("y", shape=(4, 2), chunks=(2, 2), dtype="f4")[:] = 1.0
+    np.save(tmp_path / "s" / "raw.npy", [1.0])
+    (tmp_path / "s" / "raw" / "deep").mkdir(parents=True)
+    np.save(tmp_path / "s" / "raw" / "deep" / "a.npy", [np.nan])
+    (tmp_path / "s" / "empty").mkdir()
+    (tmp_path / "s" / "sub" / "README").write_text("about the data")  # in a subgroup
+    (tmp_path / "s" / "x" / "notes.h5").write_bytes(b"\x89HDF")  # in an array's folder
+    (tmp_path / "s" / ".DS_Store").write_text("hidden: not looked at")
+    r = fastfinite.scan(str(tmp_path / "s"))
+    assert sorted(r.arrays) == ["sub/y", "x"] and r.ok
+    assert r.skipped == {
+        "empty": "a folder, not part of the Zarr store: it is empty",
+        "raw": "a folder, not part of the Zarr store: it holds 1 .npy file (deep/a.npy)",
+        "raw.npy": "a .npy file, not part of the Zarr store",
+        "sub/README": "a file, not part of the Zarr store",
+        "x/notes.h5": "an HDF5 file, not part of the Zarr store",
+    }
+    # a Zarr group object, and the subgroup alone, are looked at the same way
+    assert fastfinite.scan(zarr.open_group(str(tmp_path / "s"), mode="r")).skipped == r.skipped
+    assert fastfinite.scan(str(tmp_path / "s" / "sub")).skipped == {
+        "README": "a file, not part of the Zarr store"
+    }
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        dict(zarr_format=3),
+        dict(zarr_format=3, chunk_key_encoding={"name": "default", "separator": "."}),
+        dict(zarr_format=3, chunk_key_encoding={"name": "v2", "separator": "/"}),
+        dict(zarr_format=3, shards=(4, 6)),
+        dict(zarr_format=2),
+        dict(zarr_format=2, chunk_key_encoding={"name": "v2", "separator": "/"}),
+    ],
+    ids=["v3", "v3-dots", "v3-v2-keys", "sharded", "v2", "v2-slashes"],
+)
+def test_a_store_of_any_layout_holds_no_stray(tmp_path, layout):
+    zarr = pytest.importorskip("zarr")
+    fmt = layout.pop("zarr_format")
+    g = zarr.open_group(str(tmp_path / "g"), mode="w", zarr_format=fmt)
+    g.create_array("a", shape=(8, 6), chunks=(2, 3), dtype="f8", **layout)[:] = 1.0
+    if "shards" not in layout:
+        g.create_array("zero_d", shape=(), dtype="f8", **layout)[()] = 2.0
+    g.create_group("s").create_array("b", shape=(5,), chunks=(2,), dtype="f4")[:] = 3.0
+    zarr.consolidate_metadata(str(tmp_path / "g"))
+    r = fastfinite.scan(str(tmp_path / "g"))
+    assert (r.skipped, r.findings, r.clean) == ({}, [], True)
+
+
+def test_an_array_consolidated_metadata_does_not_list_is_an_error(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    g = zarr.open_group(str(tmp_path / "c"), mode="w", zarr_format=2)
+    g.create_array("a", shape=(2,), dtype="f8")[:] = 1.0
+    zarr.consolidate_metadata(str(tmp_path / "c"))
+    late = zarr.open_group(str(tmp_path / "c"), mode="a", use_consolidated=False)
+    late.create_array("late", shape=(2,), dtype="f8")[:] = np.nan  # never consolidated
+    r = fastfinite.scan(str(tmp_path / "c"))
+    assert (list(r.arrays), r.nan, r.ok) == (["a"], 0, False)
+    assert r.kinds_found() == {"unlisted_member", "error"}
+    assert r.skipped["late"].startswith(
+        "a Zarr array or group that the group's consolidated metadata does not list"
+    )
+
+
+def test_a_zip_store_with_a_stray(tmp_path):
+    import zipfile
+
+    _group(tmp_path / "z")
+    np.save(tmp_path / "z" / "stray.npy", [np.nan])
+    with zipfile.ZipFile(tmp_path / "z.zip", "w") as zf:
+        for folder, _, files in os.walk(tmp_path / "z"):
+            for f in files:
+                full = os.path.join(folder, f)
+                zf.write(full, os.path.relpath(full, tmp_path / "z"))
+    r = fastfinite.scan(str(tmp_path / "z.zip"))
+    assert (list(r.arrays), r.skipped) == (["x"], {"stray.npy": STRAYS["stray.npy"]})
+
+
+def test_an_http_store_is_no_false_alarm(http_root):
+    root, url = http_root
+    _group(root / "g.zarr")
+    (root / "g.zarr" / "notes").write_text("not data")  # its listing is not to be trusted
+    r = fastfinite.scan(f"{url}/g.zarr")  # the index lists folders as x/, c/
+    assert (list(r.arrays), r.skipped, r.findings, r.clean) == (["x"], {}, [], True)
+
+
+@pytest.fixture(scope="module")
+def s3_options():
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts"))
+    s3 = pytest.importorskip("s3_server")
+    pytest.importorskip("s3fs")
+    pytest.importorskip("moto")
+    with s3.moto_server() as endpoint:
+        s3.make_bucket(endpoint, "bkt")
+        yield s3.storage_options(endpoint)
+
+
+def test_an_s3_store_with_a_stray(s3_options):
+    import fsspec
+
+    zarr = pytest.importorskip("zarr")
+    g = zarr.open_group("s3://bkt/g.zarr", mode="w", storage_options=s3_options)
+    g.create_array("x", shape=(2,), dtype="f8")[:] = [1.0, 2.0]
+    fs = fsspec.filesystem("s3", **s3_options)
+    fs.pipe("bkt/g.zarr/stray.npy", b"\x93NUMPY")
+    fs.pipe("bkt/g.zarr/x/extra.parquet", b"PAR1")
+    r = fastfinite.scan("s3://bkt/g.zarr", storage_options=s3_options)
+    assert (list(r.arrays), r.count) == (["x"], 2)
+    assert r.skipped == {
+        "stray.npy": "a .npy file, not part of the Zarr store",
+        "x/extra.parquet": "a Parquet file, not part of the Zarr store",
+    }
