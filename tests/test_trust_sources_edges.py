@@ -526,3 +526,25 @@ def test_an_s3_store_with_a_stray(s3_options):
         "stray.npy": "a .npy file, not part of the Zarr store",
         "x/extra.parquet": "a Parquet file, not part of the Zarr store",
     }
+
+
+# -- a sharded array's rescanned units are chunks, as its report's ---------------------------
+
+
+@pytest.mark.parametrize("shards", [(8,), None], ids=["sharded", "unsharded"])
+def test_rescanned_units_are_in_the_grid_of_the_reports_chunks(tmp_path, shards):
+    zarr = pytest.importorskip("zarr")
+    path, cache = str(tmp_path / "s.zarr"), str(tmp_path / "cache")
+    a = zarr.create_array(
+        store=path, shape=(16,), chunks=(2,), shards=shards, dtype="f8", fill_value=np.nan
+    )
+    a[:10] = 1.0  # chunks 5, 6, 7 never written
+    kw = dict(cache=cache, region_bytes=64)  # a region is a shard (8 values)
+    first = fastfinite.scan(path, **kw)
+    assert (first.chunks, first.missing_chunks) == ((2,), 3)
+    assert first.changes.rescanned == {path: [(i,) for i in range(8)]}
+    a[12:14] = 2.0  # chunk 6 written, in the second shard
+    r = fastfinite.scan(path, **kw)
+    gone = [c.where for c in r.changes.gone if c.what == "finding"]
+    assert gone == [(6,)] and (6,) in r.changes.rescanned[path]
+    assert r.changes.rescanned == {path: [(4,), (5,), (6,), (7,)]}  # the second shard's chunks
