@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .build import Layout
-from .errors import SkippedMemberError, UnsupportedDtypeError
+from .errors import InvalidArgumentError, SkippedMemberError, UnsupportedDtypeError
 from .options import ScanOptions, resolve_by
 from .parts import default_workers
 from .report import Finding
 from .sources.base import Source
 from .sources.dask import DaskArraySource
 from .sources.ndarray import MAX_REGION_BYTES
-from .sources.open import Target, group_name, open_source
+from .sources.open import Target, group_name, input_root, open_source
 from .summary import TWIN_MAX, ScanSpec
 
 TWIN_ENV = "FASTFINITE_NUMPY_TWIN_MAX"  # blocks up to this many values use the NumPy twin
@@ -103,6 +103,21 @@ class ScanPlan:
             yield Member(path, source, spec, budget)
 
 
+def check_cache_outside(data: Any, cache: str) -> None:
+    """An ``InvalidArgumentError`` naming both when the cache folder is inside the input (or
+    is it): fastfinite never writes into its input, and a cache inside a Parquet dataset or
+    a Zarr store would be read as part of it by the next scan."""
+    root = input_root(data)
+    if root is None:
+        return
+    there = os.path.realpath(cache)
+    if there == root or there.startswith(root.rstrip(os.sep) + os.sep):
+        raise InvalidArgumentError(
+            f"cache={cache!r} is inside the input {os.fspath(data)!r} ({root}): fastfinite "
+            "never writes into its input; give a cache folder outside it"
+        )
+
+
 def slice_budget(nbytes: int, budget: int, workers: int | None) -> int:
     """The region budget of an array in RAM scanned by slices: the whole of one up to
     ``MAX_REGION_BYTES``; past it, regions of at most twice that, as many as a multiple of
@@ -122,6 +137,8 @@ def make_plan(data: Any, options: ScanOptions) -> ScanPlan:
     """Open ``data`` and plan its scan with ``options`` (already validated)."""
     from .sources.tables import TableColumns, table_source
 
+    if options.cache is not None:
+        check_cache_outside(data, options.cache)
     target = open_source(data, options)
     skipped: dict[str, str] = {}
     if isinstance(target, TableColumns) and options.by is not None:

@@ -548,3 +548,36 @@ def test_rescanned_units_are_in_the_grid_of_the_reports_chunks(tmp_path, shards)
     gone = [c.where for c in r.changes.gone if c.what == "finding"]
     assert gone == [(6,)] and (6,) in r.changes.rescanned[path]
     assert r.changes.rescanned == {path: [(4,), (5,), (6,), (7,)]}  # the second shard's chunks
+
+
+# -- a cache inside the input is refused, in the API as on the command line -----------------
+
+
+def test_a_cache_inside_a_parquet_dataset_is_refused(tmp_path, monkeypatch):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    (tmp_path / "ds").mkdir()
+    pd.DataFrame({"v": [1.0, 2.0]}).to_parquet(tmp_path / "ds" / "p.parquet")
+    monkeypatch.chdir(tmp_path)
+    for cache in ("ds/c", "ds", str(tmp_path / "ds" / "deeper" / "c")):
+        with pytest.raises(fastfinite.InvalidArgumentError) as e:
+            fastfinite.scan("ds", cache=cache)
+        where = os.path.abspath(cache)  # as the options have it
+        assert str(e.value).startswith(f"cache={where!r} is inside the input 'ds'")
+    assert os.listdir(tmp_path / "ds") == ["p.parquet"]  # nothing written
+    assert fastfinite.scan("ds").clean  # the next scan is not broken
+    os.symlink(tmp_path / "ds", tmp_path / "link")  # through a link, the same folder
+    with pytest.raises(fastfinite.InvalidArgumentError, match="is inside the input 'ds'"):
+        fastfinite.scan("ds", cache="link/c")
+
+
+def test_a_cache_inside_the_store_of_a_member_is_refused(tmp_path):
+    g = _group(tmp_path / "s.zarr")
+    g.create_group("sub").create_array("y", shape=(2,), dtype="f8")[:] = 1.0
+    inside = str(tmp_path / "s.zarr" / "c")
+    for asked in ("s.zarr", "s.zarr/sub", "s.zarr/sub/y", "s.zarr/x"):
+        with pytest.raises(fastfinite.InvalidArgumentError, match=f"({tmp_path / 's.zarr'})"):
+            fastfinite.scan(str(tmp_path / asked), cache=inside)
+    assert sorted(os.listdir(tmp_path / "s.zarr")) == ["sub", "x", "zarr.json"]
+    r = fastfinite.scan(str(tmp_path / "s.zarr" / "sub"), cache=str(tmp_path / "c"))
+    assert (r.skipped, r.clean) == ({}, True)
