@@ -158,7 +158,7 @@ def input_root(data: Any) -> str | None:
     if "://" in path:
         return None
     h5 = hdf5.split_h5_path(path)
-    zip_path = zarr._split_zip(path)[0]
+    zip_path = zarr.split_zip(path)[0]
     path = h5[0] if h5 is not None else zip_path or path
     if not os.path.exists(path):
         return None

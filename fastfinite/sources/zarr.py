@@ -336,7 +336,7 @@ def open_zarr(path: str, storage_options: dict | None = None) -> Any:
     store: Any = path
     inner = ""
     if "://" not in path:  # absolute: a task elsewhere (a cluster worker) opens the same
-        zip_path, inner = _split_zip(path)
+        zip_path, inner = split_zip(path)
         if zip_path is not None:
             from zarr.storage import ZipStore
 
@@ -400,7 +400,7 @@ def open_store_node(store: Any) -> Any:
         raise SourceError(f"cannot open {store!r} as Zarr: {type(e).__name__}: {e}") from None
 
 
-def _split_zip(path: str) -> tuple[str | None, str]:
+def split_zip(path: str) -> tuple[str | None, str]:
     """``data.zip/train/x`` -> (``data.zip``, ``train/x``) when ``data.zip`` is a file."""
     parts = path.replace(os.sep, "/").split("/")
     for i in range(len(parts), 0, -1):

@@ -2,7 +2,9 @@
 ``.npy`` or Parquet file dropped into a store, a folder without Zarr metadata. zarr never
 reads them (zarr-python only warns, once per entry, while it lists a group), so a scan lists
 them in ``report.skipped`` with what they are, and the group's report has a ``stray_file``
-finding for each: it is not ``clean``.
+finding (a warning) for each: it is not ``clean``. A folder with Zarr metadata that the
+group's consolidated metadata does not list is data that zarr reads or not depending on how
+the store is opened: an ``unlisted_member`` (an error: it is not scanned).
 
 Looked at: the top of each group's folder (names that are no member and no metadata) and
 the top of each array's folder (names that begin no chunk key of its encoding); names
@@ -70,6 +72,8 @@ def stray_entries(group: Any, nodes: list[tuple[str, Any]]) -> dict[str, tuple[s
                 strays.append(rel)
 
     async def has_metadata(rel: str) -> bool:  # a node zarr's listing did not show
+        if name_kind(rel) != "other file":
+            return False  # a .npy, Parquet, HDF5... file by its name: no folder to look in
         try:
             found = await asyncio.gather(*(store.exists(f"{key(rel)}/{m}") for m in ZARR_MARKERS))
         except Exception:
