@@ -163,8 +163,9 @@ def input_root(data: Any) -> str | None:
     if not os.path.exists(path):
         return None
     path = os.path.realpath(path)
-    while os.path.isdir(path) and is_zarr_store(os.path.dirname(path)):
-        path = os.path.dirname(path)  # a group or array inside a store: the store
+    up = os.path.dirname(path)
+    while up != path and os.path.isdir(path) and is_zarr_store(up):
+        path, up = up, os.path.dirname(up)  # a group or array inside a store: the store
     return path
 
 
