@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
+import shlex
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -45,19 +48,107 @@ def machine() -> str:
     )
 
 
-def write_section(section: str, heading: str) -> None:
-    """Replace (or append) one ``## `` section of RESULTS.md."""
-    path = os.path.join(HERE, "RESULTS.md")
-    text = open(path).read() if os.path.exists(path) else "# Benchmark results\n\n"
-    start = text.find(heading)
-    if start >= 0:
-        end = text.find("\n## ", start + len(heading))
-        rest = text[end + 1 :] if end >= 0 else ""
-        text = text[:start] + section.rstrip("\n") + "\n" + ("\n" + rest if rest else "")
+RESULTS = os.path.join(HERE, "RESULTS.md")
+_MARKER = re.compile(r"<!-- (?P<owner>.+?): (?P<edge>begin|end) -->")
+
+
+class MarkerError(ValueError):
+    """RESULTS.md's section markers are not in pairs, or a section would break them."""
+
+
+def _marker(line: str) -> tuple[str, str] | None:
+    """``(owner, "begin" | "end")`` when ``line`` is a section marker; an error when it
+    looks like one but is not exactly one."""
+    m = _MARKER.fullmatch(line.rstrip("\n"))
+    if m:
+        return m["owner"], m["edge"]
+    if line.lstrip().startswith("<!--") and re.search(r": (begin|end) -->", line):
+        raise MarkerError(f"not a marker line (a marker stands alone on its line): {line!r}")
+    return None
+
+
+def sections(text: str, name: str = "RESULTS.md") -> dict[str, tuple[int, int]]:
+    """Each owner's section in ``text``: the indices of its begin and end marker lines.
+    Refuses (``MarkerError``, naming ``name`` and the line) markers that are not in
+    pairs: an end without its begin, a begin inside another section, a section without
+    its end, an owner twice."""
+    found: dict[str, tuple[int, int]] = {}
+    open_owner, open_at = None, 0
+    for i, line in enumerate(text.splitlines()):
+        where = f"{name}, line {i + 1}"
+        try:
+            mark = _marker(line)
+        except MarkerError as e:
+            raise MarkerError(f"{where}: {e}") from None
+        if mark is None:
+            continue
+        owner, edge = mark
+        if edge == "begin":
+            if open_owner is not None:
+                raise MarkerError(f"{where}: {owner!r} begins inside {open_owner!r}")
+            if owner in found:
+                raise MarkerError(f"{where}: {owner!r} has a section already")
+            open_owner, open_at = owner, i
+        elif open_owner != owner:
+            raise MarkerError(f"{where}: {owner!r} ends where it did not begin")
+        else:
+            found[owner] = (open_at, i)
+            open_owner = None
+    if open_owner is not None:
+        raise MarkerError(f"{name}, line {open_at + 1}: {open_owner!r} has no end")
+    return found
+
+
+def write_section(owner: str, section: str, path: str = RESULTS) -> None:
+    """Record ``section`` as ``owner``'s in RESULTS.md: replace what lies between its
+    markers (``<!-- owner: begin -->``, ``<!-- owner: end -->``), or append it within new
+    ones. Every other byte of the file stays as it was; unbalanced markers anywhere are an
+    error (``MarkerError``) and the file is left untouched. ``owner`` is the script and the
+    option that makes the section, e.g. ``"bench_memory.py --slices"``."""
+    name = os.path.basename(path)
+    if not owner or "\n" in owner or "-->" in owner:
+        raise MarkerError(f"not a section owner: {owner!r}")
+    if any(_marker(line) for line in section.splitlines()):
+        raise MarkerError(f"{owner!r}'s section holds a marker line")
+    body = section.strip("\n") + "\n"
+    text = open(path).read() if os.path.exists(path) else "# Benchmark results\n"
+    lines = text.splitlines(keepends=True)
+    found = sections(text, name)
+    if owner in found:
+        begin, end = found[owner]
+        text = "".join(lines[: begin + 1]) + body + "".join(lines[end:])
     else:
-        text = text.rstrip("\n") + "\n\n" + section
-    with open(path, "w") as f:
+        heading = body.splitlines()[0]
+        if heading.startswith("#") and heading in (line.rstrip("\n") for line in lines):
+            raise MarkerError(f"{name} has {heading!r} outside {owner!r}'s markers")
+        if text and not text.endswith("\n"):
+            text += "\n"
+        text += f"\n<!-- {owner}: begin -->\n{body}<!-- {owner}: end -->\n"
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
         f.write(text)
+    os.replace(tmp, path)
+
+
+def command() -> str:
+    """The command that ran this script, as RESULTS.md records it."""
+    script = os.path.relpath(os.path.abspath(sys.argv[0]), os.path.dirname(HERE))
+    return shlex.join(["python", script, *sys.argv[1:]])
+
+
+def results_section(heading: str, rows: Sequence[str], about: str = "") -> str:
+    """A RESULTS.md section as every script writes it: the heading, then the command that
+    made it, today's date and the machine, what was measured (``about``), the tables."""
+    head = [
+        heading,
+        "",
+        f"- Command: `{command()}`",
+        f"- Date: {time.strftime('%Y-%m-%d')}",
+        f"- Machine: {machine()}",
+        "",
+    ]
+    text = "\n".join([*head, *([about, ""] if about else []), *rows]).strip("\n") + "\n"
+    return re.sub(r"\n{3,}", "\n\n", text)
 
 
 def best_time(fn: Callable[[], object], repeat: int, warm: bool = True) -> float:

@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 
-from _common import machine, write_section  # noqa: E402
+from _common import machine, results_section, write_section  # noqa: E402
 from make_large_zarr import make  # noqa: E402
 
 import fastfinite  # noqa: E402
@@ -160,24 +160,15 @@ def main() -> None:
             f"| {frac * 100:.4f}% |"
         )
     if args.write:
-        heading = "## Scans that remember (issue 18)"
-        text = [
-            heading,
-            "",
-            f"Machine: {machine()}",
-            "",
-            "`python benchmarks/bench_cache.py --write`: each column a fraction of the full scan "
+        about = (
+            "Each column a fraction of the full scan "
             f"of the same store (best of {repeat}, alternated in one process; the append "
             "column against the full scan of the grown store). Targets: cold <= 1.05, "
             "unchanged <= 0.03, rewrite 1% <= 0.05, append 10% <= 0.15, cache <= 0.1% of the "
-            "data. Every cached report was checked equal to a full scan's.",
-            "",
-            *rows,
-            "",
-            NOTE,
-            "",
-        ]
-        write_section("\n".join(text), heading)
+            "data. Every cached report was checked equal to a full scan's."
+        )
+        section = results_section("## Scans that remember (issue 18)", [*rows, "", NOTE], about)
+        write_section("bench_cache.py", section)
 
 
 if __name__ == "__main__":

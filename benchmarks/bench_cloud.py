@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 
-from _common import machine, write_section  # noqa: E402
+from _common import machine, results_section, write_section  # noqa: E402
 from s3_server import latency_proxy, make_bucket, moto_server, storage_options  # noqa: E402
 
 CHILD = textwrap.dedent(
@@ -181,21 +181,21 @@ def main() -> None:
             f"{r['max_inflight']} | {r['mean_inflight']:.1f} | {r['peak_mb']:.0f} |"
             for (lat, m), r in results.items()
         )
-        write_section(
-            "## Object stores (issue 16)\n\n"
-            f"Machine: {machine()}\n\n"
+        about = (
             f"Store: {size:.2f} GB float32, zstd, 1 MB chunks, in moto's S3 server; each method "
-            "in a fresh process through a fresh latency proxy, best of "
-            f"{repeat}. Command: `python benchmarks/bench_cloud.py --write`.\n\n"
+            f"in a fresh process through a fresh latency proxy, best of {repeat}."
+        )
+        tables = [
             "| latency | scan / scan without latency | zarr's read / scan | dask / scan "
             "| obstore route / scan |\n| --- | ---: | ---: | ---: | ---: |\n"
-            f"{summary}\n\n"
+            f"{summary}\n",
             "| latency | method | s | requests | max in flight | mean in flight | peak RSS MB |\n"
-            f"| --- | --- | ---: | ---: | ---: | ---: | ---: |\n{rows}\n\n"
-            f"A cluster of 2 workers: {cluster['requests']} requests, the local scan "
-            f"{local}.\n\n" + NOTE,
-            "## Object stores (issue 16)",
-        )
+            f"| --- | --- | ---: | ---: | ---: | ---: | ---: |\n{rows}\n",
+            f"A cluster of 2 workers: {cluster['requests']} requests, the local scan {local}.\n",
+            NOTE,
+        ]
+        section = results_section("## Object stores (issue 16)", tables, about)
+        write_section("bench_cloud.py", section)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 
-from _common import best_time, machine, write_section  # noqa: E402
+from _common import best_time, machine, results_section, write_section  # noqa: E402
 from make_large_zarr import make  # noqa: E402
 
 
@@ -91,8 +91,7 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if args.write:
-        heading = "## Dask cluster (issue 4)"
-        write_section("\n".join([heading, "", f"Machine: {machine()}", *rows, ""]), heading)
+        write_section("bench_dask.py", results_section("## Dask cluster (issue 4)", rows))
 
 
 if __name__ == "__main__":

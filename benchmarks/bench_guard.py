@@ -19,7 +19,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from _common import machine, write_section  # noqa: E402
+from _common import results_section, write_section  # noqa: E402
 
 import fastfinite  # noqa: E402
 
@@ -68,8 +68,7 @@ def main() -> None:
         rows.append(f"| {name} | {t:.3f} | {t / n * 1e6:.0f} | {(t / base - 1) * 100:+.0f}% |")
         print(f"  {name:34s} {t:7.3f} s  {t / n * 1e6:7.0f} us/batch  {(t / base - 1) * 100:+.0f}%")
     if args.write:
-        heading = "## Guards (issue 7)"
-        write_section("\n".join([heading, "", f"Machine: {machine()}", *rows, ""]), heading)
+        write_section("bench_guard.py", results_section("## Guards (issue 7)", rows))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from _common import best_time, best_times, machine, write_section
+from _common import best_time, best_times, machine, results_section, write_section
 
 import fastfinite
 import fastfinite.dispatch
@@ -359,18 +359,20 @@ def main() -> None:
     if args.slices:
         print("\nper-slice statistics:")
         rows = run_slices(n32, min(repeat, 3)) + run_slice_tuples(n32, min(repeat, 3))
-        heading = "## Per-slice statistics (issue 19)"
-        text = [
-            heading, "", f"Machine: {machine()}", "",
-            "`python benchmarks/bench_memory.py --slices --write`: fastfinite's scans best of "
-            f"{FAST_REPEAT} and NumPy's and bottleneck's best of 3, each alternated in one "
-            "process; by=0 and by=-1 as multiples of the plain scan of the same array "
-            "(target <= 1.3), and NumPy's `nanmean` + `nanstd` + `isnan(...).sum(axis)` and "
-            "bottleneck's `nanmean` + `nanstd` along the same axis as multiples of "
-            "fastfinite's time (target >= 5x).", *rows, "",
-        ]  # fmt: skip
+        about = (
+            f"fastfinite's scans best of {FAST_REPEAT} and NumPy's and bottleneck's best of "
+            f"{min(repeat, 3)}, each alternated in one process; by=0 and by=-1 as multiples of "
+            "the plain scan of the same array (target <= 1.3), and NumPy's `nanmean` + "
+            "`nanstd` + `isnan(...).sum(axis)` and bottleneck's `nanmean` + `nanstd` along the "
+            'same axis as multiples of fastfinite\'s time (target >= 5x). "columns": the '
+            'report\'s nine per-slice columns written once into fresh memory; "floor": every '
+            "byte read, then the finished slices' rows written; both as multiples of the plain "
+            "scan. The second table: `by` over two axes of 3-D arrays beside the same slices "
+            "as one axis of the array seen as 2-D."
+        )
         if args.write:
-            write_section("\n".join(text), heading)
+            section = results_section("## Per-slice statistics (issue 19)", rows, about)
+            write_section("bench_memory.py --slices", section)
         return
     rows = run_memory(n32, n64, repeat)
     print("\nper-slice statistics:")
@@ -378,8 +380,15 @@ def main() -> None:
     rows += ["", "| start-up | wall |", "| --- | ---: |", *run_cli_times()]
     rows += ["", "| out of core | time | memory |", "| --- | --- | --- |", *run_npy(npy_gb)]
     if args.write:
-        section = "\n".join(["## In memory (issue 2)", "", f"Machine: {machine()}", *rows, ""])
-        write_section(section, "## In memory (issue 2)")
+        about = (
+            "Arrays in RAM, their NaN, inf and -inf (and float32 overflows in float64) in the "
+            f"last 1%; the methods timed in turn, best of {repeat} (NumPy's full report once). "
+            "\"share of bandwidth\": the bandwidth kernel's time over the method's. Then by=0 "
+            "and by=-1 against the plain scan (issue 5), fresh processes' start-up, and the "
+            "peak RSS of a fresh process scanning a `.npy` file (a read-only memmap)."
+        )
+        section = results_section("## In memory (issue 2)", rows, about)
+        write_section("bench_memory.py", section)
 
 
 if __name__ == "__main__":

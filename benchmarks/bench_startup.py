@@ -27,7 +27,7 @@ import sys
 import tempfile
 import textwrap
 
-from _common import machine, write_section
+from _common import machine, results_section, write_section
 
 MODES = ["plain", "by=0", "by=-1", "localize", "scale", "narrow", "guard"]
 
@@ -80,7 +80,9 @@ def compile_times(dtypes_per_mode: list[str], modes: list[str] = MODES, every: b
             )
             got = child(code, cold_env(cache))
         label = f"{mode} ({dtypes})"
-        print(f"  compile {label}: {got['compile']:.2f} s ({got['wall']:.2f} s with Python's start)")
+        print(
+            f"  compile {label}: {got['compile']:.2f} s ({got['wall']:.2f} s with Python's start)"
+        )
         rows.append(f"| {label} | {got['compile']:.2f} | {got['wall']:.2f} |")
     return rows
 
@@ -191,16 +193,16 @@ def main() -> None:
         rows += report_times([1_000_000, 100_000_000, 250_000_000]) + [""]
         rows += warm_start() + [""] + cluster(100_000)
     if args.write and not args.quick:
-        text = [
-            "## First contact (issue 41)", "", f"Machine: {machine()}", "",
-            "`python benchmarks/bench_startup.py --write`: every figure a fresh process, "
+        about = (
+            "Every figure a fresh process, "
             "with an empty Numba cache (cold) or one `fastfinite compile` filled (warm). "
             "Targets: each mode's compile within 3 s, every mode for both dtypes within 10 "
             "s; a warm process's first scan within 0.3 s of `import fastfinite`; 1 GB "
             "float32 cold: time to report at most NumPy's (`isnan(x).sum()`, "
-            "`isinf(x).sum()`, `nanmean`, `nanstd`) in a fresh process.", "", *rows, "",
-        ]  # fmt: skip
-        write_section("\n".join(text), "## First contact (issue 41)")
+            "`isinf(x).sum()`, `nanmean`, `nanstd`) in a fresh process."
+        )  # fmt: skip
+        section = results_section("## First contact (issue 41)", rows, about)
+        write_section("bench_startup.py", section)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ engines end here."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,16 +187,22 @@ def slice_report(
 
 
 def finish(
-    layout: Layout, reports: dict, skipped: dict[str, str], complete: bool = True
+    layout: Layout,
+    reports: dict,
+    skipped: dict[str, str],
+    complete: bool = True,
+    findings: Sequence[Finding] = (),
 ) -> ScanReport:
     """The scan's report from its members' (``reports`` by path): the one report of a single
     array, else the group's totals over its members, laid out as a table for a DataFrame or
-    Parquet file (shape rows x columns, locations as (row, column) with labels)."""
+    Parquet file (shape rows x columns, locations as (row, column) with labels), with
+    ``findings`` of its own (members that could not be checked: ``ScanPlan.findings``)."""
     if not layout.group:
         (report,) = reports.values()
         report.skipped.update(skipped)  # a table's columns left out of its 2-D array
         return report
     total = ScanReport.total(layout.name, reports, skipped)
+    total.findings += findings
     total.complete = total.complete and complete
     if layout.table is not None:
         from .sources.tables import table_locations

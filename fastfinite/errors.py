@@ -22,9 +22,26 @@ class SourceError(FastFiniteError, ValueError):
 
 
 class SkippedMemberError(SourceError):
-    """A member of a group that cannot be scanned (an HDF5 link that leads nowhere, a second
-    name of a dataset scanned under its first): a group's report lists it in ``skipped``
-    with the reason; asked for alone, it is a ``SourceError``."""
+    """A member of a group that is not scanned (an HDF5 link that leads nowhere, a second
+    name of a dataset or group scanned under its first, a file in a Zarr store that is not
+    part of it): a group's report lists it in ``skipped`` with the reason; asked for alone,
+    it is a ``SourceError``.
+
+    Attributes
+    ----------
+    kind : str or None
+        The finding kind the group's report gets for it (``"unreadable_member"``,
+        ``"missing_member"``, ``"stray_file"``: a member that cannot be checked), or None
+        for one skipped on purpose (a second name of a dataset or group scanned under its
+        first).
+    """
+
+    def __init__(self, message: str, kind: str | None = None):
+        super().__init__(message)
+        self.kind = kind
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.kind))
 
 
 class ChunkReadError(FastFiniteError, OSError):

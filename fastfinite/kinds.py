@@ -16,7 +16,10 @@ BASE_KINDS = ("nan", "posinf", "neginf")
 
 SLICE_KINDS = ("nonfinite", "zero_variance", "near_zero_variance", "outlier")
 CHUNK_KINDS = ("missing_chunk", "unreadable_chunk")
-GROUP_KINDS = ("nothing_scanned",)  # said of a group or table as a whole
+# said of a group or table as a whole (the members named in a message, and in ``skipped``)
+GROUP_KINDS = (
+    "nothing_scanned", "unreadable_member", "unlisted_member", "missing_member", "stray_file",
+)  # fmt: skip
 PER_DTYPE_SLICE_KINDS = ("sum_overflow:", "variance_overflow:")
 
 ERROR, WARNING = "error", "warning"
@@ -40,6 +43,10 @@ SEVERITY = {
     "variance_overflow:": ERROR,
     "unreadable_chunk": ERROR,
     "nothing_scanned": ERROR,
+    "unreadable_member": ERROR,  # an HDF5 external link not followed here: data unchecked
+    "unlisted_member": ERROR,  # a Zarr array that consolidated metadata hides: not scanned
+    "missing_member": WARNING,  # an HDF5 soft link to nothing: no data there to check
+    "stray_file": WARNING,  # in a Zarr store, not part of it: no Zarr reader sees it
     "missing_chunk": WARNING,  # an error when its fill is NaN or inf: missing_chunk_severity
     "underflow:": WARNING,
     "zero_variance": WARNING,

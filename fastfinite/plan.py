@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .build import Layout
-from .errors import SkippedMemberError, UnsupportedDtypeError
+from .errors import InvalidArgumentError, SkippedMemberError, UnsupportedDtypeError
 from .options import ScanOptions, resolve_by
 from .parts import default_workers
+from .report import Finding
 from .sources.base import Source
 from .sources.dask import DaskArraySource
 from .sources.ndarray import MAX_REGION_BYTES
-from .sources.open import Target, group_name, open_source
+from .sources.open import Target, group_name, input_root, open_source
 from .summary import TWIN_MAX, ScanSpec
 
 TWIN_ENV = "FASTFINITE_NUMPY_TWIN_MAX"  # blocks up to this many values use the NumPy twin
@@ -44,7 +45,9 @@ class Member:
 class ScanPlan:
     """What a scan will do. ``members()`` opens the arrays (a group's one at a time, so a
     table's columns are not all converted at once) and records the ones that cannot be
-    scanned in ``skipped``."""
+    scanned in ``skipped``; those that could not be checked (an HDF5 link that leads nowhere,
+    a file in a Zarr store that is not part of it) get a finding of the group's too, in
+    ``findings``."""
 
     layout: Layout
     target: Target  # the opened input: what ``localize`` reads again
@@ -52,6 +55,7 @@ class ScanPlan:
     entries: list[tuple[str | None, Any]]  # (path, factory of its source)
     twin_max: int = TWIN_MAX
     skipped: dict[str, str] = field(default_factory=dict)
+    findings: dict[str, Finding] = field(default_factory=dict)  # path -> the group's finding
     cache: Any = None  # the open ``cache.ScanCache`` of ``scan(cache=)``
     recalled: dict = field(default_factory=dict)  # path -> its ``recall.MemberMemory``
     groups: list = field(default_factory=list)  # kernel groups the graph's tasks call first
@@ -80,6 +84,9 @@ class ScanPlan:
                 if path is None:
                     raise
                 self.skipped[path] = str(e)
+                kind = getattr(e, "kind", None)
+                if kind is not None:
+                    self.findings[path] = Finding(kind, (), f"{path}: {e}")
                 continue
             spec = ScanSpec(
                 source.shape,
@@ -94,6 +101,21 @@ class ScanPlan:
             if spec.by is not None and source.in_memory and not opts.region_bytes:
                 budget = slice_budget(source.nbytes, budget, opts.workers)
             yield Member(path, source, spec, budget)
+
+
+def check_cache_outside(data: Any, cache: str) -> None:
+    """An ``InvalidArgumentError`` naming both when the cache folder is inside the input (or
+    is it): fastfinite never writes into its input, and a cache inside a Parquet dataset or
+    a Zarr store would be read as part of it by the next scan."""
+    root = input_root(data)
+    if root is None:
+        return
+    there = os.path.realpath(cache)
+    if there == root or there.startswith(root.rstrip(os.sep) + os.sep):
+        raise InvalidArgumentError(
+            f"cache={cache!r} is inside the input {os.fspath(data)!r} ({root}): fastfinite "
+            "never writes into its input; give a cache folder outside it"
+        )
 
 
 def slice_budget(nbytes: int, budget: int, workers: int | None) -> int:
@@ -115,6 +137,8 @@ def make_plan(data: Any, options: ScanOptions) -> ScanPlan:
     """Open ``data`` and plan its scan with ``options`` (already validated)."""
     from .sources.tables import TableColumns, table_source
 
+    if options.cache is not None:
+        check_cache_outside(data, options.cache)
     target = open_source(data, options)
     skipped: dict[str, str] = {}
     if isinstance(target, TableColumns) and options.by is not None:

@@ -160,8 +160,13 @@ class MemberMemory:
             self.cache.retain(self.akey, keep, self.fingerprints.current())
 
     def rescanned_units(self) -> list[tuple[int, ...]]:
-        """Grid coordinates of the storage units read (the regions' boxes without a grid)."""
+        """Grid coordinates of the chunks read, in the grid of ``report.chunks`` and of the
+        missing and unreadable chunks (a sharded array is fingerprinted by shards, and every
+        chunk of a shard read again is listed); the regions' starts for a source without
+        a grid (a ``.npy`` or HDF5 file is one unit)."""
         grid = self.fingerprints.grid
+        if grid is not None:
+            grid = self.source.storage or grid
         seen: dict = {}
         for r in self.scanned:
             if grid is None:

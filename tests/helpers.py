@@ -163,3 +163,13 @@ def dask_processes(cwd: str, workers: int = 2, timeout: float = 90, env: dict | 
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+def run_cli(*args, timeout: float = 120, cwd=None) -> subprocess.CompletedProcess:
+    """``python -m fastfinite ARGS`` in a fresh process that imports this checkout."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return subprocess.run(
+        [sys.executable, "-m", "fastfinite", *map(str, args)],
+        capture_output=True, text=True, timeout=timeout, cwd=cwd,
+        env=dict(os.environ, PYTHONPATH=root),
+    )  # fmt: skip

@@ -71,7 +71,9 @@ def _as_v1(d: dict) -> dict:
 # -- the table ------------------------------------------------------------------------------
 
 ERRORS = {"nan", "posinf", "neginf", "nonfinite", "unreadable_chunk", "nothing_scanned"}
+ERRORS |= {"unreadable_member", "unlisted_member"}  # members of a group not checked
 WARNINGS = {"zero_variance", "near_zero_variance", "outlier", "missing_chunk"}
+WARNINGS |= {"missing_member", "stray_file"}  # no data there, or none a reader reads
 
 
 def test_every_known_kind_has_the_severity_the_issue_gives():

@@ -31,6 +31,7 @@ from ..build import build_report, finish, report_meta
 from ..errors import InvalidArgumentError, SourceError
 from ..options import LOCAL_SCHEDULERS, parse_address
 from ..plan import Member, ScanPlan
+from ..sources.dask import dask_block
 from ..summarize import kernel_groups, scan_region_or_units, summarize
 from ..summary import ScanSpec, Summary, merge_all
 
@@ -45,7 +46,8 @@ def delayed_scan(plan: ScanPlan):
     for m in plan.members():
         reports[m.path] = _member_graph(m, plan)
         plan.groups += [g for g in kernel_groups(m.spec) if g not in plan.groups]
-    return delayed(finish, pure=True)(plan.layout, reports, dict(plan.skipped))
+    findings = list(plan.findings.values())
+    return delayed(finish, pure=True)(plan.layout, reports, dict(plan.skipped), True, findings)
 
 
 def prepare_kernels(groups) -> int:
@@ -69,9 +71,14 @@ def _prepare_workers(client, groups) -> None:
             pass
 
 
-def _leaf_block(block: np.ndarray, start: tuple[int, ...], spec: ScanSpec, order=None, flips=()):
+def _leaf_block(
+    block: np.ndarray, start: tuple[int, ...], spec: ScanSpec, order=None, flips=(), name=None
+):
     """Scan a block; ``order`` and ``flips``: it was shipped as its memory view (a pickle
-    copies a view in C order), laid out again here as the local engine sees it."""
+    copies a view in C order), laid out again here as the local engine sees it; ``name``:
+    it is a dask array's block, computed here (``dask_block`` checks what it is)."""
+    if name is not None:
+        block = dask_block(block, start, name)
     if order is not None:
         block = np.flip(block.transpose(np.argsort(order)), flips)
     return summarize(block, start, spec), []
@@ -127,7 +134,15 @@ def _member_graph(member: Member, plan: ScanPlan):
         token = tokenize("fastfinite-array", x.name, spec, opts.split_every)
         offsets = [list(accumulate(ax, initial=0)) for ax in x.chunks]
         leaves = [
-            (_leaf_block, (x.name, *idx), tuple(int(o[i]) for o, i in zip(offsets, idx)), spec)
+            (
+                _leaf_block,
+                (x.name, *idx),
+                tuple(int(o[i]) for o, i in zip(offsets, idx)),
+                spec,
+                None,
+                (),
+                source.name,
+            )  # fmt: skip
             for idx in np.ndindex(*x.numblocks)
         ]
     elif not source.reads_in_tasks:  # values in this process: the graph carries them
@@ -334,7 +349,7 @@ def cached_scan(plan: ScanPlan, scheduler, progress: bool, timeout: float = 30.0
                 spec, meta, merger.result(), failed, missing, True, True
             )
             memory.finish(True)
-        return finish(plan.layout, reports, dict(plan.skipped))
+        return finish(plan.layout, reports, dict(plan.skipped), True, list(plan.findings.values()))
     finally:
         if own:
             client.close()

@@ -52,7 +52,7 @@ def run(plan: ScanPlan) -> ScanReport:
             rest = [p for p, _ in plan.entries if p not in reports and p not in plan.skipped]
             plan.skipped.update(dict.fromkeys(rest, why))
             break
-    return finish(plan.layout, reports, plan.skipped, not stopped)
+    return finish(plan.layout, reports, plan.skipped, not stopped, list(plan.findings.values()))
 
 
 def bounded_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:

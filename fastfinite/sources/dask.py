@@ -8,22 +8,16 @@ from typing import Any
 
 import numpy as np
 
+from .._format import fmt_index
 from ..blocks import Region, check_dtype
 from .base import Source
+from .ndarray import DASK_REMEDY, unmasked
 
 
 class DaskArraySource(Source):
     """A ``dask.array.Array``: one region per block (``localize`` computes the ones it reads)."""
 
     def __init__(self, x: Any, name: str = "dask array"):
-        if isinstance(getattr(x, "_meta", None), np.ma.MaskedArray):
-            from ..errors import InvalidArgumentError
-
-            raise InvalidArgumentError(
-                f"{name} has blocks that are numpy masked arrays: fastfinite scans every "
-                "value and does not skip masked ones; scan da.ma.filled(x, value) or "
-                "da.ma.getdata(x) (the values as stored, masked ones included)"
-            )
         self.dask_array = x
         self.name = name
         self.shape = tuple(int(s) for s in x.shape)
@@ -34,7 +28,15 @@ class DaskArraySource(Source):
         return block_regions(self.dask_array.chunks)
 
     def read(self, region: Region) -> np.ndarray:
-        return np.asarray(self.dask_array[region].compute())
+        return np.asarray(dask_block(self.dask_array[region].compute(), region, self.name))
+
+
+def dask_block(block: Any, region: Region | tuple[int, ...], name: str) -> Any:
+    """A computed block of a dask array as it can be scanned: a numpy masked array that masks
+    something is an error (``ndarray.unmasked``: a block function may return one whatever
+    the array's ``_meta`` says), one that masks nothing its values."""
+    start = tuple(s.start if isinstance(s, slice) else s for s in region)
+    return unmasked(block, f"the block at {fmt_index(start)} of {name}", DASK_REMEDY)
 
 
 def block_regions(chunks: tuple[tuple[int, ...], ...]):

@@ -8,6 +8,7 @@ others run kernels.
 
 from __future__ import annotations
 
+import heapq
 import math
 import os
 from typing import Any
@@ -140,7 +141,7 @@ def open_h5(filename: str, dataset: str | None):
         there = obj.file.filename  # another file's, through an external link
         same = os.path.abspath(there) == os.path.abspath(filename)
         return H5Source(filename if same else there, obj.name, _ds=obj)
-    return group_datasets(obj)
+    return group_datasets(obj, dataset or "/")
 
 
 def _open_node(filename: str, path: str):
@@ -153,11 +154,15 @@ def _open_node(filename: str, path: str):
         raise SourceError(f"cannot open {filename} as HDF5: {e}") from None
     try:
         return f[path]
-    except (KeyError, OSError, ValueError) as e:
+    except _LINK_ERRORS as e:
         why = _dead_link(f, path, e)
         if why is None:
             raise SourceError(f"no dataset {path!r} in {filename}") from None
         raise SourceError(f"{filename}:{path} is {why}") from None
+
+
+# what h5py raises for a link it cannot follow (RuntimeError: soft links in a circle)
+_LINK_ERRORS = (KeyError, OSError, ValueError, RuntimeError)
 
 
 def _dead_link(group: Any, name: str, error: BaseException) -> str | None:
@@ -166,10 +171,12 @@ def _dead_link(group: Any, name: str, error: BaseException) -> str | None:
     h5py = _h5py()
     try:
         link = group.get(name, getlink=True)
-    except (KeyError, OSError, ValueError):  # a group on the way is missing: no link
+    except _LINK_ERRORS:  # a group on the way is missing: no link
         return None
     if isinstance(link, h5py.SoftLink):
-        return f"a soft link to {link.path}, which does not exist"
+        if _leads_nowhere(group, name):
+            return f"a soft link to {link.path}, which does not exist"
+        return f"a soft link to {link.path}, which cannot be followed ({_reason(error)})"
     if isinstance(link, h5py.ExternalLink):
         return (
             f"an external link to {link.filename}:{link.path}, which cannot be opened "
@@ -180,63 +187,112 @@ def _dead_link(group: Any, name: str, error: BaseException) -> str | None:
 
 def _reason(error: BaseException) -> str:
     text = str(error.args[0] if isinstance(error, KeyError) and error.args else error)
-    return text.removeprefix("Unable to synchronously open object ").strip("()")
+    text = text.removeprefix("Unable to synchronously open object ")
+    return text[1:-1] if text.startswith("(") and text.endswith(")") else text
 
 
 MAX_LINK_DEPTH = 64  # groups within groups, through links too
+# the names of an object, best first: of hard links only, through an external link (or a
+# link of a user-defined class), through a soft link (an alias of another name, always)
+_RANK = {"HardLink": 0, "ExternalLink": 1, "SoftLink": 2}
 
 
-def group_datasets(group: Any) -> list[tuple[str, Any]]:
+def group_datasets(group: Any, base: str | None = None) -> list[tuple[str, Any]]:
     """Every dataset below an h5py group, reached by any link: hard, soft (to anywhere in
     the file) or external (to another file), as ``(path, factory)`` sorted by path;
     ``factory()`` opens its source (and raises ``UnsupportedDtypeError`` for string or
-    compound datasets).
+    compound datasets). Paths start from ``base``, the path the group was asked for
+    (default: the group's name in its file, which for a group reached through an external
+    link is its name in the other file).
 
-    A dataset reached under several names is scanned once, under its first hard-linked
-    name; its other names, and links that lead nowhere (a soft link to nothing, an external
-    link to a file or object that cannot be opened), are members whose factory raises
-    ``SkippedMemberError``: they are listed in ``report.skipped`` with the reason."""
+    A dataset or group reached under several names is scanned once, under its first name
+    in a walk that takes names of hard links only first, then names through external links,
+    then names through soft links (so a soft link that sorts first does not hide the real
+    name). Its other names, and links that lead nowhere,
+    are members whose factory raises ``SkippedMemberError``: they are listed in
+    ``report.skipped`` with the reason, and those that lead nowhere get a finding of the
+    group's: ``missing_member`` for a soft link to nothing in the file,
+    ``unreadable_member`` for an external link that cannot be followed here (HDF5 looks for
+    its file by ``HDF5_EXT_PREFIX``, the file's folder and the working directory: elsewhere
+    it may lead to data) or an object that cannot be opened."""
     from ..errors import SkippedMemberError
 
     h5py = _h5py()
-    links: list[tuple[str, bool, Any]] = []  # (path, hard link, dataset)
-    dead: dict[str, str] = {}
-    seen_groups = set()
-
-    def visit(g: Any, base: str, depth: int) -> None:
+    base = "/" + (group.name if base is None else base).strip("/")
+    found: list[tuple[str, Any]] = []
+    skipped: dict[str, tuple[str, str | None]] = {}  # path -> (why, finding kind)
+    first: dict[Any, str] = {}  # object -> the name it is scanned under
+    # (rank, path, depth, n, object), rank the worst link on the way (``_RANK``): each
+    # name after the names it extends, so an object's first name is popped first
+    heap = [(0, base.rstrip("/"), 0, 0, group)]
+    n = 0
+    while heap:
+        rank, path, depth, _, obj = heapq.heappop(heap)
+        group_like = isinstance(obj, h5py.Group)
+        if obj.id in first:
+            what = "group" if group_like else "dataset"
+            skipped[path] = (f"the same {what} as {first[obj.id] or '/'} (scanned there)", None)
+            continue
+        first[obj.id] = path
+        if not group_like:
+            found.append((path, lambda obj=obj: H5Source.from_dataset(obj)))
+            continue
         if depth > MAX_LINK_DEPTH:
             raise SourceError(
-                f"{g.file.filename}:{base or '/'} has groups more than {MAX_LINK_DEPTH} deep"
+                f"{obj.file.filename}:{path or '/'} has groups more than {MAX_LINK_DEPTH} deep"
             )
-        for name in sorted(g):
-            path = f"{base}/{name}"
+        for name in sorted(obj):
+            child = f"{path}/{name}"
             try:
-                obj = g[name]
-            except (KeyError, OSError, ValueError) as e:
-                dead[path] = _dead_link(g, name, e) or f"cannot be opened ({_reason(e)})"
+                link = obj.get(name, getlink=True)
+                target = obj[name]
+            except _LINK_ERRORS as e:
+                why = _dead_link(obj, name, e) or f"cannot be opened ({_reason(e)})"
+                kind = "missing_member" if _leads_nowhere(obj, name) else "unreadable_member"
+                skipped[child] = (why, kind)
                 continue
-            hard = isinstance(g.get(name, getlink=True), h5py.HardLink)
-            if isinstance(obj, h5py.Dataset):
-                links.append((path, hard, obj))
-            elif isinstance(obj, h5py.Group) and obj.id not in seen_groups:
-                seen_groups.add(obj.id)  # a link back up (or to a group seen) is not a loop
-                visit(obj, path, depth + 1)
+            if isinstance(target, (h5py.Group, h5py.Dataset)):  # not a named datatype
+                n += 1
+                this = _RANK.get(type(link).__name__, 1)
+                heapq.heappush(heap, (max(rank, this), child, depth + 1, n, target))
+    for path, (why, kind) in skipped.items():
 
-    seen_groups.add(group.id)
-    visit(group, group.name.rstrip("/"), 0)
-    first: dict[Any, str] = {}
-    for path, _, obj in sorted(links, key=lambda t: (not t[1], t[0])):
-        first.setdefault(obj.id, path)
-    found = []
-    for path, _, obj in links:
-        if first[obj.id] == path:
-            found.append((path, lambda obj=obj: H5Source.from_dataset(obj)))
-        else:
-            dead[path] = f"the same dataset as {first[obj.id]} (scanned there)"
-    for path, why in dead.items():
+        def skip(why=why, kind=kind):
+            raise SkippedMemberError(why, kind)
 
-        def skipped(why=why):
-            raise SkippedMemberError(why)
-
-        found.append((path, skipped))
+        found.append((path, skip))
     return sorted(found, key=lambda t: t[0])
+
+
+def _leads_nowhere(group: Any, name: str, depth: int = 0) -> bool:
+    """Whether the link ``name`` of ``group`` is a soft link to nothing in its file: its
+    target path, followed link by link (soft links too), meets a name that is not there.
+    False when it meets an external link or a link that cannot be followed: what it leads
+    to could not be checked."""
+    h5py = _h5py()
+    try:
+        link = group.get(name, getlink=True)
+    except _LINK_ERRORS:
+        return False
+    if not isinstance(link, h5py.SoftLink) or depth > MAX_LINK_DEPTH:
+        return False
+    g = group.file["/"] if link.path.startswith("/") else group
+    parts = [p for p in link.path.split("/") if p and p != "."]
+    for i, part in enumerate(parts):
+        try:
+            step = g.get(part, getlink=True)
+        except _LINK_ERRORS:
+            return False
+        if step is None:
+            return True
+        if isinstance(step, h5py.SoftLink) and i == len(parts) - 1:
+            return _leads_nowhere(g, part, depth + 1)
+        if not isinstance(step, (h5py.SoftLink, h5py.HardLink)):
+            return False  # an external link, or one of a user-defined class
+        try:
+            g = g[part]
+        except _LINK_ERRORS:
+            return isinstance(step, h5py.SoftLink) and _leads_nowhere(g, part, depth + 1)
+        if i < len(parts) - 1 and not isinstance(g, h5py.Group):
+            return True  # a dataset on the way: the path names nothing
+    return False

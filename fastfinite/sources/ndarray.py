@@ -136,11 +136,24 @@ def _find_mmap(array: np.ndarray) -> mmap.mmap | None:
     return None
 
 
-def unmasked(array: np.ndarray, name: str) -> np.ndarray:
+NUMPY_REMEDY = (
+    "scan np.ma.filled(x, value) to scan the masked elements as a value of your choice, "
+    "x.data to scan the values as stored (masked ones included), or x.compressed() to scan "
+    "the unmasked values only (flattened)"
+)
+DASK_REMEDY = (
+    "scan da.ma.filled(x, value) to scan the masked elements as a value of your choice, or "
+    "da.ma.getdata(x) to scan the values as stored (masked ones included)"
+)
+
+
+def unmasked(array: np.ndarray, name: str, remedy: str = NUMPY_REMEDY) -> np.ndarray:
     """The values of a numpy masked array that masks nothing (``array.data``, a view); an
     ``InvalidArgumentError`` when it masks something: fastfinite scans every value, and a
-    masked-out NaN would count, so the caller says what the masked elements are. Any other
-    array is returned as it is."""
+    masked-out NaN would count, so the caller says what the masked elements are (``remedy``:
+    how, for the kind of input the user holds). Any other array is returned as it is. The
+    one check of masks: of an array, of each block of a dask array where it is computed,
+    of a guard's batches."""
     if not isinstance(array, np.ma.MaskedArray):
         return array
     mask = np.ma.getmask(array)
@@ -150,10 +163,7 @@ def unmasked(array: np.ndarray, name: str) -> np.ndarray:
 
         raise InvalidArgumentError(
             f"{name} is a numpy masked array with {masked} masked element(s) of "
-            f"{array.size}: fastfinite scans every value and does not skip masked ones; "
-            "scan np.ma.filled(x, value) to scan the masked elements as a value of your "
-            "choice, x.data to scan the values as stored (masked ones included), or "
-            "x.compressed() to scan the unmasked values only (flattened)"
+            f"{array.size}: fastfinite scans every value and does not skip masked ones; " + remedy
         )
     return array.data
 

@@ -144,6 +144,31 @@ def _open_path(path: str, options: ScanOptions) -> Target:
     return zarr.ZarrSource(node, path, url, sent)
 
 
+def input_root(data: Any) -> str | None:
+    """The real path of the local file or folder a path input is read from (``f.h5`` of
+    ``f.h5:/x``, ``data.zip`` of ``data.zip/train/x``, the outermost Zarr store of
+    ``data.zarr/train/x``, the ``.npy``, Parquet file or dataset itself), or None for a URL,
+    a path that does not exist, or an object: where a scan must never write."""
+    from . import hdf5, zarr
+    from .walk import is_zarr_store
+
+    if not isinstance(data, (str, os.PathLike)):
+        return None
+    path = os.fspath(data)
+    if "://" in path:
+        return None
+    h5 = hdf5.split_h5_path(path)
+    zip_path = zarr.split_zip(path)[0]
+    path = h5[0] if h5 is not None else zip_path or path
+    if not os.path.exists(path):
+        return None
+    path = os.path.realpath(path)
+    up = os.path.dirname(path)
+    while up != path and os.path.isdir(path) and is_zarr_store(up):
+        path, up = up, os.path.dirname(up)  # a group or array inside a store: the store
+    return path
+
+
 def group_name(data: Any) -> str:
     """The name of an input that opens as a group (its path, store or file name)."""
     if isinstance(data, (str, os.PathLike)):

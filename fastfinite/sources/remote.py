@@ -12,6 +12,8 @@ SECRETS = {
     "credentials", "aws_access_key_id", "aws_secret_access_key", "aws_session_token",
 }  # fmt: skip
 LOCAL_PROTOCOLS = ("file", "local", "memory")
+# object stores whose URLs start with a bucket (or container): ``s3://bucket/key``
+BUCKET_PROTOCOLS = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "oss")
 
 
 def protocol(url: str) -> str:
@@ -40,11 +42,13 @@ def storage_defaults(url: str, options: Mapping | None, concurrency: int, timeou
 
 def missing_bucket(url: str, options: Mapping | None) -> str | None:
     """The bucket (or container) of ``url`` when its store answers that it does not exist;
-    None when it exists, when ``url`` has none (a local or memory URL), or when the store
-    cannot tell (refused credentials, no answer): a store that could not be opened is then
-    explained by its bucket, not by the array or group missing in it."""
+    None when it exists, when ``url`` has none (a local, memory or HTTP URL: only the
+    ``BUCKET_PROTOCOLS`` have one), or when the store cannot tell (refused credentials, no
+    answer): a store that could not be opened is then explained by its bucket, not by the
+    array or group missing in it. ``options``: the scan's storage options, its timeouts
+    (``storage_defaults``) included."""
     proto = protocol(url)
-    if proto in LOCAL_PROTOCOLS or "://" not in url:
+    if proto not in BUCKET_PROTOCOLS or "://" not in url:
         return None
     bucket = url.split("://", 1)[1].split("/", 1)[0]
     try:

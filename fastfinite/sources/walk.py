@@ -55,11 +55,15 @@ class DirContents:
     def is_parquet_dataset(self) -> bool:
         return bool(self.parquet) and not self.other and not self.stopped
 
+    def holdings(self) -> list[str]:
+        """What it holds, kind by kind: ``["1 .npy file (a.npy)", "2 Parquet files (...)"]``."""
+        held = dict(self.other, **{"Parquet file": self.parquet})
+        return [_count(kind, held[kind]) for kind in KINDS if held.get(kind)]
+
     def describe(self) -> str:
         """The error of a directory that is not one Zarr store or Parquet dataset."""
         head = f"{self.root} is not a Zarr store or a Parquet dataset"
-        held = dict(self.other, **{"Parquet file": self.parquet})
-        parts = [_count(kind, held[kind]) for kind in KINDS if held.get(kind)]
+        parts = self.holdings()
         if self.stopped:
             seen = f": it holds at least {', '.join(parts)}" if parts else ""
             return (
@@ -123,7 +127,7 @@ def walk(root: str) -> DirContents:
             if entry.name.startswith((".", "_")):
                 continue
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-            kind = _kind(entry, rel, bool(out.other))
+            kind = path_kind(entry.path, bool(out.other))
             if kind == "directory":
                 if depth + 1 >= MAX_DEPTH:
                     out.stopped = f"{MAX_DEPTH} levels of directories ({rel})"
@@ -138,20 +142,37 @@ def walk(root: str) -> DirContents:
     return out
 
 
-def _kind(entry: os.DirEntry, rel: str, mixed: bool) -> str:
-    """What one entry is: ``"directory"`` (to walk), ``"Parquet file"``, or a kind named in
-    the error (``.npy file``, ``Zarr store``, ``symbolic link``...)."""
+def path_kind(path: str, mixed: bool = False) -> str:
+    """What the entry at ``path`` is, its link never followed: ``"directory"`` (to walk),
+    ``"Parquet file"``, or a kind named in the error (``.npy file``, ``Zarr store``,
+    ``symbolic link``...); ``mixed``: other kinds were seen, so a file without a suffix is
+    not opened to read its magic bytes."""
     try:
-        if entry.is_symlink():
-            return "symbolic link (never followed)"
-        st = entry.stat(follow_symlinks=False)
+        st = os.lstat(path)
     except OSError:
         return "entry it cannot read"
+    if stat.S_ISLNK(st.st_mode):
+        return "symbolic link (never followed)"
     if stat.S_ISDIR(st.st_mode):
-        return "Zarr store" if is_zarr_store(entry.path) else "directory"
+        return "Zarr store" if is_zarr_store(path) else "directory"
     if not stat.S_ISREG(st.st_mode):
         return "FIFO, socket or device"
-    name = entry.name.lower()
+    name = os.path.basename(path)
+    kind = name_kind(name)
+    if kind == "other file" and not os.path.splitext(name)[1] and not mixed and st.st_size >= 8:
+        try:  # Hive's part files have no suffix
+            with open(path, "rb") as f:
+                magic = f.read(4)
+        except OSError:
+            return "file it cannot read"
+        return _MAGIC.get(magic, kind)
+    return kind
+
+
+def name_kind(name: str) -> str:
+    """What a file is by its name's suffix: ``"Parquet file"``, ``".npy file"``, ``".npz
+    file"``, ``".zip file"``, ``"HDF5 file"``, else ``"other file"``."""
+    name = name.lower()
     if name.endswith(PARQUET_SUFFIXES):
         return "Parquet file"
     suffix = os.path.splitext(name)[1]
@@ -159,14 +180,6 @@ def _kind(entry: os.DirEntry, rel: str, mixed: bool) -> str:
         return suffix + " file"
     if suffix in H5_SUFFIXES:
         return "HDF5 file"
-    if not suffix and not mixed and st.st_size >= 8:  # Hive's part files have no suffix
-        try:
-            with open(entry.path, "rb") as f:
-                magic = f.read(4)
-        except OSError:
-            return "file it cannot read"
-        if magic in _MAGIC:
-            return _MAGIC[magic]
     return "other file"
 
 

@@ -336,7 +336,7 @@ def open_zarr(path: str, storage_options: dict | None = None) -> Any:
     store: Any = path
     inner = ""
     if "://" not in path:  # absolute: a task elsewhere (a cluster worker) opens the same
-        zip_path, inner = _split_zip(path)
+        zip_path, inner = split_zip(path)
         if zip_path is not None:
             from zarr.storage import ZipStore
 
@@ -357,6 +357,11 @@ def open_zarr(path: str, storage_options: dict | None = None) -> Any:
         bucket = remote.missing_bucket(path, storage_options) if missing else None
         if bucket is not None:
             raise SourceError(f"the bucket {bucket!r} of {path} does not exist") from None
+        if missing and remote.protocol(path) in ("http", "https"):
+            raise SourceError(
+                f"no Zarr array or group at {path}: the server has no zarr.json, .zgroup or "
+                ".zarray at that URL"
+            ) from None
         if isinstance(e, (FileNotFoundError, KeyError)):
             raise SourceError(f"no Zarr array or group at {path}: {e}") from None
         if missing:
@@ -395,7 +400,7 @@ def open_store_node(store: Any) -> Any:
         raise SourceError(f"cannot open {store!r} as Zarr: {type(e).__name__}: {e}") from None
 
 
-def _split_zip(path: str) -> tuple[str | None, str]:
+def split_zip(path: str) -> tuple[str | None, str]:
     """``data.zip/train/x`` -> (``data.zip``, ``train/x``) when ``data.zip`` is a file."""
     parts = path.replace(os.sep, "/").split("/")
     for i in range(len(parts), 0, -1):
@@ -405,16 +410,34 @@ def _split_zip(path: str) -> tuple[str | None, str]:
     return None, ""
 
 
-def group_arrays(group: Any) -> list[tuple[str, Any]]:
-    """Every array below a group, recursively, as ``(path, array)`` sorted by path."""
-    out = [(p, m) for p, m in group.members(max_depth=None) if of_type(m, "zarr", "Array")]
-    return sorted(out, key=lambda t: t[0])
+def group_nodes(group: Any) -> list[tuple[str, Any]]:
+    """Every array and group below a group, recursively, as ``(path, node)`` sorted by path
+    (zarr's warning for each entry of the store that is none, ``Object at ... is not
+    recognized``, is not shown: ``zarr_strays`` lists them)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Object at .* is not recognized as a component")
+        nodes = list(group.members(max_depth=None))
+    return sorted(nodes, key=lambda t: t[0])
 
 
 def group_members(group: Any, base: str, url=None, options=None) -> list[tuple[str, Any]]:
     """``(path, factory)`` of every array below a group; sources are named ``base/path``
-    (and, opened from ``url``, are opened again from ``url/path`` in a Dask task)."""
-    return [
+    (and, opened from ``url``, are opened again from ``url/path`` in a Dask task). Entries
+    of the store below the group that are not part of it are members too, whose factory
+    raises ``SkippedMemberError`` saying what they are (``zarr_strays``)."""
+    from ..errors import SkippedMemberError
+    from .zarr_strays import stray_entries
+
+    nodes = group_nodes(group)
+    out = [
         (p, lambda a=a, p=p: ZarrSource(a, f"{base}/{p}", url and f"{url}/{p}", options))
-        for p, a in group_arrays(group)
+        for p, a in nodes
+        if of_type(a, "zarr", "Array")
     ]
+    for path, (what, kind) in stray_entries(group, nodes).items():
+
+        def stray(what=what, kind=kind):
+            raise SkippedMemberError(what, kind)
+
+        out.append((path, stray))
+    return sorted(out, key=lambda t: t[0])
