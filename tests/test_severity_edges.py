@@ -614,3 +614,26 @@ def test_a_group_holding_merged_runs_with_missing_chunks_reads_back(tmp_path, mo
     assert back.to_dict() == g.to_dict()
     with pytest.raises(KeyError):
         g.member("1.zarr + 2.zarr/1.zarr")  # a run, not an array
+
+
+def test_member_findings_read_back_alone_and_merged(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    zarr.open_group("s.zarr", mode="w").create_array("x", data=np.arange(3.0))
+    np.save("s.zarr/stray.npy", np.array([np.nan]))
+    with h5py.File("lk.h5", "w") as f:
+        f["a"] = np.zeros(2)
+        f["soft"] = h5py.SoftLink("/nowhere")
+        f["ext"] = h5py.ExternalLink("gone.h5", "/x")
+    reports = [fastfinite.scan("s.zarr"), fastfinite.scan("lk.h5")]
+    merged = fastfinite.merge_reports(reports)
+    assert [(f.kind, f.severity, f.array) for f in merged.findings] == [
+        ("stray_file", "warning", "s.zarr"),
+        ("unreadable_member", "error", "lk.h5"),
+        ("missing_member", "warning", "lk.h5"),
+    ]
+    for r in (*reports, merged):
+        assert ScanReport.from_json(r.to_json()).to_dict() == r.to_dict()
+    assert merged.member("lk.h5") is reports[1] and not merged.ok
+    d = json.loads(merged.to_json())
+    d["arrays"]["lk.h5"]["findings"][0]["severity"] = "warning"  # the error hidden
+    _refused(d, "arrays['lk.h5'].findings[0].severity is 'warning', but this unreadable_member")
