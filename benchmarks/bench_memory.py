@@ -25,8 +25,8 @@ import numpy as np
 from _common import best_time, best_times, machine, results_section, write_section
 
 import fastfinite
-import fastfinite.dispatch
-from fastfinite import slow
+import fastfinite.compute.dispatch
+from fastfinite import reference
 
 
 @functools.cache
@@ -62,7 +62,7 @@ def read_and_write_floor(x: np.ndarray, slices: int):
     slices writes (count, mean, std, min, max, largest |z|; their numbers are shared) into
     a canvas taken as the scan takes it (``pages.canvas_buffer``: the mapping the last one
     left, its count rows given back, from the second run on)."""
-    from fastfinite.pages import canvas_buffer
+    from fastfinite.compute.pages import canvas_buffer
 
     bw, fill = bandwidth_kernel(), fill_kernel()
     flat = x.reshape(-1, order="A")
@@ -95,7 +95,7 @@ def peers(x: np.ndarray) -> dict[str, Callable[[], object]]:
         "bandwidth (parallel x != x)": lambda: bw(x),
         "fastfinite.scan (full report)": lambda: fastfinite.scan(x),
         "np.isfinite(x).all()": lambda: np.isfinite(x).all(),
-        "NumPy full report": lambda: slow.scan(x, cast=("float32",)),
+        "NumPy full report": lambda: reference.scan(x, cast=("float32",)),
     }
     try:
         from sklearn.utils import assert_all_finite
@@ -392,5 +392,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    with fastfinite.dispatch.using("kernels"):  # warm: the kernels, never their twins
+    with fastfinite.compute.dispatch.using("kernels"):  # warm: the kernels, never their twins
         main()

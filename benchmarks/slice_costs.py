@@ -30,11 +30,12 @@ from _common import best_times
 from bench_memory import bandwidth_kernel
 
 import fastfinite
-from fastfinite import dispatch, kinds
-from fastfinite.blocks import Block
-from fastfinite.pages import canvas_buffer
-from fastfinite.summarize import scan_call, summarize
-from fastfinite.summary import ScanSpec, SliceCanvas
+from fastfinite.compute import dispatch
+from fastfinite.compute.blocks import Block
+from fastfinite.compute.pages import canvas_buffer
+from fastfinite.compute.summarize import scan_call, summarize
+from fastfinite.compute.summary import ScanSpec, SliceCanvas
+from fastfinite.model import kinds
 
 
 def _pass(x: np.ndarray, spec: ScanSpec):

@@ -2,8 +2,8 @@
 
 from ._version import __version__ as __version__
 from .api import assert_finite, scan
-from .changes import Change, CountChange, ReportChanges, diff_reports
-from .compiling import CompileReport, compile
+from .cache.changes import Change, CountChange, ReportChanges, diff_reports
+from .compute.compiling import CompileReport, compile
 from .errors import (
     ChunkReadError,
     FastFiniteError,
@@ -13,9 +13,9 @@ from .errors import (
     UnsupportedDtypeError,
 )
 from .guard import BadBatchWarning, Guard, guard
-from .localize import localize
-from .merging import merge_reports
-from .report import CastRisk, Finding, Localization, Location, ScanReport, SliceReport
+from .passes.localize import localize
+from .report.merge import merge_reports
+from .report.model import CastRisk, Finding, Localization, Location, ScanReport, SliceReport
 
 __all__ = [
     "BadBatchWarning",

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .build import failure_message
 from .errors import InvalidArgumentError, NonFiniteError
-from .kinds import fails
+from .model.kinds import fails
 from .options import parse_bool, parse_kinds, parse_scheduler, scan_options
-from .report import ScanReport
+from .report.build import failure_message
+from .report.model import ScanReport
 
 
 def scan(
@@ -165,7 +165,7 @@ def scan(
     )
     compute, localize = parse_bool("compute", compute), parse_bool("localize", localize)
     scheduler = parse_scheduler(scheduler)
-    from .plan import make_plan
+    from .engines.plan import make_plan
 
     if localize and not compute:
         raise InvalidArgumentError(
@@ -197,7 +197,7 @@ def scan(
             "(a dask array, scheduler= or compute=False)"
         )
     if opts.cache is not None:
-        from .cache import ScanCache
+        from .cache.store import ScanCache
 
         plan.cache = ScanCache(opts.cache)
     try:
@@ -227,18 +227,18 @@ def _run(plan, data, scheduler, compute, graph, progress, localize, targets):
         report = local.run(plan)
     if opts.scale is not None:
         from .engines.local import bounded_map, default_workers
-        from .scaled import scaled_target
+        from .passes.scaled import scaled_target
 
         budget = lambda source: opts.region_bytes or source.region_bytes  # noqa: E731
         workers = opts.workers or default_workers()
         mapper = lambda fn, regions: bounded_map(fn, regions, workers)  # noqa: E731
         scaled_target(plan.target, report, targets, opts.scale, opts.by, budget, mapper)
     if localize and not report.clean:  # outliers and constant slices are replayed too
-        from .localize import localize_target
+        from .passes.localize import localize_target
 
         localize_target(plan.target, report, opts.eps)
     if plan.cache is not None:
-        from .recall import record
+        from .cache.recall import record
 
         record(plan, report, cache_target(data, plan))
     return report

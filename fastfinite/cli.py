@@ -455,7 +455,7 @@ def _fail_on_option(p: argparse.ArgumentParser) -> None:
 def _failed(found: set[str], fail_on: frozenset[str] | None) -> int:
     """The exit code for the kinds ``found``: 1 when any is of the ``--fail-on`` kinds
     (by default, of severity error: ``kinds.fails``)."""
-    from .kinds import fails
+    from .model.kinds import fails
 
     return EXIT_FOUND if fails(found, fail_on) else EXIT_OK
 
@@ -465,7 +465,7 @@ def _finish(report, args: argparse.Namespace) -> int:
     return the exit code. With ``--json -`` the standard output holds the JSON alone."""
     import json
 
-    from .render import render
+    from .report.render import render
 
     to_stdout = args.json == "-"
     changes = report.changes
@@ -500,7 +500,7 @@ def read_report(path: str):
     import json
     import stat
 
-    from .report import ScanReport, check_schema
+    from .report.model import ScanReport, check_schema
 
     def refuse(why: str) -> SourceError:
         return SourceError(f"{path} is not a fastfinite JSON report: {why}")
@@ -558,7 +558,7 @@ def _text(head: bytes) -> bool:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from .merging import merge_reports
+    from .report.merge import merge_reports
 
     return _finish(merge_reports([read_report(p) for p in args.reports]), args)
 
@@ -566,7 +566,7 @@ def _merge(args: argparse.Namespace) -> int:
 def _diff(args: argparse.Namespace) -> int:
     import json
 
-    from .changes import diff_reports
+    from .cache.changes import diff_reports
 
     changes = diff_reports(read_report(args.old), read_report(args.new))
     text = json.dumps(changes.to_dict(), indent=2) if args.json else ""
@@ -600,7 +600,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "diff":
             return _diff(args)
         if args.command == "compile":
-            from .compiling import compile_main
+            from .compute.compiling import compile_main
 
             progress = not args.no_progress and sys.stderr.isatty()
             return compile_main(args.mode, list(args.dtype), args.processes, progress)

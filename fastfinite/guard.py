@@ -16,14 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from ._format import fmt_index
 from .api import scan
-from .blocks import Block, narrow_format, object_numbers, read_only
+from .compute.blocks import Block, narrow_format, object_numbers, read_only
+from .compute.summary import ScanSpec
 from .errors import NonFiniteError, SourceError, UnsupportedDtypeError
-from .kinds import fails
+from .model.indices import fmt_index
+from .model.kinds import fails
 from .options import parse_bool, parse_by, parse_cast, parse_choice, parse_int, parse_kinds
 from .sources import dlpack
-from .summary import ScanSpec
 
 ON_BAD = ("raise", "warn", "skip")
 _F4, _F8 = np.dtype("=f4"), np.dtype("=f8")
@@ -181,7 +181,7 @@ class Guard:
         if thr is None:
             thr = ScanSpec(arr.shape, arr.dtype, self.cast, 0).thresholds.astype(x.dtype)
             self._thr[arr.dtype] = thr
-        from . import dispatch
+        from .compute import dispatch
 
         return bool(dispatch.pick("quick_check", x.dtype, x.size <= 1024)(x, thr))
 

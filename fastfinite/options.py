@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from .casts import TARGETS
 from .errors import InvalidArgumentError
-from .kinds import (
+from .model.casts import TARGETS
+from .model.kinds import (
     BASE_KINDS,
     CHUNK_KINDS,
     ERROR,
@@ -166,7 +166,7 @@ def parse_kinds(kinds: Any) -> frozenset[str] | None:
 
 def parse_raw_dtype(v: Any) -> str | None:
     """``raw_dtype``: None, or a format NumPy has no dtype for (bfloat16, float8)."""
-    from .casts import NARROW
+    from .model.casts import NARROW
 
     if v is None:
         return None

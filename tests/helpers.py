@@ -1,4 +1,4 @@
-"""Comparison of a ScanReport with the NumPy oracle (``fastfinite.slow``)."""
+"""Comparison of a ScanReport with the NumPy oracle (``fastfinite.reference``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from fastfinite import slow
+from fastfinite import reference
 
 
 def assert_one_line_error(r, *words: str) -> None:
@@ -25,7 +25,7 @@ def assert_one_line_error(r, *words: str) -> None:
 
 
 def assert_matches_oracle(report, x, cast=("float32",), max_locations=100, rtol=1e-9):
-    ref = slow.scan(x, cast=cast, max_locations=max_locations)
+    ref = reference.scan(x, cast=cast, max_locations=max_locations)
     got = report.counts()
     assert got == ref["counts"], (got, ref["counts"])
     assert {t: (r.overflow, r.underflow) for t, r in report.cast.items()} == ref["cast"]
@@ -82,13 +82,13 @@ def calls_of(name: str, module: str = ""):
 
 _PEAK_CHILD = textwrap.dedent(
     """
-    import sys, numpy as np, fastfinite, fastfinite.dispatch
+    import sys, numpy as np, fastfinite, fastfinite.compute.dispatch
     def hwm():  # peak resident set (kB) of this process image; ru_maxrss keeps the parent's
         for line in open("/proc/self/status"):
             if line.startswith("VmHWM:"):
                 return int(line.split()[1])
     {setup}
-    with fastfinite.dispatch.using("kernels"):  # numba's kernels loaded: not the scan's
+    with fastfinite.compute.dispatch.using("kernels"):  # numba's kernels loaded: not the scan's
         for dt in (np.float32, np.float64):
             fastfinite.scan(np.zeros(1 << 17, dt))
     base = hwm()

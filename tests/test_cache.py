@@ -20,8 +20,8 @@ import zarr
 
 import fastfinite
 from fastfinite import InvalidArgumentError
-from fastfinite.cache import FILENAME
-from fastfinite.summary_bytes import from_bytes, to_bytes
+from fastfinite.cache.store import FILENAME
+from fastfinite.compute.summary_bytes import from_bytes, to_bytes
 
 from .helpers import assert_matches_oracle, assert_one_line_error
 
@@ -344,8 +344,8 @@ def test_a_group_keeps_each_array(tmp_path):
 
 
 def test_summaries_keep_their_bits_through_bytes(tmp_path):
-    from fastfinite.plan import make_plan
-    from fastfinite.summarize import scan_region
+    from fastfinite.compute.summarize import scan_region
+    from fastfinite.engines.plan import make_plan
 
     x = _data()
     x[5, 5] = 1e-310  # subnormal: rescued statistics

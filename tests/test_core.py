@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import fastfinite
-from fastfinite.summarize import summarize
-from fastfinite.summary import ScanSpec, merge, merge_all
+from fastfinite.compute.summarize import summarize
+from fastfinite.compute.summary import ScanSpec, merge, merge_all
 
 from .helpers import assert_matches_oracle
 

@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastfinite
-from fastfinite import dispatch
-from fastfinite.casts import TARGETS
+from fastfinite.compute import dispatch
+from fastfinite.model.casts import TARGETS
 
 from .helpers import dask_processes
 
@@ -105,8 +105,8 @@ def test_a_scan_that_switches_from_twins_to_kernels_mid_way(case, switch):
 FRESH = textwrap.dedent(
     """
     import json, sys, numpy as np, fastfinite
-    from fastfinite import dispatch
-    from fastfinite.slow import twins
+    from fastfinite.compute import dispatch
+    from fastfinite.reference import twins
     used = {"twin": 0, "kernel": 0}
     pick = dispatch.pick
     def counted(name, dtype, small=False):
@@ -138,7 +138,7 @@ COMPILES = textwrap.dedent(
     """
     import json, numpy as np, ml_dtypes, fastfinite
     from numba.core import event
-    from fastfinite import dispatch
+    from fastfinite.compute import dispatch
     compiled = []
     class Listener(event.Listener):
         def on_start(self, e):
@@ -191,7 +191,7 @@ def test_compile_names_an_unknown_mode(capsys):
 
 PROBE = (
     "import os, tempfile; tempfile.tempdir = os.environ.get('BLOCKED_TMP') or None\n"
-    "import numpy as np, fastfinite; from fastfinite import dispatch\n"
+    "import numpy as np, fastfinite; from fastfinite.compute import dispatch\n"
     "with dispatch.using('kernels'):\n"
     "    r = fastfinite.scan(np.arange(200_000.0))\n"
     "from fastfinite.kernels import cache_directory, scan_rows\n"
@@ -208,7 +208,7 @@ def test_a_cache_that_cannot_be_written_moves_to_the_users_said_once(tmp_path):
     src = tmp_path / "src"
     here = os.path.dirname(fastfinite.__file__)
     shutil.copytree(here, src / "fastfinite", ignore=shutil.ignore_patterns("__pycache__"))
-    for d in ("", "kernels"):
+    for d in ("", "kernels", "model"):
         (src / "fastfinite" / d / "__pycache__").write_text("not a directory")
     (tmp_path / "a-file").write_text("")
     env = dict(os.environ, PYTHONPATH=str(src), NUMBA_CACHE_DIR=str(tmp_path / "a-file" / "x"))
@@ -230,7 +230,7 @@ def test_nowhere_to_cache_is_said_once_and_the_scan_goes_on(tmp_path):
 
     src = tmp_path / "src"
     shutil.copytree(os.path.dirname(fastfinite.__file__), src / "fastfinite", ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
-    for d in ("", "kernels"):
+    for d in ("", "kernels", "model"):
         (src / "fastfinite" / d / "__pycache__").write_text("")
     blocked = tmp_path / "a-file"
     blocked.write_text("")
@@ -255,7 +255,7 @@ def test_the_progress_bar_names_the_compile(tmp_path):
 
 WORKER_STATE = """
 def state():
-    from fastfinite import dispatch
+    from fastfinite.compute import dispatch
     return {f"{g}:{d}": (g_.ready.is_set(), g_.fresh, g_.began) for (g, d), g_ in dispatch._groups.items()}
 """
 
@@ -296,7 +296,7 @@ def test_a_fresh_cluster_compiles_once_per_worker_all_at_once(tmp_path):
 @pytest.mark.parametrize("mode", ["plain", "by=-1"])
 def test_compile_of_a_mode_compiles_what_its_scan_calls(mode):
     """``groups_of`` names each mode's groups; an unknown dtype is an error naming it."""
-    from fastfinite.compiling import MODES, groups_of
+    from fastfinite.compute.compiling import MODES, groups_of
     from fastfinite.errors import InvalidArgumentError
 
     got = groups_of([mode], ["float32"])
@@ -309,7 +309,7 @@ ASIDE = textwrap.dedent(
     """
     import json, sys, numpy as np, fastfinite
     from numba.core import event
-    from fastfinite import dispatch
+    from fastfinite.compute import dispatch
     if sys.argv[1] == "no-helper":
         sys.executable = "/nonexistent/python"  # the helper cannot start
     compiled = []

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastfinite
-from fastfinite.casts import FORMATS, NARROW, TARGETS, cast_dtype, source_thresholds
+from fastfinite.model.casts import FORMATS, NARROW, TARGETS, cast_dtype, source_thresholds
 
 from .helpers import assert_matches_oracle, twin_max
 

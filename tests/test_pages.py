@@ -1,4 +1,4 @@
-"""The memory of per-slice columns (``fastfinite.pages``): the spare canvas a process keeps
+"""The memory of per-slice columns (``fastfinite.compute.pages``): the spare canvas a process keeps
 for its next scan, taken again with its counts zero, and never while a report uses it."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import fastfinite
-from fastfinite import pages
-from fastfinite.summary import _SHIFTS
+from fastfinite.compute import pages
+from fastfinite.compute.summary import _SHIFTS
 
 ROWS = 60_000  # a canvas of 60000 slices: 5.8 MB, a mapping of its own (``HUGE_FROM``)
 

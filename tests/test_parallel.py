@@ -175,8 +175,8 @@ def test_per_slice_statistics_stay_on_the_threaded_engine():
 def test_arrays_larger_than_a_run_are_scanned_in_several_runs(monkeypatch, dtype):
     """An array in RAM larger than a run (a gigabyte; here, made small) is scanned run
     after run: every region of every run, the same report as the serial scan's."""
-    from fastfinite.casts import cast_dtype
     from fastfinite.engines import local
+    from fastfinite.model.casts import cast_dtype
 
     monkeypatch.setattr(local, "RUN_BYTES", 4 * REGION)
     rng = np.random.default_rng(2)
@@ -193,7 +193,7 @@ def test_per_slice_finishing_keeps_to_the_scans_workers():
     """``workers=1`` holds for the per-slice columns and findings too: finished in the
     regions' scans, or, when a slice had to be taken again (sums near the float64 maximum),
     after the merge on the calling thread, not in parts on every core."""
-    from fastfinite.parts import SLICES_PER_PART
+    from fastfinite.compute.parts import SLICES_PER_PART
 
     x = np.random.default_rng(9).standard_normal((2 * SLICES_PER_PART + 10, 3))
     x[5, 1] = np.nan

@@ -119,7 +119,7 @@ def test_summary_fits_100_columns(tmp_path):
         "mean",
     ):
         assert needle in text
-    from fastfinite.render import render
+    from fastfinite.report.render import render
 
     colored = render(r, color=True)
     assert "\033[" in colored and "\033[" not in text

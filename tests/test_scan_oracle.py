@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import fastfinite
-from fastfinite import slow
-from fastfinite.casts import TARGETS
+from fastfinite import reference
+from fastfinite.model.casts import TARGETS
 
 from .helpers import assert_matches_oracle, twin_max
 
@@ -231,7 +231,7 @@ def test_kernel_finds_a_value_at_every_lane_and_sub_block_edge(dtype):
     from its lanes: a special value (or a new extremum, or a value at or next to a cast
     threshold) at any lane, at either edge of a sub-block or in the loop's tail must still
     be found and counted exactly."""
-    from fastfinite.stats import SUB as sub
+    from fastfinite.model.stats import SUB as sub
 
     dt = np.dtype(dtype)
     n = 2 * sub + 45
@@ -261,7 +261,7 @@ def test_tiny_values_keep_their_spread(chunks):
 
     data = x if chunks is None else da.from_array(x, chunks=chunks)
     r = fastfinite.scan(data, by=0)
-    ref = slow.scan(x)["stats"]
+    ref = reference.scan(x)["stats"]
     assert r.std > 0 and r.std == pytest.approx(ref["std"], rel=1e-12)
     for i in range(2):
         assert r.slices.std[i] == pytest.approx(np.std(x[i] / 2.0**-860) * 2.0**-860, rel=1e-12)

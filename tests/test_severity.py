@@ -18,11 +18,11 @@ import zarr
 
 import fastfinite
 from fastfinite import cli
-from fastfinite.casts import TARGETS
 from fastfinite.errors import InvalidArgumentError, NonFiniteError
-from fastfinite.kinds import SEVERITY, severity_of
+from fastfinite.model.casts import TARGETS
+from fastfinite.model.kinds import SEVERITY, severity_of
 from fastfinite.options import known_kinds, parse_kinds
-from fastfinite.report import Finding, Location, ScanReport
+from fastfinite.report.model import Finding, Location, ScanReport
 
 from .helpers import assert_one_line_error
 

@@ -19,12 +19,13 @@ import pytest
 import zarr
 
 import fastfinite
-from fastfinite import cli, kinds
-from fastfinite.build import failure_message
-from fastfinite.changes import Change, CountChange, diff_reports
+from fastfinite import cli
+from fastfinite.cache.changes import Change, CountChange, diff_reports
 from fastfinite.errors import InvalidArgumentError, NonFiniteError, SourceError
+from fastfinite.model import kinds
 from fastfinite.options import parse_output_file
-from fastfinite.report import Finding, ScanReport
+from fastfinite.report.build import failure_message
+from fastfinite.report.model import Finding, ScanReport
 
 from .helpers import assert_one_line_error
 

@@ -16,8 +16,8 @@ import pytest
 import zarr
 
 import fastfinite
-from fastfinite.blocks import first_where
-from fastfinite.stats import SLICE_BLOCK, TILE
+from fastfinite.compute.blocks import first_where
+from fastfinite.model.stats import SLICE_BLOCK, TILE
 
 
 def _expected(x, by):
@@ -109,7 +109,7 @@ def test_many_slices_in_many_regions_equal_numpy(by, shape, order, whole, dtype)
     """Slices over several regions: where the slice axis is innermost in memory the regions
     cut it, so each holds whole slices (their columns lent by the canvas and joined without
     a copy); elsewhere each region holds a part of every slice, and they are merged."""
-    from fastfinite.blocks import memory_regions
+    from fastfinite.compute.blocks import memory_regions
 
     x = np.asarray(_data(shape, seed=3, dtype=dtype), order=order)
     axis = by % 2
@@ -136,7 +136,7 @@ def test_slices_over_several_axes_in_many_regions_equal_numpy(by, order, runs, s
     of them and take the other axes whole, so each region's slices are a run of the flat
     slice index (lent by the canvas); else they are merged. The report is the oracle's,
     and one region's."""
-    from fastfinite.blocks import memory_regions
+    from fastfinite.compute.blocks import memory_regions
 
     x = np.asarray(_data(shape, seed=5, dtype=dtype).reshape(shape), order=order)
     regions = list(memory_regions(x, (1 << 20) // x.itemsize, across=by))
@@ -154,8 +154,8 @@ def test_slices_over_several_axes_in_many_regions_equal_numpy(by, order, runs, s
 def test_canvas_lends_each_slice_once_and_joins_side_by_side_runs_without_a_copy(kept, monkeypatch):
     """Up to ``KEPT_NUMBERS`` slices a canvas's runs number their slices with views of the
     numbers every canvas shares (read-only); past it (``kept``=8) with its own row."""
-    from fastfinite import pages
-    from fastfinite.summary import SliceCanvas, join_slices
+    from fastfinite.compute import pages
+    from fastfinite.compute.summary import SliceCanvas, join_slices
 
     if kept is not None:
         monkeypatch.setattr(pages, "KEPT_NUMBERS", kept)
@@ -187,7 +187,7 @@ def test_canvas_lends_each_slice_once_and_joins_side_by_side_runs_without_a_copy
 def test_scans_past_the_kept_slice_numbers_equal_those_within(by, monkeypatch):
     """A canvas of more slices than a process keeps numbers for numbers them in its own
     row, loan by loan: the same report, over many regions, as with the shared numbers."""
-    from fastfinite import pages
+    from fastfinite.compute import pages
 
     x = np.random.default_rng(4).standard_normal((3000, 700)).astype(np.float32)
     x[17, 3], x[2900, 650], x[:, 5] = np.nan, np.inf, 1.5  # a NaN, an inf, a constant
@@ -207,7 +207,7 @@ def test_canvas_lends_zero_counts_even_after_the_heap_held_other_values(size):
     """The kernels only add to a slice's counts where it holds NaN or infinities: a loan
     must start at zero, whatever memory the process freed before (``np.empty`` would hand
     it back dirty)."""
-    from fastfinite.summary import SliceCanvas
+    from fastfinite.compute.summary import SliceCanvas
 
     dirty = np.full((12, size), -1, np.int64)
     del dirty
@@ -229,8 +229,8 @@ def test_report_columns_spend_the_summary_only_when_told():
     """The local engine's report writes its columns over the merged slice statistics it
     owns (``consume``); without it (dask's summaries live in the graph) they stay intact,
     and both give the same columns, slices without a finite value included."""
-    from fastfinite.build import slice_report
-    from fastfinite.summary import ScanSpec, SliceStats, join_slices, merge_slices
+    from fastfinite.compute.summary import ScanSpec, SliceStats, join_slices, merge_slices
+    from fastfinite.report.build import slice_report
 
     x = _data((6, 40), seed=4)
     x[2] = np.nan  # a slice with no finite value
@@ -329,14 +329,14 @@ def test_findings_come_in_slice_order_then_kind_order_and_a_limit_cuts_there(by)
     """Findings are made kind by kind, in bulk, then put in place: slice order, then the
     order of ``slice_kinds``, as the NumPy twin's flags give them, with slices holding
     several kinds; ``limit`` keeps the first of them, whatever the kinds."""
-    from fastfinite.anomalies import (
+    from fastfinite.reference import twins
+    from fastfinite.report.findings import (
         _thresholds,
         overflow_dtypes,
         rounding_eps,
         slice_findings,
         slice_kinds,
     )
-    from fastfinite.slow import twins
 
     rng = np.random.default_rng(11)
     x = rng.standard_normal((12, 3, 50)).astype(np.float32)
@@ -377,7 +377,7 @@ def test_findings_made_in_bulk_are_the_findings_a_constructor_makes():
     import dataclasses
     import pickle
 
-    from fastfinite.report import Finding, findings_of
+    from fastfinite.report.model import Finding, findings_of
 
     wheres, said = [(3,), (1, 2)], ["slice (3,) holds 1 NaN", "slice (1, 2) ..."]
     made = findings_of("nonfinite", wheres, said)
@@ -447,7 +447,7 @@ def test_replay_nan_square_overflow_zero_variance():
 def test_replay_offenders_blockwise_equal_whole_array(limit):
     """The replay looks for offending elements block by block and stops at ``limit``: the
     same positions, in order, as the whole array at once, across block edges."""
-    loc = importlib.import_module("fastfinite.localize")
+    loc = importlib.import_module("fastfinite.passes.localize")
     rng = np.random.default_rng(11)
     x = rng.standard_normal(5000).astype(np.float32)
     x[rng.choice(5000, 40, replace=False)] = np.nan

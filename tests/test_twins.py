@@ -1,4 +1,4 @@
-"""Every Numba kernel against its NumPy twin (``fastfinite.slow.twins.TWINS``), walked from
+"""Every Numba kernel against its NumPy twin (``fastfinite.reference.twins.TWINS``), walked from
 that one table: the same outputs, bit for bit, on inputs planted at the edges (NaN,
 infinities, zeros, values at and beside every cast threshold, empty and one-value slices,
 more findings than the cap, lanes, sub-blocks, chunks and tiles cut anywhere). A scan that
@@ -20,14 +20,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastfinite import kernels
-from fastfinite.blocks import read_only, widen_table
-from fastfinite.casts import TARGETS, source_thresholds
+from fastfinite.compute.blocks import read_only, widen_table
+from fastfinite.compute.summary import ScanSpec
 from fastfinite.kernels import jit
-from fastfinite.kinds import N_KINDS
-from fastfinite.scaled import limits_of
-from fastfinite.slow.twins import TWINS, record_positions, widen
-from fastfinite.stats import CHUNK, LANES, SLICE_BLOCK, SUB, TILE
-from fastfinite.summary import ScanSpec
+from fastfinite.model.casts import TARGETS, source_thresholds
+from fastfinite.model.kinds import N_KINDS
+from fastfinite.model.stats import CHUNK, LANES, SLICE_BLOCK, SUB, TILE
+from fastfinite.passes.scaled import limits_of
+from fastfinite.reference.twins import TWINS, record_positions, widen
 
 SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -2.5, 1e-300, 7e-46, 1e20, 3e38, 1e300]
 for _t in TARGETS.values():
@@ -332,7 +332,7 @@ def test_rows_longer_than_the_twins_piece_sum_in_one_order(dtype):
     """The twin takes a long row in pieces (``PIECE``): the row's lanes go on from piece
     to piece, sub-block after sub-block, as the kernel's do (a row of 1e6 values, clean
     and with a NaN, four sub-blocks at a time and not)."""
-    from fastfinite.slow.twins import PIECE
+    from fastfinite.reference.twins import PIECE
 
     n = 2 * PIECE + 3 * SUB + 17
     x = np.random.default_rng(4).standard_normal(n).astype(dtype)

@@ -26,14 +26,14 @@ from itertools import accumulate
 
 import numpy as np
 
-from ..blocks import memory_view
-from ..build import build_report, finish, report_meta
+from ..compute.blocks import memory_view
+from ..compute.summarize import kernel_groups, scan_region_or_units, summarize
+from ..compute.summary import ScanSpec, Summary, merge_all
 from ..errors import InvalidArgumentError, SourceError
 from ..options import LOCAL_SCHEDULERS, parse_address
-from ..plan import Member, ScanPlan
+from ..report.build import build_report, finish, report_meta
 from ..sources.dask import dask_block
-from ..summarize import kernel_groups, scan_region_or_units, summarize
-from ..summary import ScanSpec, Summary, merge_all
+from .plan import Member, ScanPlan
 
 
 def delayed_scan(plan: ScanPlan):
@@ -53,7 +53,7 @@ def delayed_scan(plan: ScanPlan):
 def prepare_kernels(groups) -> int:
     """In a worker: start compiling (or loading) the kernel ``groups`` in the background,
     as ``dispatch`` does, and return at once; its tasks meanwhile take the twins."""
-    from .. import dispatch
+    from ..compute import dispatch
 
     for group, dtype in groups:
         dispatch.prepare(group, dtype)
@@ -287,7 +287,7 @@ def cached_scan(plan: ScanPlan, scheduler, progress: bool, timeout: float = 30.0
     tasks, each summary is written to the cache as it arrives, so a lost cluster loses no
     finished work, and the client folds recalled and new summaries in the local engine's
     tree (the same report)."""
-    from ..summary import PairwiseMerger
+    from ..compute.summary import PairwiseMerger
 
     client, own = None, False
     if isinstance(scheduler, str) and scheduler not in LOCAL_SCHEDULERS:

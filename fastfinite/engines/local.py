@@ -15,22 +15,22 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TypeVar
 
-from .. import dispatch
-from ..blocks import Block
-from ..build import build_report, finish, report_meta
-from ..parts import default_workers
-from ..plan import Member, ScanPlan
-from ..pools import shared_pool
-from ..recall import Step
-from ..report import ScanReport
-from ..sources.base import SMALL_BYTES
-from ..summarize import (
+from ..cache.recall import Step
+from ..compute import dispatch
+from ..compute.blocks import Block
+from ..compute.parts import default_workers
+from ..compute.pools import shared_pool
+from ..compute.summarize import (
     kernel_groups,
     scan_region_or_units,
     scanned_in_parts,
     summarize_parts,
 )
-from ..summary import PairwiseMerger, SliceCanvas
+from ..compute.summary import PairwiseMerger, SliceCanvas
+from ..report.build import build_report, finish, report_meta
+from ..report.model import ScanReport
+from ..sources.base import SMALL_BYTES
+from .plan import Member, ScanPlan
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -14,8 +14,8 @@ import importlib
 
 import numpy as np
 
-from ..kinds import N_KINDS, N_TARGET_SLOTS
-from ..stats import LANES, SUB, TILE
+from ..model.kinds import N_KINDS, N_TARGET_SLOTS
+from ..model.stats import LANES, SUB, TILE
 
 # the groups of kernels, by what a scan of some data calls; the dtype is the data's as the
 # kernels see it (float32 or float64; uint16/uint8 for bfloat16/float8's bits)

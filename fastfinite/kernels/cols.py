@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..stats import CHUNK, TILE
+from ..model.stats import CHUNK, TILE
 from .jit import helper, kernel
 from .lanes import (
     L,

@@ -21,7 +21,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
-from ..stats import LANES as L  # a multiple of every machine's vector width
+from ..model.stats import LANES as L  # a multiple of every machine's vector width
 
 _I32 = ir.IntType(32)
 _I1 = ir.IntType(1)

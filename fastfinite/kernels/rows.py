@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kinds import N_KINDS, N_TARGET_SLOTS, NAN, NEGINF, POSINF
-from ..stats import SUB
+from ..model.kinds import N_KINDS, N_TARGET_SLOTS, NAN, NEGINF, POSINF
+from ..model.stats import SUB
 from .jit import helper, kernel
 from .lanes import (
     L,

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ..stats import SLICE_BLOCK, TINY, chan
+from ..model.stats import SLICE_BLOCK, TINY, chan
 from .jit import helper, kernel
 from .lanes import (
     L,
@@ -334,7 +334,7 @@ def finish_whole_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean
     whose sums overflow are taken by ``twins.slice_totals`` (the same bits)."""
     *out, whole = _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, z, eps, z_threshold, thresholds, where, flags)  # fmt: skip
     if not whole:
-        from ..slow.twins import slice_totals
+        from ..reference.twins import slice_totals
 
         out[:6] = slice_totals(n, mean, std, mn, mx)
     return tuple(out)

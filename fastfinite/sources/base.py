@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..blocks import Region
+from ..compute.blocks import Region
 from ..errors import SourceError
 
 REGION_BYTES = 4 << 20  # regions of a store, in whole storage units, when the scan sets none

@@ -7,7 +7,7 @@ import itertools
 import math
 from collections.abc import Iterator
 
-from ..blocks import Region, plan_regions
+from ..compute.blocks import Region, plan_regions
 
 
 class ChunkGrid:

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from .._format import fmt_index
-from ..blocks import Region, check_dtype
+from ..compute.blocks import Region, check_dtype
+from ..model.indices import fmt_index
 from .base import Source
 from .ndarray import DASK_REMEDY, unmasked
 

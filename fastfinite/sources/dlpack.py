@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..blocks import Region, check_dtype, memory_regions
+from ..compute.blocks import Region, check_dtype, memory_regions
 from ..errors import SourceError
 from .base import Source
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..blocks import Region, check_dtype, plan_regions
+from ..compute.blocks import Region, check_dtype, plan_regions
 from ..errors import SourceError
 from .base import Source, regular_file
 from .chunked import ChunkGrid

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..blocks import Region, check_dtype, memory_regions
+from ..compute.blocks import Region, check_dtype, memory_regions
 from ..errors import SourceError, UnsupportedDtypeError
 from .base import SMALL_BYTES, Source, regular_file
 
@@ -171,7 +171,7 @@ def unmasked(array: np.ndarray, name: str, remedy: str = NUMPY_REMEDY) -> np.nda
 def as_raw_dtype(arr: np.ndarray, raw_dtype: str, name: str) -> np.ndarray:
     """``arr``, raw bytes (``|V2``, ``|V1``: what ``np.save`` keeps of ml_dtypes' arrays),
     seen as the format ``raw_dtype``; anything else is an error, never reinterpreted."""
-    from ..casts import cast_dtype
+    from ..model.casts import cast_dtype
 
     dtype = cast_dtype(raw_dtype)
     if arr.dtype.kind != "V" or arr.dtype.names is not None or arr.dtype.itemsize != dtype.itemsize:

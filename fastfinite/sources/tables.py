@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..blocks import Region, check_dtype, object_numbers
+from ..compute.blocks import Region, check_dtype, object_numbers
 from ..errors import SourceError, UnsupportedDtypeError
 from .base import Source, regular_file
 from .ndarray import ArraySource
@@ -192,7 +192,7 @@ def table_source(columns: TableColumns, name: str) -> tuple[TableSource | None, 
 
 def table_locations(report, columns: list[str], cap: int) -> list:
     """Top-level locations of a table: (row position, column position), with labels."""
-    from ..report import Location
+    from ..report.model import Location
 
     pos = {c: i for i, c in enumerate(columns)}
     by_kind: dict[str, list] = {}

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..blocks import Region, check_dtype, plan_regions
+from ..compute.blocks import Region, check_dtype, plan_regions
 from .base import Source
 from .chunked import ChunkGrid
 from .dask import block_regions

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..blocks import Region, check_dtype
+from ..compute.blocks import Region, check_dtype
 from ..errors import SourceError
 from . import remote
 from .base import Source, of_type

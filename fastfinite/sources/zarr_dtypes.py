@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..casts import NARROW
+from ..model.casts import NARROW
 
 _done = False
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..blocks import Region
+from ..compute.blocks import Region
 from .chunked import ChunkGrid
 
 # Chunk files at least this large are mapped rather than read: no copy of the compressed bytes

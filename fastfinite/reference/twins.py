@@ -18,8 +18,8 @@ import math
 
 import numpy as np
 
-from ..kinds import N_KINDS
-from ..stats import CHUNK, LANES, SLICE_BLOCK, SUB, TILE, TINY, chan, pow2
+from ..model.kinds import N_KINDS
+from ..model.stats import CHUNK, LANES, SLICE_BLOCK, SUB, TILE, TINY, chan, pow2
 
 BIG = float(np.finfo(np.float64).max)
 PIECE = 1 << 18  # values a twin holds in float64 temporaries at once (2 MB each)

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._format import fmt_index
-from .errors import InvalidArgumentError
-from .kinds import ERROR, checked_severity, severity_of, with_groups
-from .report import ScanReport, member_path
+from ..errors import InvalidArgumentError
+from ..model.indices import fmt_index
+from ..model.kinds import ERROR, checked_severity, severity_of, with_groups
+from ..report.model import ScanReport, member_path
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,7 @@ class ReportChanges:
 
 def _kind_of(key: str) -> str:
     """The kind in a ``maybe_new`` key (``kind``, or ``path:kind`` in a group)."""
-    from .options import known_kinds
+    from ..options import known_kinds
 
     known = set(known_kinds())
     if key in known:

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from .errors import InvalidArgumentError
-from .kernels.compilers import ForkedCompiler, HelperCompiler, cached, compile_here
+from ..errors import InvalidArgumentError
+from ..kernels.compilers import ForkedCompiler, HelperCompiler, cached, compile_here
 
 FLOATS = ("float32", "float64")
 # what each kind of scan of C-ordered data calls, for data of dtype D (float32 or float64 as
@@ -110,9 +110,9 @@ def compile(  # noqa: A001 - the name the command line and the issue give it
         Seconds per group, the wall time and where the kernels are cached. This process
         has every group loaded when it returns.
     """
+    from ..kernels import cache_directory
+    from ..options import parse_bool, parse_int
     from . import dispatch
-    from .kernels import cache_directory
-    from .options import parse_bool, parse_int
     from .parts import default_workers
 
     progress = parse_bool("progress", progress)

@@ -18,10 +18,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import kinds
+from ..model import kinds
+from ..model.stats import SUB
 from .blocks import Block, Region, widen
 from .pools import shared_pool
-from .stats import SUB
 from .summary import SliceStats, Summary, rescued
 
 
@@ -85,9 +85,9 @@ class PartedScan:
         """Scan the block's run, one row holding the parts: counts added to ``counts``,
         the first positions in ``locs``/``vals``/``nlocs``. Parts are folded in order as
         they finish, while the next ones run."""
+        from ..reference.twins import __name__ as twin_module
+        from ..reference.twins import fold_part, record_positions  # a few small arrays a part
         from . import dispatch
-        from .slow.twins import __name__ as twin_module
-        from .slow.twins import fold_part, record_positions  # a few small arrays a part
 
         block = self.block
         pool = shared_pool("part", self.threads)

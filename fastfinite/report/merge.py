@@ -14,12 +14,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .anomalies import overflow_dtypes, rounding_eps, slice_findings
-from .errors import InvalidArgumentError
-from .kinds import is_slice_kind
-from .report import Finding, Localization, Location, ScanReport, SliceReport, combined_counts
-from .slow.twins import max_abs_z
-from .stats import combine
+from ..errors import InvalidArgumentError
+from ..model.kinds import is_slice_kind
+from ..model.stats import combine
+from ..reference.twins import max_abs_z
+from .findings import overflow_dtypes, rounding_eps, slice_findings
+from .model import Finding, Localization, Location, ScanReport, SliceReport, combined_counts
 
 
 def _concatenable(reports: list[ScanReport]) -> bool:

@@ -19,20 +19,20 @@ from typing import Any
 
 import numpy as np
 
-from ._format import fmt_index
-from .blocks import first_where
-from .casts import cast_dtype
-from .errors import InvalidArgumentError
-from .options import (
+from ..compute.blocks import first_where
+from ..engines.plan import make_plan
+from ..errors import InvalidArgumentError
+from ..model.casts import cast_dtype
+from ..model.indices import fmt_index
+from ..options import (
     ScanOptions,
     parse_float,
     parse_int,
     parse_raw_dtype,
     parse_storage_options,
 )
-from .plan import make_plan
-from .report import Localization, ScanReport
-from .sources.open import Target
+from ..report.model import Localization, ScanReport
+from ..sources.open import Target
 
 # NumPy's messages: "overflow encountered in multiply", "invalid value encountered in
 # subtract", "divide by zero encountered in divide", "underflow encountered in cast".

@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterable, Set
 from typing import Any
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 NAN, POSINF, NEGINF = 0, 1, 2
 N_TARGET_SLOTS = 5  # cast targets per pass; unused slots get thresholds that never hold

@@ -17,11 +17,11 @@ import math
 
 import numpy as np
 
-from .blocks import narrow_format, read_only, widen, widen_table
-from .casts import FORMATS, source_thresholds
-from .errors import InvalidArgumentError
-from .report import CastRisk, DynamicRange, Location, ScanReport
-from .summary import _first
+from ..compute.blocks import narrow_format, read_only, widen, widen_table
+from ..compute.summary import _first
+from ..errors import InvalidArgumentError
+from ..model.casts import FORMATS, source_thresholds
+from ..report.model import CastRisk, DynamicRange, Location, ScanReport
 
 COUNTS = ("overflow", "underflow", "subnormal", "nonzero")
 KERNEL_LOCATIONS = 1024  # positions of each kind a region's kernel call keeps
@@ -152,7 +152,7 @@ def _kernel_counts(flat: np.ndarray, lim: np.ndarray, cap: int) -> tuple[dict, l
     kcap = min(cap, KERNEL_LOCATIONS)
     locs = np.empty((2, kcap), np.int64)
     nlocs = np.zeros(2, np.int64)
-    from . import dispatch
+    from ..compute import dispatch
 
     dispatch.pick("scaled_counts", flat.dtype)(read_only(flat), lim, counts, locs, nlocs)
     local = [locs[k, : nlocs[k]] for k in range(2)]

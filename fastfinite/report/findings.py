@@ -9,10 +9,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from ._format import fmt_index
-from .blocks import component_dtype
-from .casts import TARGETS
-from .report import findings_of
+from ..compute.blocks import component_dtype
+from ..model.casts import TARGETS
+from ..model.indices import fmt_index
+from .model import findings_of
 
 EPS64 = float(np.finfo(np.float64).eps)
 
@@ -197,8 +197,8 @@ def _collector_paused():
 def _flagged(cols, dtypes, z_threshold, eps, threads) -> tuple[np.ndarray, np.ndarray]:
     """``kernels.slice_flags`` over the report's columns ``cols`` (1-D, in its argument
     order), in parts on ``threads`` cores: the flagged slices' indices and bits."""
-    from . import dispatch
-    from .parts import in_parts
+    from ..compute import dispatch
+    from ..compute.parts import in_parts
 
     size = len(cols[0])
     slice_flags = dispatch.pick("slice_flags", np.float64, size == 1)

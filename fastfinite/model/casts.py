@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 Bound = tuple[Fraction, bool]  # a real bound and whether the bound itself satisfies
 

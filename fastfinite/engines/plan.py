@@ -10,16 +10,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .build import Layout
-from .errors import InvalidArgumentError, SkippedMemberError, UnsupportedDtypeError
-from .options import ScanOptions, resolve_by
-from .parts import default_workers
-from .report import Finding
-from .sources.base import Source
-from .sources.dask import DaskArraySource
-from .sources.ndarray import MAX_REGION_BYTES
-from .sources.open import Target, group_name, input_root, open_source
-from .summary import TWIN_MAX, ScanSpec
+from ..compute.parts import default_workers
+from ..compute.summary import TWIN_MAX, ScanSpec
+from ..errors import InvalidArgumentError, SkippedMemberError, UnsupportedDtypeError
+from ..options import ScanOptions, resolve_by
+from ..report.build import Layout
+from ..report.model import Finding
+from ..sources.base import Source
+from ..sources.dask import DaskArraySource
+from ..sources.ndarray import MAX_REGION_BYTES
+from ..sources.open import Target, group_name, input_root, open_source
 
 TWIN_ENV = "FASTFINITE_NUMPY_TWIN_MAX"  # blocks up to this many values use the NumPy twin
 
@@ -70,7 +70,7 @@ class ScanPlan:
         units' fingerprints are taken here, before any is read)."""
         if self.cache is None:
             return None
-        from .recall import MemberMemory
+        from ..cache.recall import MemberMemory
 
         memory = self.recalled[member.path] = MemberMemory(self.cache, member)
         return memory
@@ -135,7 +135,7 @@ def slice_budget(nbytes: int, budget: int, workers: int | None) -> int:
 
 def make_plan(data: Any, options: ScanOptions) -> ScanPlan:
     """Open ``data`` and plan its scan with ``options`` (already validated)."""
-    from .sources.tables import TableColumns, table_source
+    from ..sources.tables import TableColumns, table_source
 
     if options.cache is not None:
         check_cache_outside(data, options.cache)

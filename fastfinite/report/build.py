@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from ._format import fmt_index
-from .anomalies import overflow_dtypes, rounding_eps, slice_findings
-from .kinds import is_nonfinite
-from .parts import in_parts
-from .report import CastRisk, Finding, Location, ScanReport, SliceReport
-from .summary import ScanSpec, SliceStats, Summary, _as_index, join_slices
+from ..compute.parts import in_parts
+from ..compute.summary import ScanSpec, SliceStats, Summary, _as_index, join_slices
+from ..model.indices import fmt_index
+from ..model.kinds import is_nonfinite
+from .findings import overflow_dtypes, rounding_eps, slice_findings
+from .model import CastRisk, Finding, Location, ScanReport, SliceReport
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def slice_report(
     columns cost more than the kernel that fills them). ``finished``: every slice of
     ``stats``, in its canvas, was finished by the scan (``_finished``), this many of them
     without a finite value; their largest |z| is there already."""
-    from . import dispatch
+    from ..compute import dispatch
 
     shape = spec.by_shape
     size = math.prod(shape)
@@ -205,7 +205,7 @@ def finish(
     total.findings += findings
     total.complete = total.complete and complete
     if layout.table is not None:
-        from .sources.tables import table_locations
+        from ..sources.tables import table_locations
 
         kind, rows, columns = layout.table
         total.shape, total.dtype = (rows, len(columns)), kind

@@ -9,7 +9,11 @@ import math
 
 import numpy as np
 
-from . import dispatch, kinds
+from ..errors import ChunkReadError, SourceError
+from ..model import kinds
+from ..model.stats import SUB, TILE
+from ..reference.twins import record_positions
+from . import dispatch
 from .blocks import (
     Block,
     Region,
@@ -20,9 +24,6 @@ from .blocks import (
     narrow_format,
     widen,
 )
-from .errors import ChunkReadError, SourceError
-from .slow.twins import record_positions
-from .stats import SUB, TILE
 from .summary import ScanSpec, SliceCanvas, SliceStats, Summary, _first, merge_all, rescued
 
 KEPT = 1 << 10  # positions of each kind a kernel keeps; more are looked for when wanted
@@ -113,7 +114,7 @@ def summarize(
     lent = canvas.lend(start[by[0]] * inner, nb) if canvas is not None and whole else None
     limits = None
     if lent is not None and all(data.shape[a] == spec.shape[a] for a in other):
-        from .anomalies import flag_limits  # every value of its slices: finished here
+        from ..report.findings import flag_limits  # every value of its slices: finished here
 
         limits = flag_limits(spec.dtype, spec.cast, spec.z_threshold)
     return _scan(block, 0, block.size, shape, spec, rows_are_slices, ordered, lent, limits)
@@ -163,7 +164,7 @@ def scan_call(block: Block, lo: int, size: int, shape: tuple[int, int], spec: Sc
 
 
 def _col_scratch():
-    from .kernels import COUNTS, SCRATCH
+    from ..kernels import COUNTS, SCRATCH
 
     return np.empty(SCRATCH), np.empty(COUNTS, np.int32)
 
@@ -205,7 +206,7 @@ def _scan(
     for k in np.flatnonzero(counts):  # the first positions of each kind, in C order
         pos, val = lo + locs[k, : nlocs[k]], vals[k, : nlocs[k]]
         if counts[k] > nlocs[k] and (not ordered or nlocs[k] < cap * block.ncomp):
-            from .slow.twins import kind_mask  # more found than kept: all, or the first cap
+            from ..reference.twins import kind_mask  # more found than kept: all, or the first cap
 
             want = counts[k] if not ordered else cap * block.ncomp
             if a is None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from ._format import fmt_index
-from .kinds import CHUNK_KINDS, ERROR, WARNING, is_slice_kind, severity_of
+from ..model.indices import fmt_index
+from ..model.kinds import CHUNK_KINDS, ERROR, WARNING, is_slice_kind, severity_of
 
 WIDTH = 100
 _COLORS = {

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from .casts import NARROW
-from .errors import UnsupportedDtypeError
+from ..errors import UnsupportedDtypeError
+from ..model.casts import NARROW
 
 Region = tuple[slice, ...]
 

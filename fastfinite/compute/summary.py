@@ -16,12 +16,12 @@ from functools import cached_property
 
 import numpy as np
 
-from . import kinds
+from ..model import kinds
+from ..model.casts import risk_thresholds
+from ..model.kinds import BASE_KINDS
+from ..model.stats import combine, scaled_moments
 from .blocks import component_dtype
-from .casts import risk_thresholds
-from .kinds import BASE_KINDS
 from .pages import COUNT_ROWS, canvas_buffer, slice_numbers
-from .stats import combine, scaled_moments
 
 TWIN_MAX = 1 << 16
 
@@ -233,12 +233,12 @@ def rescued(part: SliceStats, values, rows_are_slices: bool = True) -> tuple | N
     (magnitudes under ``TINY``, not all equal: the std would lose its digits, down to 0),
     get both again, scaled (``stats.scaled_moments``), from ``values()``, the 2-D values;
     then the totals over all slices are returned, else None."""
-    from .slow.twins import rescue_rows  # NumPy: the rare slices whose sums overflowed
+    from ..reference.twins import rescue_rows  # NumPy: the rare slices whose sums overflowed
 
     bad = rescue_rows(part.n, part.mean, part.min, part.max)
     if not len(bad):
         return None
-    from .slow.twins import totals
+    from ..reference.twins import totals
 
     x2 = values()
     for r in bad:
@@ -412,7 +412,7 @@ class PairwiseMerger:
 
 def node_key(left: bytes, right: bytes) -> bytes:
     """The key of a subtree from its halves' keys."""
-    from .digests import digest  # hashlib: only when a scan has a cache
+    from ..cache.digests import digest  # hashlib: only when a scan has a cache
 
     return digest("node", left, right)
 

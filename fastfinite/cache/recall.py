@@ -16,11 +16,11 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from .blocks import Region
-from .cache import ScanCache
-from .errors import InvalidArgumentError
-from .summary import Summary, node_key
-from .summary_bytes import from_bytes, to_bytes
+from ..compute.blocks import Region
+from ..compute.summary import Summary, node_key
+from ..compute.summary_bytes import from_bytes, to_bytes
+from ..errors import InvalidArgumentError
+from .store import ScanCache
 
 SLICE_NODE_MAX = 4096  # subtrees holding more slices are not kept (their leaves are)
 FLUSH_SECONDS = 1.0
@@ -44,8 +44,8 @@ class Step:
 
 def options_key(member: Any) -> dict:
     """The options that change a member's summaries (with the versions that make them)."""
-    from ._version import KERNELS, __version__
-    from .summary_bytes import FORMAT
+    from .._version import KERNELS, __version__
+    from ..compute.summary_bytes import FORMAT
 
     spec = member.spec
     return {
@@ -191,9 +191,9 @@ def record(plan: Any, report: Any, target: str) -> None:
     with the units each member read; keep ``report`` as the last when it is complete."""
     import json
 
+    from ..report.model import ScanReport
     from .changes import diff_reports
     from .digests import digest
-    from .report import ScanReport
 
     cache: ScanCache = plan.cache
     okey = digest("report", json.dumps(sorted(report_options(plan).items()), default=str))

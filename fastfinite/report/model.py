@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidArgumentError
-from .kinds import (
+from ..errors import InvalidArgumentError
+from ..model.kinds import (
     BASE_KINDS,
     CHUNK_KINDS,
     ERROR,
@@ -27,7 +27,7 @@ from .kinds import (
     severity_of,
     with_groups,
 )
-from .stats import combine
+from ..model.stats import combine
 
 SCHEMA = "fastfinite.report/2"
 SCHEMAS = ("fastfinite.report/1", SCHEMA)  # what ``from_dict`` reads: /1 has no severities
@@ -39,7 +39,7 @@ def check_schema(d: Any) -> str:
     ``SCHEMAS``), the one place that knows which; else an ``InvalidArgumentError`` saying
     what ``d`` is instead: no JSON object, not a fastfinite report, a schema of no known
     version, or one newer than this fastfinite reads (upgrade)."""
-    from ._version import __version__
+    from .._version import __version__
 
     known = ", ".join(repr(s) for s in SCHEMAS)
     if not isinstance(d, dict):
@@ -779,7 +779,7 @@ class ScanReport:
     def plot(self, path: str, *, axes: tuple[int, int] | None = None) -> str:
         """Draw where the problems sit and write a PNG (needs matplotlib: the ``plot`` extra).
 
-        See :func:`fastfinite.plot.plot_report`.
+        See :func:`fastfinite.report.plot.plot_report`.
         """
         from .plot import plot_report
 
@@ -879,7 +879,7 @@ def _disagreement(report: ScanReport, d: dict[str, Any], v1: bool) -> str | None
     location's kind is one the report counts, every finding's a kind of finding; in
     ``/2``, every severity is its kind's (a missing chunk's, as its array's fill says),
     and ``ok`` and ``clean`` are what the report holds says."""
-    from .options import known_kinds
+    from ..options import known_kinds
 
     if not isinstance(report.fill_nonfinite, bool):
         return f"fill_nonfinite is {report.fill_nonfinite!r}, not true or false"

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..casts import cast_dtype
+from ..model.casts import cast_dtype
 from ..options import parse_cast
 
 

@@ -6,7 +6,7 @@ the scan goes on with the twins; once the group is ready, every later call takes
 kernels. A group not in the cache is compiled into it by a helper process (``_aside``:
 numba's compiler is Python, and in this process it would hold the GIL the twins need
 between their NumPy calls), then loaded; with no cache to share, or no helper, it is
-compiled here. A twin gives its kernel's bits (``slow.twins``), so a report does not
+compiled here. A twin gives its kernel's bits (``reference.twins``), so a report does not
 depend on which ran where. Nothing here imports numba until a group is asked for.
 
 ``policy`` (for tests and benchmarks): ``"auto"`` as above; ``"kernels"``: wait for the
@@ -25,7 +25,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from .slow import twins
+from ..reference import twins
 
 log = logging.getLogger("fastfinite")
 
@@ -79,8 +79,8 @@ def _compiler() -> None:
             g = _queue[0]
             g.started, g.began = time.perf_counter(), time.time()
         try:
-            from . import kernels
-            from .kernels.compilers import cached
+            from .. import kernels
+            from ..kernels.compilers import cached
 
             _hand_over()
             if g.fresh is None:
@@ -127,8 +127,8 @@ def _hand_over() -> bool:
         if _helpless:
             return False
         try:
-            from .kernels import cache_directory
-            from .kernels.compilers import HelperCompiler, cached
+            from ..kernels import cache_directory
+            from ..kernels.compilers import HelperCompiler, cached
 
             with _lock:
                 todo = [g for g in _queue if g.sent is None]
@@ -171,7 +171,7 @@ def _request(group: str, dtype: str) -> _Group:
 
 
 def _group(name: str) -> str:
-    from .kernels import group_of  # the table alone: no numba
+    from ..kernels import group_of  # the table alone: no numba
 
     return group_of(name)
 
@@ -199,7 +199,7 @@ def pick(name: str, dtype, small: bool = False) -> Callable:
         if g.error is not None:
             raise g.error
     if g.ready.is_set() and g.error is None:
-        from . import kernels
+        from .. import kernels
 
         return getattr(kernels, name)
     return getattr(twins, name)

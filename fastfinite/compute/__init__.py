@@ -1,0 +1,5 @@
+"""One region to one summary: the region's values as a block (``blocks``), the kernel or its
+NumPy twin picked for it (``dispatch``, compiling in the background: ``compiling``), run in
+parts on every core (``parts``, ``pools``), into a ``Summary`` (``summarize``,
+``summary``; its bytes for the cache: ``summary_bytes``), per-slice columns in a reused
+canvas (``pages``)."""
