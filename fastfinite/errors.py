@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .model.indices import fmt_index
+from .indices import fmt_index
 
 
 class FastFiniteError(Exception):

@@ -20,7 +20,7 @@ from .api import scan
 from .compute.blocks import Block, narrow_format, object_numbers, read_only
 from .compute.summary import ScanSpec
 from .errors import NonFiniteError, SourceError, UnsupportedDtypeError
-from .model.indices import fmt_index
+from .indices import fmt_index
 from .model.kinds import fails
 from .options import parse_bool, parse_by, parse_cast, parse_choice, parse_int, parse_kinds
 from .sources import dlpack

@@ -329,14 +329,9 @@ def test_findings_come_in_slice_order_then_kind_order_and_a_limit_cuts_there(by)
     """Findings are made kind by kind, in bulk, then put in place: slice order, then the
     order of ``slice_kinds``, as the NumPy twin's flags give them, with slices holding
     several kinds; ``limit`` keeps the first of them, whatever the kinds."""
+    from fastfinite.compute.limits import overflow_dtypes, overflow_thresholds, rounding_eps
     from fastfinite.reference import twins
-    from fastfinite.report.findings import (
-        _thresholds,
-        overflow_dtypes,
-        rounding_eps,
-        slice_findings,
-        slice_kinds,
-    )
+    from fastfinite.report.findings import slice_findings, slice_kinds
 
     rng = np.random.default_rng(11)
     x = rng.standard_normal((12, 3, 50)).astype(np.float32)
@@ -353,7 +348,7 @@ def test_findings_come_in_slice_order_then_kind_order_and_a_limit_cuts_there(by)
     eps, cols = rounding_eps(x.dtype), [s.count, s.mean, s.std, s.max_z, s.nan, s.posinf, s.neginf]
     cols = [np.ascontiguousarray(c).reshape(-1) for c in cols]
     at, bits = np.empty(len(cols[0]), np.int64), np.empty(len(cols[0]), np.int64)
-    k = twins.slice_flags(*cols, eps, r.z_threshold, _thresholds(dtypes), at, bits)
+    k = twins.slice_flags(*cols, eps, r.z_threshold, overflow_thresholds(dtypes), at, bits)
     kinds = slice_kinds(dtypes)
     shape = s.count.shape
     want = [

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidArgumentError
-from ..model.indices import fmt_index
+from ..indices import fmt_index
 from ..model.kinds import ERROR, checked_severity, severity_of, with_groups
 from ..report.model import ScanReport, member_path
 

@@ -191,9 +191,9 @@ def record(plan: Any, report: Any, target: str) -> None:
     with the units each member read; keep ``report`` as the last when it is complete."""
     import json
 
+    from ..compute.digests import digest
     from ..report.model import ScanReport
     from .changes import diff_reports
-    from .digests import digest
 
     cache: ScanCache = plan.cache
     okey = digest("report", json.dumps(sorted(report_options(plan).items()), default=str))

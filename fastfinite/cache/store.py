@@ -19,8 +19,8 @@ import sqlite3
 import time
 import warnings
 
+from ..compute.digests import digest
 from ..errors import SourceError
-from .digests import digest
 
 FILENAME = "fastfinite-cache.sqlite"
 FORMAT = "fastfinite-cache/1"

@@ -2,4 +2,5 @@
 NumPy twin picked for it (``dispatch``, compiling in the background: ``compiling``), run in
 parts on every core (``parts``, ``pools``), into a ``Summary`` (``summarize``,
 ``summary``; its bytes for the cache: ``summary_bytes``), per-slice columns in a reused
-canvas (``pages``)."""
+canvas (``pages``), the limits slices are flagged against (``limits``), content digests
+(``digests``)."""

@@ -114,7 +114,7 @@ def summarize(
     lent = canvas.lend(start[by[0]] * inner, nb) if canvas is not None and whole else None
     limits = None
     if lent is not None and all(data.shape[a] == spec.shape[a] for a in other):
-        from ..report.findings import flag_limits  # every value of its slices: finished here
+        from .limits import flag_limits  # every value of its slices: finished here
 
         limits = flag_limits(spec.dtype, spec.cast, spec.z_threshold)
     return _scan(block, 0, block.size, shape, spec, rows_are_slices, ordered, lent, limits)

@@ -412,7 +412,7 @@ class PairwiseMerger:
 
 def node_key(left: bytes, right: bytes) -> bytes:
     """The key of a subtree from its halves' keys."""
-    from ..cache.digests import digest  # hashlib: only when a scan has a cache
+    from .digests import digest  # hashlib: only when a scan has a cache
 
     return digest("node", left, right)
 

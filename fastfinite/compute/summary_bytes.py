@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cache.digests import content_digest
 from ..model import kinds
+from .digests import content_digest
 from .summary import SliceStats, Summary, join_slices
 
 FORMAT = 1

@@ -1,4 +1,3 @@
 """The facts a scan is about, with no numba and no I/O: the kinds of finding and their
-severities (``kinds``), the cast formats and their thresholds (``casts``), Chan's
-combination of (count, mean, std) and the kernels' block sizes (``stats``), and how an
-index is written (``indices``)."""
+severities (``kinds``), the cast formats and their thresholds (``casts``), and Chan's
+combination of (count, mean, std) and the kernels' block sizes (``stats``)."""

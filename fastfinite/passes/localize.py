@@ -22,8 +22,8 @@ import numpy as np
 from ..compute.blocks import first_where
 from ..engines.plan import make_plan
 from ..errors import InvalidArgumentError
+from ..indices import fmt_index
 from ..model.casts import cast_dtype
-from ..model.indices import fmt_index
 from ..options import (
     ScanOptions,
     parse_float,

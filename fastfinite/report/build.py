@@ -12,11 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from ..compute.limits import overflow_dtypes, rounding_eps
 from ..compute.parts import in_parts
 from ..compute.summary import ScanSpec, SliceStats, Summary, _as_index, join_slices
-from ..model.indices import fmt_index
+from ..indices import fmt_index
 from ..model.kinds import is_nonfinite
-from .findings import overflow_dtypes, rounding_eps, slice_findings
+from .findings import slice_findings
 from .model import CastRisk, Finding, Location, ScanReport, SliceReport
 
 
@@ -205,8 +206,6 @@ def finish(
     total.findings += findings
     total.complete = total.complete and complete
     if layout.table is not None:
-        from ..sources.tables import table_locations
-
         kind, rows, columns = layout.table
         total.shape, total.dtype = (rows, len(columns)), kind
         total.locations = table_locations(total, list(columns), total.max_locations)
@@ -226,3 +225,24 @@ def failure_message(report: ScanReport) -> str:
         parts.append(f"{f.array + ': ' if f.array else ''}{f.kind} {fmt_index(f.where)}")
     name = report.name or f"{report.dtype} array {report.shape}"
     return f"{name}: " + "; ".join(parts)
+
+
+def table_locations(report, columns: list[str], cap: int) -> list:
+    """Top-level locations of a table: (row position, column position), with labels."""
+    pos = {c: i for i, c in enumerate(columns)}
+    by_kind: dict[str, list] = {}
+    for col, sub in report.arrays.items():
+        for loc in sub.locations:
+            nested = loc.labels is not None and "item" in loc.labels  # a value in a list
+            by_kind.setdefault(loc.kind, []).append(
+                Location(
+                    loc.kind,
+                    (loc.labels["row"] if nested else loc.index[0], pos[col]),
+                    loc.value,
+                    dict(loc.labels or {}, column=col),
+                )
+            )
+    out = []
+    for locs in by_kind.values():
+        out += sorted(locs, key=lambda x: x.index)[:cap]
+    return sorted(out, key=lambda x: x.index)

@@ -5,53 +5,13 @@ from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
-from functools import lru_cache
 
 import numpy as np
 
-from ..compute.blocks import component_dtype
+from ..compute.limits import EPS64, overflow_thresholds
+from ..indices import fmt_index
 from ..model.casts import TARGETS
-from ..model.indices import fmt_index
 from .model import findings_of
-
-EPS64 = float(np.finfo(np.float64).eps)
-
-
-def overflow_dtypes(dtype: np.dtype, cast: tuple[str, ...]) -> tuple[str, ...]:
-    """Float types the sums are checked in: the data's own type when it is float16/float32,
-    and each cast target that is narrower than the data."""
-    comp = component_dtype(dtype)  # float64 for integers: no narrower type of their own
-    out: list[str] = []
-    if comp.itemsize in (2, 4):
-        out.append(comp.name)
-    src_max = float(np.finfo(comp).max)
-    for t in cast:
-        if TARGETS[t].max < src_max and t not in out:
-            out.append(t)
-    return tuple(out)
-
-
-def rounding_eps(dtype: np.dtype) -> float:
-    """Machine epsilon of the type the statistics are computed in: the data's own float type
-    (its parts for complex), float64 for integers and bool."""
-    return float(np.finfo(component_dtype(dtype)).eps)
-
-
-@lru_cache(maxsize=64)  # asked for by every region of a scan
-def flag_limits(
-    dtype: np.dtype, cast: tuple[str, ...], z_threshold: float
-) -> tuple[float, float, np.ndarray]:
-    """``kernels.slice_flags``'s limits for data of ``dtype`` scanned with ``cast``: the
-    rounding unit, the z threshold and the overflow threshold of each ``overflow_dtypes``."""
-    thresholds = _thresholds(overflow_dtypes(dtype, cast))
-    return rounding_eps(dtype), float(z_threshold), thresholds
-
-
-@lru_cache(maxsize=64)
-def _thresholds(dtypes: tuple[str, ...]) -> np.ndarray:
-    """The overflow threshold of each dtype, in float64 (the kernels' argument: shared
-    by the calls, never written)."""
-    return np.array([TARGETS[t].overflow_threshold for t in dtypes], np.float64)
 
 
 def slice_kinds(dtypes: tuple[str, ...]) -> list[str]:
@@ -204,7 +164,7 @@ def _flagged(cols, dtypes, z_threshold, eps, threads) -> tuple[np.ndarray, np.nd
     slice_flags = dispatch.pick("slice_flags", np.float64, size == 1)
     # pages of these are touched only where a part flags slices
     at, bits = np.empty(size, np.int64), np.empty(size, np.int64)
-    thresholds, limits = _thresholds(dtypes), (float(eps), float(z_threshold))
+    thresholds, limits = overflow_thresholds(dtypes), (float(eps), float(z_threshold))
     found: dict[int, int] = {}  # part's first slice -> how many of its slices it flagged
 
     def flag(a: int, b: int) -> None:

@@ -14,11 +14,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..compute.limits import overflow_dtypes, rounding_eps
 from ..errors import InvalidArgumentError
 from ..model.kinds import is_slice_kind
 from ..model.stats import combine
 from ..reference.twins import max_abs_z
-from .findings import overflow_dtypes, rounding_eps, slice_findings
+from .findings import slice_findings
 from .model import Finding, Localization, Location, ScanReport, SliceReport, combined_counts
 
 

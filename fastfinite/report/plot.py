@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidArgumentError, SourceError
-from ..model.indices import fmt_index
+from ..indices import fmt_index
 
 MAX_CELLS = 64
 MAX_BINS = 2000  # slices are drawn in at most this many bins

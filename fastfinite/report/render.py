@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from ..model.indices import fmt_index
+from ..indices import fmt_index
 from ..model.kinds import CHUNK_KINDS, ERROR, WARNING, is_slice_kind, severity_of
 
 WIDTH = 100

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..compute.blocks import Region, check_dtype
-from ..model.indices import fmt_index
+from ..indices import fmt_index
 from .base import Source
 from .ndarray import DASK_REMEDY, unmasked
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..cache.digests import content_digest, digest
+from ..compute.digests import content_digest, digest
 
 _STAT = struct.Struct("<qqqQ")  # size, mtime and ctime (ns), inode: no hash to make
 # above the granularity of a file system's timestamps: one whose times are whole seconds may

@@ -190,29 +190,6 @@ def table_source(columns: TableColumns, name: str) -> tuple[TableSource | None, 
     return (TableSource(numeric, name) if numeric else None), skipped
 
 
-def table_locations(report, columns: list[str], cap: int) -> list:
-    """Top-level locations of a table: (row position, column position), with labels."""
-    from ..report.model import Location
-
-    pos = {c: i for i, c in enumerate(columns)}
-    by_kind: dict[str, list] = {}
-    for col, sub in report.arrays.items():
-        for loc in sub.locations:
-            nested = loc.labels is not None and "item" in loc.labels  # a value in a list
-            by_kind.setdefault(loc.kind, []).append(
-                Location(
-                    loc.kind,
-                    (loc.labels["row"] if nested else loc.index[0], pos[col]),
-                    loc.value,
-                    dict(loc.labels or {}, column=col),
-                )
-            )
-    out = []
-    for locs in by_kind.values():
-        out += sorted(locs, key=lambda x: x.index)[:cap]
-    return sorted(out, key=lambda x: x.index)
-
-
 # -- Parquet ----------------------------------------------------------------------------
 
 
