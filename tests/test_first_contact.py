@@ -281,7 +281,10 @@ def test_a_fresh_cluster_compiles_once_per_worker_all_at_once(tmp_path):
             deadline = time.time() + 120
             while True:  # wait for the compiles the scan started to end
                 states = client.run(ns["state"])
-                if all(all(v[0] for v in s.values()) for s in states.values()) or time.time() > deadline:
+                if (
+                    all(all(v[0] for v in s.values()) for s in states.values())
+                    or time.time() > deadline
+                ):
                     break
                 time.sleep(0.5)
     assert len(states) == 2

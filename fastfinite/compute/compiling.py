@@ -53,7 +53,9 @@ class CompileReport:
     failed: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def __str__(self) -> str:
-        lines = [f"{g} {d}: {self.seconds[g, d]:.2f} s" for g, d in self.order if (g, d) in self.seconds]
+        lines = [
+            f"{g} {d}: {self.seconds[g, d]:.2f} s" for g, d in self.order if (g, d) in self.seconds
+        ]
         lines += [f"{g} {d}: FAILED {e}" for (g, d), e in self.failed.items()]
         where = self.cache or "nowhere (each process compiles again)"
         return "\n".join([*lines, f"{len(self.seconds)} groups in {self.wall:.2f} s; cached in {where}"])  # fmt: skip
@@ -133,7 +135,9 @@ def compile(  # noqa: A001 - the name the command line and the issue give it
     workers = max(1, min(processes or default_workers(), len(todo)))
     fresh = [p for p in todo if not cached(*p)]  # (numba imported here: the forks have it)
     forks = sys.platform.startswith("linux") and not dispatch.in_flight()
-    helper = ForkedCompiler if forks else HelperCompiler  # a fork skips Python's and numba's start-up
+    helper = (
+        ForkedCompiler if forks else HelperCompiler
+    )  # a fork skips Python's and numba's start-up
     helpers = [helper() for _ in range(min(workers, len(fresh)) - 1)] if report.cache else []
     queue = sorted(fresh, key=lambda p: -COST.get(p[0], 1.0))  # the longest first
 
@@ -173,4 +177,3 @@ def compile_main(modes: list[str] | None, dtypes: list[str], processes: int | No
     report = compile(modes, dtypes, processes=processes, progress=progress)
     print(report)
     return 2 if report.failed else 0
-

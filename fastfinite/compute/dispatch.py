@@ -63,8 +63,10 @@ _sending = threading.Lock()
 def kernel_dtype(dtype) -> str:
     """The dtype a kernel of data of ``dtype`` (as the kernels see it) is compiled for."""
     dt = np.dtype(dtype)
-    return "float32" if dt.kind == "f" and dt.itemsize == 4 else (
-        "float64" if dt.kind == "f" else f"uint{8 * dt.itemsize}"
+    return (
+        "float32"
+        if dt.kind == "f" and dt.itemsize == 4
+        else ("float64" if dt.kind == "f" else f"uint{8 * dt.itemsize}")
     )
 
 

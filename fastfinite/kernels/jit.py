@@ -33,7 +33,10 @@ log = logging.getLogger("fastfinite")
 
 _HERE = Path(__file__).resolve().parent
 # the kernels bake constants of these modules into their machine code
-_SOURCES = sorted(_HERE.glob("*.py")) + [_HERE.parent / "model" / "kinds.py", _HERE.parent / "model" / "stats.py"]
+_SOURCES = sorted(_HERE.glob("*.py")) + [
+    _HERE.parent / "model" / "kinds.py",
+    _HERE.parent / "model" / "stats.py",
+]
 
 
 def _codegen_as_default() -> bool:
@@ -184,4 +187,3 @@ def cache_directory() -> str | None:
 
 def _probe():  # pragma: no cover - never called: only located
     return 0
-

@@ -134,7 +134,10 @@ def load_part(typingctx, a, i, m, fill):
         vec = ptr.type.pointee
         fill_v = context.cast(builder, value, sig.args[3], sig.args[0].dtype)
         fn = _intrinsic_fn(
-            builder, "llvm.masked.load", vec, [ptr.type, _I32, ir.VectorType(_I1, L), vec],
+            builder,
+            "llvm.masked.load",
+            vec,
+            [ptr.type, _I32, ir.VectorType(_I1, L), vec],
             [vec, ptr.type],
         )
         align = _I32(sig.args[0].dtype.bitwidth // 8)
@@ -167,8 +170,11 @@ def store_part(typingctx, a, i, m, v):
         arr, idx, count, value = args
         ptr = _lane_ptr(context, builder, sig.args[0], arr, idx)
         fn = _intrinsic_fn(
-            builder, "llvm.masked.store", ir.VoidType(),
-            [value.type, ptr.type, _I32, ir.VectorType(_I1, L)], [value.type, ptr.type],
+            builder,
+            "llvm.masked.store",
+            ir.VoidType(),
+            [value.type, ptr.type, _I32, ir.VectorType(_I1, L)],
+            [value.type, ptr.type],
         )
         align = _I32(sig.args[0].dtype.bitwidth // 8)
         builder.call(fn, [value, ptr, align, _below(builder, count)])
@@ -503,7 +509,13 @@ def lane(typingctx, v, j):
 
     def codegen(context, builder, sig, args):
         j = args[1]
-        j = builder.trunc(j, _I32) if j.type.width > 32 else builder.zext(j, _I32) if j.type.width < 32 else j
+        j = (
+            builder.trunc(j, _I32)
+            if j.type.width > 32
+            else builder.zext(j, _I32)
+            if j.type.width < 32
+            else j
+        )
         return builder.extract_element(args[0], j)
 
     return v.dtype(v, j), codegen
