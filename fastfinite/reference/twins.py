@@ -26,7 +26,7 @@ import numpy as np
 
 from ..kernels.slices_numpy import fold, in_order, max_abs_z, rescue_rows, slice_totals
 from ..model.kinds import N_KINDS
-from ..model.stats import CHUNK, LANES, SUB, TILE, TINY
+from ..model.stats import CHUNK, LANES, SUB, TILE, combine
 
 PIECE = 1 << 18  # values a twin holds in float64 temporaries at once (2 MB each)
 
@@ -287,34 +287,11 @@ def finish_whole_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean
     return _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, True, z, eps, z_threshold, thresholds, where, flags)  # fmt: skip
 
 
-def chan_arrays(na, ma, sa, nb, mb, sb):
-    """``stats.chan`` elementwise, the same operations in the same order."""
-    with np.errstate(all="ignore"):
-        n = na + nb
-        fn = np.maximum(n, 1).astype(np.float64)
-        wa, wb = na / fn, nb / fn
-        delta = mb - ma
-        mean = np.where(np.abs(delta) < np.inf, ma + delta * wb, ma * wa + mb * wb)
-        s = np.sqrt(wa * sa * sa + wb * sb * sb + wa * wb * delta * delta)
-        top = np.where(np.abs(ma) > np.abs(mb), np.abs(ma), np.abs(mb))
-        top = np.where(top > sa, top, sa)
-        top = np.where(top > sb, top, sb)
-        scale = ~(s < np.inf) | ((s < TINY) & (top > 0))
-        if scale.any():
-            k = np.ldexp(1.0, np.frexp(top)[1] - 1)
-            sa2, sb2, d = sa / k, sb / k, mb / k - ma / k
-            s = np.where(scale, np.sqrt(wa * sa2 * sa2 + wb * sb2 * sb2 + wa * wb * d * d) * k, s)
-    first, second = nb == 0, (na == 0) & (nb != 0)
-    mean = np.where(first, ma, np.where(second, mb, mean))
-    s = np.where(first, sa, np.where(second, sb, s))
-    return n, mean, s
-
-
 def fold_slices(idx, n, mean, std, mn, mx, nan, pos, neg, *dense) -> None:
     """``kernels.slices.fold_slices``: slice statistics merged into dense per-slice arrays
-    in place (``stats.chan``)."""
+    in place (``stats.combine``: ``stats.chan`` elementwise)."""
     dn, dmean, dstd, dmn, dmx, dnan, dpos, dneg = dense
-    dn[idx], dmean[idx], dstd[idx] = chan_arrays(dn[idx], dmean[idx], dstd[idx], n, mean, std)
+    dn[idx], dmean[idx], dstd[idx] = combine(dn[idx], dmean[idx], dstd[idx], n, mean, std)
     dmn[idx] = np.where(mn < dmn[idx], mn, dmn[idx])
     dmx[idx] = np.where(mx > dmx[idx], mx, dmx[idx])
     for d, v in ((dnan, nan), (dpos, pos), (dneg, neg)):
