@@ -21,13 +21,14 @@ from hypothesis import strategies as st
 
 from fastfinite import kernels
 from fastfinite.compute.blocks import read_only, widen_table
+from fastfinite.compute.positions import record_positions
 from fastfinite.compute.summary import ScanSpec
 from fastfinite.kernels import jit
 from fastfinite.model.casts import TARGETS, source_thresholds
 from fastfinite.model.kinds import N_KINDS
 from fastfinite.model.stats import CHUNK, LANES, SLICE_BLOCK, SUB, TILE
 from fastfinite.passes.scaled import limits_of
-from fastfinite.reference.twins import TWINS, record_positions, widen
+from fastfinite.reference.twins import TWINS, widen
 
 SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -2.5, 1e-300, 7e-46, 1e20, 3e38, 1e300]
 for _t in TARGETS.values():

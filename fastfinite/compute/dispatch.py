@@ -207,6 +207,11 @@ def pick(name: str, dtype, small: bool = False) -> Callable:
     return getattr(twins, name)
 
 
+def is_twin(fn: Callable) -> bool:
+    """Whether ``fn`` (from ``pick``) is a NumPy twin rather than a Numba kernel."""
+    return getattr(fn, "__module__", None) == twins.__name__
+
+
 def compiling() -> bool:
     """Whether kernels are being compiled (the first use on this machine): a group asked
     for is not in the cache, or its load from the cache has taken longer than one does."""

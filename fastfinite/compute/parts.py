@@ -85,9 +85,8 @@ class PartedScan:
         """Scan the block's run, one row holding the parts: counts added to ``counts``,
         the first positions in ``locs``/``vals``/``nlocs``. Parts are folded in order as
         they finish, while the next ones run."""
-        from ..reference.twins import __name__ as twin_module
-        from ..reference.twins import fold_part, record_positions  # a few small arrays a part
         from . import dispatch
+        from .positions import fold_part, record_positions  # a few small arrays a part
 
         block = self.block
         pool = shared_pool("part", self.threads)
@@ -115,7 +114,7 @@ class PartedScan:
                 fn = dispatch.pick("scan_rows", block.x.dtype, small)
                 args = (block.x[a:b], 1, b - a, thr, *finds)
                 values = lambda s, e: block.x[a + s : a + e]  # noqa: E731
-            if fn.__module__ == twin_module and not small:  # one at a time: the compiler
+            if dispatch.is_twin(fn) and not small:  # one at a time: the compiler
                 with _twin_turn:  # needs a core, and the GIL, to finish
                     m = fn(*args)
             else:

@@ -12,7 +12,6 @@ import numpy as np
 from ..errors import ChunkReadError, SourceError
 from ..model import kinds
 from ..model.stats import SUB, TILE
-from ..reference.twins import record_positions
 from . import dispatch
 from .blocks import (
     Block,
@@ -24,6 +23,7 @@ from .blocks import (
     narrow_format,
     widen,
 )
+from .positions import kind_mask, record_positions
 from .summary import ScanSpec, SliceCanvas, SliceStats, Summary, _first, merge_all, rescued
 
 KEPT = 1 << 10  # positions of each kind a kernel keeps; more are looked for when wanted
@@ -206,8 +206,6 @@ def _scan(
     for k in np.flatnonzero(counts):  # the first positions of each kind, in C order
         pos, val = lo + locs[k, : nlocs[k]], vals[k, : nlocs[k]]
         if counts[k] > nlocs[k] and (not ordered or nlocs[k] < cap * block.ncomp):
-            from ..reference.twins import kind_mask  # more found than kept: all, or the first cap
-
             want = counts[k] if not ordered else cap * block.ncomp
             if a is None:
                 a = block.x[lo : lo + size]

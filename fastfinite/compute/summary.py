@@ -233,13 +233,11 @@ def rescued(part: SliceStats, values, rows_are_slices: bool = True) -> tuple | N
     (magnitudes under ``TINY``, not all equal: the std would lose its digits, down to 0),
     get both again, scaled (``stats.scaled_moments``), from ``values()``, the 2-D values;
     then the totals over all slices are returned, else None."""
-    from ..reference.twins import rescue_rows  # NumPy: the rare slices whose sums overflowed
+    from ..kernels.slices_numpy import rescue_rows, totals  # NumPy: slices that overflowed
 
     bad = rescue_rows(part.n, part.mean, part.min, part.max)
     if not len(bad):
         return None
-    from ..reference.twins import totals
-
     x2 = values()
     for r in bad:
         v = x2[r] if rows_are_slices else x2[:, r]

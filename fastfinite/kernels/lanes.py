@@ -463,7 +463,7 @@ def _halving(builder, x, combine):
 @intrinsic
 def fold(typingctx, v):
     """The sum of the lanes: lanes ``[:8] + [8:]``, then ``[:4] + [4:8]``, ``[:2] +
-    [2:4]``, ``[0] + [1]`` (``twins.fold`` does the same)."""
+    [2:4]``, ``[0] + [1]`` (``slices_numpy.fold`` does the same)."""
     if not isinstance(v, Lanes):
         return None
     out = types.int64 if isinstance(v.dtype, types.Integer) else v.dtype

@@ -22,7 +22,7 @@ thresholds prove the sub-block clean. Only a sub-block that is not is read again
 over its finite values and its non-finite values counted (``_masked``), its cast risks
 counted (``_risks``), all in lanes. Positions are not looked for here: a sub-block holding
 a kind whose first positions are still wanted is listed, and the listed sub-blocks are
-looked into afterwards, in order (``twins.record_positions``, NumPy: a few of them).
+looked into afterwards, in order (``compute.positions.record_positions``, NumPy: a few of them).
 
 Compile time is the user's time: each function here is compiled on its own and linked
 into its callers, so there are few of them, without NumPy allocations or the scalar

@@ -93,7 +93,7 @@ def totals(n, mean, std, lo, hi):
     """``(count, mean, std, min, max, sum, ok)`` over slices of counts ``n``, means and
     stds, whose extrema are ``lo`` and ``hi`` (``_moments``'s), the spread scaled when its
     squares leave float64's range; not ``ok`` when the sum overflows: then
-    ``twins.totals`` takes them (the mean of the means)."""
+    ``slices_numpy.totals`` takes them (the mean of the means)."""
     if n.shape[0] == 1:
         return n[0], mean[0], std[0], lo, hi, n[0] * mean[0], True
     tsum, tn = _lane_sums(n, mean, std, 0.0, 1.0, _NO)
@@ -123,7 +123,7 @@ def _moments(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std):
     """Per slice the count, mean and std of its finite values from its shifted sums (a NaN
     mean and std where the sums are not finite: they overflowed), in lanes; returns the
     smallest of ``mn``, the largest of ``mx`` (never NaN) and how many slices' moments are
-    taken again, scaled (``twins.rescue_rows``: a finite value and a NaN mean, or
+    taken again, scaled (``slices_numpy.rescue_rows``: a finite value and a NaN mean, or
     magnitudes all under ``TINY`` and not all equal)."""
     m = n.shape[0]
     ln, one, none = splat(np.int64(length)), splat(np.int64(1)), splat(np.int64(0))
@@ -283,7 +283,7 @@ def _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, z, ep
     """Per slice count, mean and std of the finite values (into ``n``, ``mean``, ``std``)
     from a scan's outputs (``length`` values per slice; ``mn``, ``mx``: the extrema of
     its finite values), and over all of them ``(count, mean, std, min, max, sum)``, the
-    number of slices to rescue (``twins.rescue_rows``: a slice whose sums overflowed gets
+    number of slices to rescue (``slices_numpy.rescue_rows``: a slice whose sums overflowed gets
     a NaN mean and std, and is taken again, scaled, by ``summary.rescued``); then, for
     slices whose values all lie in this block (nothing else will be merged into them: ``z``
     has a place for each), the largest |z| of each in ``z`` (it may be ``shift``'s memory)
@@ -331,10 +331,10 @@ def finish_whole_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean
     """Per slice count, mean and std of the finite values (into ``n``, ``mean``, ``std``)
     from a scan's outputs, over all of them ``(count, mean, std, min, max, sum)``, the
     slices to rescue, the flagged slices and the empty ones (``_finish``); the rare totals
-    whose sums overflow are taken by ``twins.slice_totals`` (the same bits)."""
+    whose sums overflow are taken by ``slices_numpy.slice_totals`` (the same bits)."""
     *out, whole = _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, z, eps, z_threshold, thresholds, where, flags)  # fmt: skip
     if not whole:
-        from ..reference.twins import slice_totals
+        from .slices_numpy import slice_totals
 
         out[:6] = slice_totals(n, mean, std, mn, mx)
     return tuple(out)

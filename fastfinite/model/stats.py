@@ -1,5 +1,8 @@
-"""Two parts' (count, mean, std) combined into the whole's: its one Python form. The kernels
-hold its Numba twin (``kernels.fold_slices``), and the twin test compares the two.
+"""Two parts' (count, mean, std) combined into the whole's, Chan et al.'s formula, in one
+place: ``chan`` on scalars, plain Python that the kernels compile as it is (``kernels.slices``
+jits this very function: its Python and Numba forms are one definition), and ``combine``,
+the same operations elementwise in NumPy (the twin of the kernels' loop over ``chan``, and
+what summaries and reports merge with).
 
 The standard deviation, not the sum of squared deviations, is what summaries keep: for
 finite float64 data it always fits a float64 (it is at most half the range), where the sum
@@ -35,27 +38,32 @@ TILE = 1024
 
 def combine(na, mean_a, std_a, nb, mean_b, std_b):
     """``(n, mean, std)`` of two disjoint parts, elementwise over arrays or on scalars (0-d
-    results); a part without values leaves the other as it is. Chan et al.'s form: equal
-    means and zero spreads combine to exactly those."""
+    results): ``chan`` elementwise, the same operations in the same order, so each element
+    has ``chan``'s bits (``tests/test_chan.py`` pins them). It is the twin of the kernels'
+    loop over ``chan`` (``reference.twins.fold_slices`` of ``kernels.fold_slices``), and
+    what summaries and reports merge with. A part without values leaves the other as it is
+    (both without: the first)."""
     na, nb = np.asarray(na), np.asarray(nb)
-    n = na + nb
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        wa, wb = na / np.maximum(n, 1), nb / np.maximum(n, 1)
-        delta = np.subtract(mean_b, mean_a)
-        # the means' difference overflows only for means of opposite signs near the maximum
-        mean = np.where(np.isfinite(delta), mean_a + delta * wb, mean_a * wa + mean_b * wb)
-        std = np.sqrt(wa * std_a * std_a + wb * std_b * std_b + wa * wb * delta * delta)
-        big = (~np.isfinite(std) | (std < TINY)) & (na > 0) & (nb > 0)
-        if big.any():  # a square overflowed or underflowed: again, scaled by a power of two
-            top = np.fmax.reduce([np.abs(mean_a), np.abs(mean_b), std_a, std_b])
-            top = np.where(top > 0, top, 1.0)
+    ma, sa, mb, sb = (np.asarray(v, np.float64) for v in (mean_a, std_a, mean_b, std_b))
+    with np.errstate(all="ignore"):
+        n = na + nb
+        fn = np.maximum(n, 1).astype(np.float64)
+        wa, wb = na / fn, nb / fn
+        delta = mb - ma
+        mean = np.where(np.abs(delta) < np.inf, ma + delta * wb, ma * wa + mb * wb)
+        s = np.sqrt(wa * sa * sa + wb * sb * sb + wa * wb * delta * delta)
+        top = np.where(np.abs(ma) > np.abs(mb), np.abs(ma), np.abs(mb))
+        top = np.where(top > sa, top, sa)
+        top = np.where(top > sb, top, sb)
+        scale = ~(s < np.inf) | ((s < TINY) & (top > 0))
+        if scale.any():  # a square out of range: again, scaled by a power of two
             k = np.ldexp(1.0, np.frexp(top)[1] - 1)
-            sa, sb, d = std_a / k, std_b / k, mean_b / k - mean_a / k
-            scaled = np.sqrt(wa * sa * sa + wb * sb * sb + wa * wb * d * d) * k
-            std = np.where(big, scaled, std)
-        mean = np.where(na == 0, mean_b, np.where(nb == 0, mean_a, mean))
-        std = np.where(na == 0, std_b, np.where(nb == 0, std_a, std))
-    return n, mean, std
+            sa2, sb2, d = sa / k, sb / k, mb / k - ma / k
+            s = np.where(scale, np.sqrt(wa * sa2 * sa2 + wb * sb2 * sb2 + wa * wb * d * d) * k, s)
+    first, second = nb == 0, (na == 0) & (nb != 0)
+    mean = np.where(first, ma, np.where(second, mb, mean))
+    s = np.where(first, sa, np.where(second, sb, s))
+    return n, mean, s
 
 
 def scaled_moments(values: np.ndarray) -> tuple[float, float]:
@@ -76,9 +84,10 @@ def pow2(v: float) -> float:
 
 
 def chan(na, ma, sa, nb, mb, sb):
-    """``combine`` on scalars, one operation after another: plain Python that the kernels
-    compile as it is (``kernels.slices``), so that Python and the kernels give the same
-    bits. Counts are ints, the rest floats."""
+    """Chan et al.'s combination of two disjoint parts' ``(n, mean, std)`` on scalars, one
+    operation after another: plain Python that the kernels compile as it is
+    (``kernels.slices``: ``_chan = helper(chan)``), so that Python and the kernels give the
+    same bits; ``combine`` is it elementwise. Counts are ints, the rest floats."""
     if nb == 0:
         return na, ma, sa
     if na == 0:

@@ -10,72 +10,25 @@ taken with ``np.add.accumulate``, which adds one value after another by definiti
 reduction may pair them up). Formulas on scalars are the kernels' own Python source
 (``stats.chan``); elementwise formulas are written with the same operations in the same
 order as the kernels'.
+
+Shared with production, and independent where a twin is an oracle: the per-slice NumPy
+arithmetic that production runs as well (``kernels.slices_numpy``: the totals, the slices
+to rescue, the largest |z|) is imported, so the twins of ``finish_slices``,
+``finish_whole_slices`` and ``slice_columns`` are built from it and hold it to the kernels;
+the predicates of the kinds are the twins' own (``_risks``), independent of the production
+form that finds positions (``compute.positions.kind_mask``), which the tests pin to them.
+Production code reaches this module only through ``compute.dispatch``.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from ..kernels.slices_numpy import fold, in_order, max_abs_z, rescue_rows, slice_totals
 from ..model.kinds import N_KINDS
-from ..model.stats import CHUNK, LANES, SLICE_BLOCK, SUB, TILE, TINY, chan, pow2
+from ..model.stats import CHUNK, LANES, SUB, TILE, combine
 
-BIG = float(np.finfo(np.float64).max)
 PIECE = 1 << 18  # values a twin holds in float64 temporaries at once (2 MB each)
-
-
-def kind_mask(x: np.ndarray, k: int, thr: np.ndarray) -> np.ndarray:
-    """The mask of counter slot ``k`` over ``x``: NaN, +inf, -inf, then per cast target a
-    finite ``|x| >= over`` (overflow) and ``0 < |x| <= under`` (underflow), thresholds
-    ``thr`` as in the kernels: the NumPy form of their predicates."""
-    if k < 3:
-        return np.isnan(x) if k == 0 else x == (np.inf if k == 1 else -np.inf)
-    with np.errstate(invalid="ignore"):
-        a = np.abs(x)
-        if k % 2:  # overflow: slots 3, 5, 7
-            return (a >= thr[k - 3]) & np.isfinite(x)
-        return (a <= thr[k - 3]) & (a > 0)
-
-
-def fold(v: np.ndarray):
-    """The lanes of ``v`` (last axis) summed by halves, as ``lanes.fold``."""
-    while v.shape[-1] > 1:
-        h = v.shape[-1] // 2
-        v = v[..., :h] + v[..., h:]
-    return v[..., 0]
-
-
-def _adds_in_order() -> bool:
-    """Whether ``np.add.reduce`` over an axis that is not the last (the last holding two
-    values or more) adds one row after another, as NumPy's reductions do (only a reduction
-    along the last, contiguous axis is paired up): checked on values whose sum tells the
-    two orders apart, so a NumPy that changed would not silently give other bits."""
-    v = np.array([1e16, 1.0, -1e16, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])  # fmt: skip
-    col = np.stack([v, v[::-1]], axis=1)
-    want = [0.0, 0.0]
-    for row in col:
-        want = [want[0] + row[0], want[1] + row[1]]
-    return np.add.reduce(col, axis=0, initial=0.0).tolist() == want
-
-
-ADDS_IN_ORDER = _adds_in_order()
-
-
-def in_order(v: np.ndarray, axis: int) -> np.ndarray:
-    """The sum of ``v`` along ``axis`` (not the last) from 0.0, one value after another."""
-    if v.shape[axis] == 0:
-        return np.zeros(np.delete(v.shape, axis))
-    if ADDS_IN_ORDER and v.shape[-1] > 1 and axis != v.ndim - 1:
-        return np.add.reduce(v, axis=axis, initial=0.0)
-    return np.take(np.add.accumulate(v + 0.0, axis=axis), -1, axis=axis)  # 0.0 + v[0] first
-
-
-def lane_sum(v: np.ndarray) -> float:
-    """``v`` (1-D float64) summed in lanes and folded, missing lanes 0.0."""
-    pad = np.zeros(-(-len(v) // LANES) * LANES)
-    pad[: len(v)] = v
-    return float(fold(in_order(pad.reshape(-1, LANES), 0)))
 
 
 def _row_lanes(v: np.ndarray, k: float, acc1: np.ndarray, acc2: np.ndarray) -> None:
@@ -148,28 +101,6 @@ def _listed(masks, spans, counts, cap, seen, blocks, m) -> int:
             blocks[:, m] = spans[i]
             m += 1
     return m
-
-
-def record_positions(values, blocks, m, thr, locs, vals, nlocs) -> None:
-    """The first positions and values of each kind in the listed spans (a scan's
-    ``blocks[:, :m]``: start, stop, first position), in order, up to the width of
-    ``locs``; ``values(start, stop)``: the span's values as floats."""
-    cap = locs.shape[1]
-    for j in range(m):
-        a, b, p0 = (int(v) for v in blocks[:, j])
-        if (nlocs >= cap).all():
-            return
-        v = values(a, b)
-        for k in range(N_KINDS):
-            t = thr[k - 3] if k >= 3 else 0
-            if nlocs[k] >= cap or (k % 2 and k >= 3 and t == np.inf) or (k >= 3 and not k % 2 and t < 0):  # fmt: skip
-                continue
-            at = np.flatnonzero(kind_mask(v, k, thr))[: cap - nlocs[k]]
-            if len(at):
-                locs[k, nlocs[k] : nlocs[k] + len(at)] = p0 + at
-                with np.errstate(invalid="ignore"):  # a float8 NaN pattern widened: signalling
-                    vals[k, nlocs[k] : nlocs[k] + len(at)] = v[at]
-                nlocs[k] += len(at)
 
 
 def _first_finite(x2: np.ndarray, axis: int) -> np.ndarray:
@@ -293,7 +224,8 @@ def scan_cols(x, rows, cols, pitch, thr, counts, cap, seen, blocks, shift, s1, s
 
 def quick_check(x, thr) -> bool:
     """``kernels.checks.quick_check``: no non-finite value and no cast risk in 1-D ``x``."""
-    return not any(kind_mask(x, k, thr).any() for k in range(N_KINDS))
+    fin = np.isfinite(x)  # the twins' own predicates (``_risks``), not ``compute.positions``'
+    return not any(m is not None and m.any() for m in _risks(x, fin, bool(fin.all()), thr))
 
 
 def moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std) -> None:
@@ -309,63 +241,6 @@ def moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std) -> None:
     n[:] = c
     mean[:] = np.where(c > 0, np.where(ok, m, np.nan), 0.0)
     std[:] = np.where(c > 0, np.where(ok, sd, np.nan), 0.0)
-
-
-def totals(n, mean, std, mn, mx) -> tuple:
-    """``kernels.slices.totals``: ``(count, mean, std, min, max, sum)`` over slices (the
-    mean of the means when the sum overflows; the spread scaled when a square does)."""
-    if len(n) == 1:
-        with np.errstate(over="ignore"):
-            total = float(n[0] * mean[0])
-        return int(n[0]), float(mean[0]), float(std[0]), float(mn[0]), float(mx[0]), total
-    tn = int(n.sum())
-    lo, hi = float(mn.min(initial=np.inf)), float(mx.max(initial=-np.inf))
-    fn = n.astype(np.float64)
-    with np.errstate(all="ignore"):
-        tsum = lane_sum(fn * mean)
-        if tn == 0:
-            return 0, 0.0, 0.0, math.inf, -math.inf, tsum
-        w = fn / np.float64(tn)
-        tmean = tsum / tn
-        if not abs(tmean) < math.inf:  # n * mean overflowed: average the means instead
-            tmean = lane_sum(w * mean)
-        d = mean / 1.0 - tmean / 1.0
-        s = std / 1.0
-        var = lane_sum(w * (s * s + d * d))
-        if var < math.inf and not math.sqrt(var) < TINY:
-            return tn, tmean, math.sqrt(var), lo, hi, tsum
-        used = n > 0
-        top = max(abs(tmean), *np.abs(mean[used]), *std[used])
-        if not var < math.inf or top > 0:
-            k = pow2(top)
-            s = std / k
-            d = mean / k - tmean / k
-            return tn, tmean, math.sqrt(lane_sum(w * (s * s + d * d))) * k, lo, hi, tsum
-    return tn, tmean, math.sqrt(var), lo, hi, tsum
-
-
-def max_abs_z(mean, std, mn, mx) -> np.ndarray:
-    """``kernels.slices.max_z`` elementwise: the largest |z|, 0 where std is 0 or a
-    quotient NaN, infinities clipped to the float64 maximum."""
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        a = mx - mean
-        b = mean - mn
-        z = np.clip(np.where(a >= b, a, b) / std, -BIG, BIG)
-        finite = (np.abs(a) < np.inf) & (np.abs(b) < np.inf)
-    return np.where((std > 0) & (a == a) & (b == b) & ((std < np.inf) | finite), z, 0.0)
-
-
-def _rescue(n, mean, mn, mx) -> np.ndarray:
-    with np.errstate(invalid="ignore"):
-        top = np.where(np.abs(mn) > np.abs(mx), np.abs(mn), np.abs(mx))
-        return (n > 0) & ((mean != mean) | ((top < TINY) & (mn != mx)))
-
-
-def rescue_rows(n, mean, mn, mx) -> np.ndarray:
-    """The slices whose moments are taken again, scaled (``summary.rescued``): those with a
-    finite value and a NaN mean (their sums overflowed), or whose magnitudes all lie under
-    ``TINY`` and are not all equal (``kernels.slices._to_rescue`` counts them)."""
-    return np.flatnonzero(_rescue(n, mean, mn, mx))
 
 
 def _bits(count, mean, std, z, bad, eps, z_threshold, thresholds) -> np.ndarray:
@@ -389,24 +264,12 @@ def _flagged(every, where, flags) -> int:
     return len(found)
 
 
-def slice_totals(n, mean, std, mn, mx) -> tuple:
-    """``(count, mean, std, min, max, sum)`` over slices: ``totals`` of each block of
-    ``SLICE_BLOCK`` slices, combined in order by ``stats.chan``."""
-    tn, tmean, tstd, lo, hi, tsum = 0, 0.0, 0.0, math.inf, -math.inf, 0.0
-    for b in range(0, len(n), SLICE_BLOCK):
-        part = slice(b, b + SLICE_BLOCK)
-        c, cm, cs, clo, chi, csum = totals(n[part], mean[part], std[part], mn[part], mx[part])
-        tn, tmean, tstd = chan(tn, tmean, tstd, c, cm, cs)
-        lo, hi, tsum = min(lo, clo), max(hi, chi), tsum + csum
-    return tn, tmean, tstd, lo, hi, tsum
-
-
 def _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, final, z=None, eps=0.0, z_threshold=0.0, thresholds=(), where=None, flags=None):  # fmt: skip
     """``kernels.slices._finish``: blocks of ``SLICE_BLOCK`` slices, their totals combined
     in order by ``stats.chan``."""
     moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std)
     tn, tmean, tstd, lo, hi, tsum = slice_totals(n, mean, std, mn, mx)
-    rescue = int(_rescue(n, mean, mn, mx).sum())
+    rescue = len(rescue_rows(n, mean, mn, mx))
     if not final:
         return tn, tmean, tstd, lo, hi, tsum, rescue
     z[:] = np.where(n > 0, max_abs_z(mean, std, mn, mx), 0.0)
@@ -424,34 +287,11 @@ def finish_whole_slices(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean
     return _finish(length, shift, s1, s2, mn, mx, cnan, cpos, cneg, n, mean, std, True, z, eps, z_threshold, thresholds, where, flags)  # fmt: skip
 
 
-def chan_arrays(na, ma, sa, nb, mb, sb):
-    """``stats.chan`` elementwise, the same operations in the same order."""
-    with np.errstate(all="ignore"):
-        n = na + nb
-        fn = np.maximum(n, 1).astype(np.float64)
-        wa, wb = na / fn, nb / fn
-        delta = mb - ma
-        mean = np.where(np.abs(delta) < np.inf, ma + delta * wb, ma * wa + mb * wb)
-        s = np.sqrt(wa * sa * sa + wb * sb * sb + wa * wb * delta * delta)
-        top = np.where(np.abs(ma) > np.abs(mb), np.abs(ma), np.abs(mb))
-        top = np.where(top > sa, top, sa)
-        top = np.where(top > sb, top, sb)
-        scale = ~(s < np.inf) | ((s < TINY) & (top > 0))
-        if scale.any():
-            k = np.ldexp(1.0, np.frexp(top)[1] - 1)
-            sa2, sb2, d = sa / k, sb / k, mb / k - ma / k
-            s = np.where(scale, np.sqrt(wa * sa2 * sa2 + wb * sb2 * sb2 + wa * wb * d * d) * k, s)
-    first, second = nb == 0, (na == 0) & (nb != 0)
-    mean = np.where(first, ma, np.where(second, mb, mean))
-    s = np.where(first, sa, np.where(second, sb, s))
-    return n, mean, s
-
-
 def fold_slices(idx, n, mean, std, mn, mx, nan, pos, neg, *dense) -> None:
     """``kernels.slices.fold_slices``: slice statistics merged into dense per-slice arrays
-    in place (``stats.chan``)."""
+    in place (``stats.combine``: ``stats.chan`` elementwise)."""
     dn, dmean, dstd, dmn, dmx, dnan, dpos, dneg = dense
-    dn[idx], dmean[idx], dstd[idx] = chan_arrays(dn[idx], dmean[idx], dstd[idx], n, mean, std)
+    dn[idx], dmean[idx], dstd[idx] = combine(dn[idx], dmean[idx], dstd[idx], n, mean, std)
     dmn[idx] = np.where(mn < dmn[idx], mn, dmn[idx])
     dmx[idx] = np.where(mx > dmx[idx], mx, dmx[idx])
     for d, v in ((dnan, nan), (dpos, pos), (dneg, neg)):
@@ -489,20 +329,6 @@ def scaled_counts(x, lim, counts, locs, nlocs) -> None:
         found = np.flatnonzero(m)[: locs.shape[1] - nlocs[row]]
         locs[row, nlocs[row] : nlocs[row] + len(found)] = found
         nlocs[row] += len(found)
-
-
-def fold_part(offset, pc, pl, pv, pn, counts, locs, vals, nlocs) -> int:
-    """A part's counts and positions folded into its run's (``parts.PartedScan``: a few
-    small arrays a part, so no kernel)."""
-    cap = locs.shape[1]
-    counts += pc
-    for k in range(N_KINDS):
-        take = min(int(pn[k]), cap - int(nlocs[k]))
-        if take > 0:
-            locs[k, nlocs[k] : nlocs[k] + take] = offset + pl[k, :take]
-            vals[k, nlocs[k] : nlocs[k] + take] = pv[k, :take]
-            nlocs[k] += take
-    return int(pc.sum())
 
 
 TWINS = {

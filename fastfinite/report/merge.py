@@ -16,9 +16,9 @@ import numpy as np
 
 from ..compute.limits import overflow_dtypes, rounding_eps
 from ..errors import InvalidArgumentError
+from ..kernels.slices_numpy import max_abs_z
 from ..model.kinds import is_slice_kind
 from ..model.stats import combine
-from ..reference.twins import max_abs_z
 from .findings import slice_findings
 from .model import Finding, Localization, Location, ScanReport, SliceReport, combined_counts
 

@@ -1,0 +1,64 @@
+"""Where the kinds are, in NumPy: the predicate of each counter slot as a mask
+(``kind_mask``), the first positions of each kind in the spans a kernel listed
+(``record_positions``), and a part's positions folded into its run's (``fold_part``).
+
+Production code, not a twin: the kernels count, these find the few positions wanted after
+them. The kernels' twins (``reference.twins``) keep their own form of the predicate, so
+that the twin tests do not test this module against itself; ``tests/test_twins.py`` pins
+``kind_mask`` to the kernels' counts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.kinds import N_KINDS
+
+
+def kind_mask(x: np.ndarray, k: int, thr: np.ndarray) -> np.ndarray:
+    """The mask of counter slot ``k`` over ``x``: NaN, +inf, -inf, then per cast target a
+    finite ``|x| >= over`` (overflow) and ``0 < |x| <= under`` (underflow), thresholds
+    ``thr`` as in the kernels: the NumPy form of their predicates."""
+    if k < 3:
+        return np.isnan(x) if k == 0 else x == (np.inf if k == 1 else -np.inf)
+    with np.errstate(invalid="ignore"):
+        a = np.abs(x)
+        if k % 2:  # overflow: slots 3, 5, 7
+            return (a >= thr[k - 3]) & np.isfinite(x)
+        return (a <= thr[k - 3]) & (a > 0)
+
+
+def record_positions(values, blocks, m, thr, locs, vals, nlocs) -> None:
+    """The first positions and values of each kind in the listed spans (a scan's
+    ``blocks[:, :m]``: start, stop, first position), in order, up to the width of
+    ``locs``; ``values(start, stop)``: the span's values as floats."""
+    cap = locs.shape[1]
+    for j in range(m):
+        a, b, p0 = (int(v) for v in blocks[:, j])
+        if (nlocs >= cap).all():
+            return
+        v = values(a, b)
+        for k in range(N_KINDS):
+            t = thr[k - 3] if k >= 3 else 0
+            if nlocs[k] >= cap or (k % 2 and k >= 3 and t == np.inf) or (k >= 3 and not k % 2 and t < 0):  # fmt: skip
+                continue
+            at = np.flatnonzero(kind_mask(v, k, thr))[: cap - nlocs[k]]
+            if len(at):
+                locs[k, nlocs[k] : nlocs[k] + len(at)] = p0 + at
+                with np.errstate(invalid="ignore"):  # a float8 NaN pattern widened: signalling
+                    vals[k, nlocs[k] : nlocs[k] + len(at)] = v[at]
+                nlocs[k] += len(at)
+
+
+def fold_part(offset, pc, pl, pv, pn, counts, locs, vals, nlocs) -> int:
+    """A part's counts and positions folded into its run's (``parts.PartedScan``: a few
+    small arrays a part, so no kernel)."""
+    cap = locs.shape[1]
+    counts += pc
+    for k in range(N_KINDS):
+        take = min(int(pn[k]), cap - int(nlocs[k]))
+        if take > 0:
+            locs[k, nlocs[k] : nlocs[k] + take] = offset + pl[k, :take]
+            vals[k, nlocs[k] : nlocs[k] + take] = pv[k, :take]
+            nlocs[k] += take
+    return int(pc.sum())
