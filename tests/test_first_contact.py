@@ -23,8 +23,6 @@ import fastfinite
 from fastfinite.compute import dispatch
 from fastfinite.model.casts import TARGETS
 
-from .helpers import dask_processes
-
 SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-300, 7e-46, 1e20, 3e38, 1e300, 7e4, 6e-8, 1e-5]
 for _t in TARGETS.values():
     SPECIAL += [_t.overflow_threshold, _t.underflow_threshold]
@@ -260,7 +258,7 @@ def state():
 """
 
 
-def test_a_fresh_cluster_compiles_once_per_worker_all_at_once(tmp_path):
+def test_a_fresh_cluster_compiles_once_per_worker_all_at_once(tmp_path, dask_processes):
     """Two fresh worker processes on an empty cache: the scan starts every worker on its
     kernels at once (they begin within a second of each other, before most tasks), each
     worker prepares each group once however many tasks it runs, and the report is the
