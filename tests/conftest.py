@@ -43,6 +43,17 @@ def _numba_kernels_for_small_data(request, monkeypatch):
 # -- Dask clusters -------------------------------------------------------------------------
 
 
+def _start_dask(*args: str, cwd: str | None = None, env: dict | None = None):
+    """One ``dask ARGS`` process (``scheduler ...`` or ``worker ADDRESS ...``), quiet, that
+    imports this checkout (``env`` added to this process's environment): the one place the
+    tests start dask's own processes. The caller stops it by its process id."""
+    dask = os.path.join(os.path.dirname(sys.executable), "dask")
+    env = dict(os.environ, PYTHONPATH=ROOT, **(env or {}))
+    return subprocess.Popen(
+        [dask, *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
 @contextmanager
 def _dask_processes(cwd: str, workers: int = 2, timeout: float = 90, env: dict | None = None):
     """A real ``dask scheduler`` and ``dask worker --nworkers N`` on 127.0.0.1, started in
@@ -57,22 +68,26 @@ def _dask_processes(cwd: str, workers: int = 2, timeout: float = 90, env: dict |
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     address = f"tcp://127.0.0.1:{port}"
-    dask = os.path.join(os.path.dirname(sys.executable), "dask")
-    env = dict(os.environ, PYTHONPATH=os.getcwd(), **(env or {}))
-    quiet = {"cwd": cwd, "env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    quiet = {"cwd": cwd, "env": env}
     procs = [
-        subprocess.Popen(
-            [dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-            **quiet,
+        _start_dask(
+            "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard", **quiet
         )
     ]
     try:
         procs.append(
-            subprocess.Popen(
-                [dask, "worker", address, "--nworkers", str(workers), "--nthreads", "1"]
-                + ["--no-dashboard", "--host", "127.0.0.1"],
+            _start_dask(
+                "worker",
+                address,
+                "--nworkers",
+                str(workers),
+                "--nthreads",
+                "1",
+                "--no-dashboard",
+                "--host",
+                "127.0.0.1",
                 **quiet,
-            )
+            )  # fmt: skip
         )
         deadline = time.time() + timeout
         while True:
@@ -105,6 +120,15 @@ def _local_cluster(workers: int = 2, **kwargs):
         n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, **kwargs
     ) as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def start_dask():
+    """The factory of single dask processes: ``start_dask("scheduler", ...)`` or
+    ``start_dask("worker", address, ...)`` gives the ``Popen``; for a test that kills a
+    scheduler or a worker, and stops them by process id itself."""
+    pytest.importorskip("distributed")
+    return _start_dask
 
 
 @pytest.fixture(scope="session")
