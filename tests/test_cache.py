@@ -1,7 +1,10 @@
 """``scan(cache=)``: a re-scan reads only the storage units that changed and gives the report of
 a full scan, bit for bit, on real stores on disk (Zarr v2, v3, sharded; .npy; HDF5), after
 rewrites, appends, deletions, other options, a corrupt cache, two scans at once, a scan
-killed with SIGKILL, and on a real Dask cluster."""
+killed with SIGKILL, and on a real Dask cluster.
+
+Part: ``fastfinite/cache/`` (store, recall, changes), through ``scan(cache=)``.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """Stores in an S3-compatible server (moto's, started on 127.0.0.1 by the tests): exact
 reports on the local engine and a real cluster, credentials by each route, missing and
 corrupt objects, and failures that name the store (an outage mid-scan, an endpoint that does
-not answer, a missing bucket) with exit code 2 on one line, in bounded time."""
+not answer, a missing bucket) with exit code 2 on one line, in bounded time.
+
+Part: ``fastfinite/sources/remote.py`` and the Zarr source on object stores.
+"""
 
 from __future__ import annotations
 

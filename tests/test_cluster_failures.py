@@ -1,7 +1,10 @@
 """A Dask cluster that fails under a scan (real ``dask scheduler`` and ``dask worker``
 processes on 127.0.0.1): a lost scheduler, a scheduler without workers, workers all lost.
 Each failure is exit code 2 and one line in bounded time; a scan whose workers are all
-replaced still finishes exactly."""
+replaced still finishes exactly.
+
+Part: ``fastfinite/engines/dask.py`` (its errors on a failing cluster).
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """Scans on real ``dask scheduler`` and ``dask worker`` processes started in another working
 directory: relative paths read exactly what the client meant, and a store a worker cannot
-open is an error naming the store and the worker, never chunks read as fill values."""
+open is an error naming the store and the worker, never chunks read as fill values.
+
+Part: ``fastfinite/engines/dask.py`` and the sources a worker opens.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Scans as Dask graphs: local schedulers, a real LocalCluster of processes, a worker killed
-mid-scan, and real ``dask scheduler`` / ``dask worker`` processes driven by the CLI."""
+mid-scan, and real ``dask scheduler`` / ``dask worker`` processes driven by the CLI.
+
+Part: ``fastfinite/engines/dask.py`` and ``fastfinite/sources/dask.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """One plan, every engine: each kind of source scanned by the local engine (on every core
 and on one), on Dask's threads and on a real ``distributed.LocalCluster`` gives the same
 report (``to_dict()`` equal: the engines merge in the same order, so even the statistics'
-bits agree), and that report agrees with the NumPy oracle on the values the source holds."""
+bits agree), and that report agrees with the NumPy oracle on the values the source holds.
+
+Part: ``fastfinite/engines/`` (``plan``, ``local``, ``dask``) on every source.
+"""
 
 from __future__ import annotations
 

@@ -2,7 +2,10 @@
 whether the NumPy twins or the Numba kernels did the work (or both, switching mid-way);
 ``fastfinite compile`` fills the cache so that the next process compiles nothing; a cache
 that cannot be written moves, said once; a fresh cluster compiles once per worker, all at
-once."""
+once.
+
+Part: ``fastfinite/compute/dispatch.py`` and ``compiling.py``, ``kernels/jit.py``.
+"""
 
 from __future__ import annotations
 

@@ -2,7 +2,10 @@
 nothing else; an empty or malformed command-line value is refused, never read as "off";
 every output path is checked before any work; a file that is not a report is an error
 naming it; ``scheduler="tcp://..."`` with ``cache=`` on real ``dask scheduler`` and
-``dask worker`` processes, from Python and from the command line."""
+``dask worker`` processes, from Python and from the command line.
+
+Part: ``fastfinite/options.py`` and ``fastfinite/cli.py``.
+"""
 
 from __future__ import annotations
 

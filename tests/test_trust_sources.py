@@ -2,7 +2,10 @@
 are not one store or dataset, HDF5 links (soft, external, dangling, looping), numpy masked
 arrays, sharded Zarr arrays with chunks never written, netCDF times, and the errors of a
 reader: each is the exact right answer, or an error of fastfinite naming the file, the
-member and what is wrong (on the command line: exit 2 and one line on stderr)."""
+member and what is wrong (on the command line: exit 2 and one line on stderr).
+
+Part: ``fastfinite/sources/``.
+"""
 
 from __future__ import annotations
 

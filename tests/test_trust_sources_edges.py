@@ -3,7 +3,10 @@ of a group that cannot be reached (HDF5 links that lead nowhere, files in a Zarr
 are not part of it) are findings, not only lines in ``skipped``; groups reached through
 external and soft links are named by the path asked for and by their real names; masked
 blocks of a dask array; HTTP stores that are not there; sharded arrays' rescanned units; a
-cache inside the input."""
+cache inside the input.
+
+Part: ``fastfinite/sources/``.
+"""
 
 from __future__ import annotations
 
