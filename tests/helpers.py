@@ -112,59 +112,6 @@ def peak_growth(target: str, kwargs: str = "", setup: str = "") -> tuple[int, in
     return int(out[0]), int(out[1]), int(out[2])
 
 
-@contextmanager
-def dask_processes(cwd: str, workers: int = 2, timeout: float = 90, env: dict | None = None):
-    """A real ``dask scheduler`` and ``dask worker --nworkers N`` on 127.0.0.1, started in
-    ``cwd`` (another working directory than the test's, with ``env`` added to this
-    process's environment); yields the address and stops both by process id."""
-    import socket
-    import time
-
-    import distributed
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    address = f"tcp://127.0.0.1:{port}"
-    dask = os.path.join(os.path.dirname(sys.executable), "dask")
-    env = dict(os.environ, PYTHONPATH=os.getcwd(), **(env or {}))
-    quiet = {"cwd": cwd, "env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    procs = [
-        subprocess.Popen(
-            [dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-            **quiet,
-        )
-    ]
-    try:
-        procs.append(
-            subprocess.Popen(
-                [dask, "worker", address, "--nworkers", str(workers), "--nthreads", "1"]
-                + ["--no-dashboard", "--host", "127.0.0.1"],
-                **quiet,
-            )
-        )
-        deadline = time.time() + timeout
-        while True:
-            try:
-                with distributed.Client(address, timeout="5s") as c:
-                    c.wait_for_workers(workers, timeout=timeout)
-                break
-            except (OSError, TimeoutError):
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.5)
-        yield address
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-
-
 def run_cli(*args, timeout: float = 120, cwd=None) -> subprocess.CompletedProcess:
     """``python -m fastfinite ARGS`` in a fresh process that imports this checkout."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,7 +1,10 @@
 """``scan(cache=)``: a re-scan reads only the storage units that changed and gives the report of
 a full scan, bit for bit, on real stores on disk (Zarr v2, v3, sharded; .npy; HDF5), after
 rewrites, appends, deletions, other options, a corrupt cache, two scans at once, a scan
-killed with SIGKILL, and on a real Dask cluster."""
+killed with SIGKILL, and on a real Dask cluster.
+
+Part: ``fastfinite/cache/`` (store, recall, changes), through ``scan(cache=)``.
+"""
 
 from __future__ import annotations
 
@@ -305,23 +308,20 @@ def test_a_scan_killed_mid_way_is_resumed(tmp_path):
     assert r.changes.old_name == ""  # the killed scan left no report to compare with
 
 
-def test_a_dask_cluster_scan_writes_the_cache_and_the_local_engine_recalls_it(tmp_path):
-    from distributed import Client, LocalCluster
-
+def test_a_dask_cluster_scan_writes_the_cache_and_the_local_engine_recalls_it(
+    tmp_path, dask_client
+):
+    client = dask_client
     x = _data(rows=300)
     path = str(tmp_path / "x.zarr")
     a = _store(path, x)
     cache = str(tmp_path / "cache")
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster,
-        Client(cluster) as client,
-    ):
-        r = fastfinite.scan(path, cache=cache, scheduler=client, **KW)
-        _same(r, path)
-        a[100:110, 5:10] = 0.0
-        again = fastfinite.scan(path, cache=cache, scheduler=client, **KW)
-        assert again.changes.rescanned[path] == [(10, 1)]
-        _same(again, path)
+    r = fastfinite.scan(path, cache=cache, scheduler=client, **KW)
+    _same(r, path)
+    a[100:110, 5:10] = 0.0
+    again = fastfinite.scan(path, cache=cache, scheduler=client, **KW)
+    assert again.changes.rescanned[path] == [(10, 1)]
+    _same(again, path)
     local = fastfinite.scan(path, cache=cache, **KW)
     assert local.changes.regions_scanned == 0
     _same(local, path)
@@ -423,33 +423,29 @@ def test_the_command_line_fails_on_new_findings_only(tmp_path):
     assert_one_line_error(no_cache, "--cache")
 
 
-def test_an_object_store_is_fingerprinted_by_etag(tmp_path):
+def test_an_object_store_is_fingerprinted_by_etag(tmp_path, s3, s3_endpoint):
     """A real S3-compatible server (moto's, on 127.0.0.1): the listing's ETags and times
     tell which objects were rewritten; the re-scan reads only those."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts"))
-    s3 = pytest.importorskip("s3_server")
-    pytest.importorskip("s3fs")
-    pytest.importorskip("moto")
     x = _data()
-    with s3.moto_server() as endpoint:
-        s3.make_bucket(endpoint, "cache")
-        options = s3.storage_options(endpoint)
-        url = "s3://cache/x.zarr"
-        a = zarr.create_array(
-            store=url, storage_options=options, shape=x.shape, chunks=(10, 5), dtype=x.dtype
-        )
-        a[:] = x
-        cache = str(tmp_path / "cache")
-        kw = dict(storage_options=options, cache=cache, **KW)
-        first = fastfinite.scan(url, **kw)
-        assert first.to_dict() == fastfinite.scan(url, storage_options=options, **KW).to_dict()
-        second = fastfinite.scan(url, **kw)
-        assert second.changes.regions_scanned == 0
-        a[30:40, 5:10] = np.nan
-        third = fastfinite.scan(url, **kw)
-        assert third.changes.rescanned[url] == [(3, 1)]
-        assert third.to_dict() == fastfinite.scan(url, storage_options=options, **KW).to_dict()
-        assert third.nan == 2 + 50
+    endpoint = s3_endpoint
+    s3.make_bucket(endpoint, "cache")
+    options = s3.storage_options(endpoint)
+    url = "s3://cache/x.zarr"
+    a = zarr.create_array(
+        store=url, storage_options=options, shape=x.shape, chunks=(10, 5), dtype=x.dtype
+    )
+    a[:] = x
+    cache = str(tmp_path / "cache")
+    kw = dict(storage_options=options, cache=cache, **KW)
+    first = fastfinite.scan(url, **kw)
+    assert first.to_dict() == fastfinite.scan(url, storage_options=options, **KW).to_dict()
+    second = fastfinite.scan(url, **kw)
+    assert second.changes.regions_scanned == 0
+    a[30:40, 5:10] = np.nan
+    third = fastfinite.scan(url, **kw)
+    assert third.changes.rescanned[url] == [(3, 1)]
+    assert third.to_dict() == fastfinite.scan(url, storage_options=options, **KW).to_dict()
+    assert third.nan == 2 + 50
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -1,4 +1,7 @@
-"""The command line, run as users run it: in a fresh process."""
+"""The command line, run as users run it: in a fresh process.
+
+Part: ``fastfinite/cli.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """The command line off the happy path: every failure is exit code 2 and one line on stderr,
 in bounded time; checks a typo would switch off are refused; ``--json -`` is JSON alone;
-the summary says what was done."""
+the summary says what was done.
+
+Part: ``fastfinite/cli.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """Stores in an S3-compatible server (moto's, started on 127.0.0.1 by the tests): exact
 reports on the local engine and a real cluster, credentials by each route, missing and
 corrupt objects, and failures that name the store (an outage mid-scan, an endpoint that does
-not answer, a missing bucket) with exit code 2 on one line, in bounded time."""
+not answer, a missing bucket) with exit code 2 on one line, in bounded time.
+
+Part: ``fastfinite/sources/remote.py`` and the Zarr source on object stores.
+"""
 
 from __future__ import annotations
 
@@ -46,11 +49,10 @@ def _write(url_or_path, x, options=None, unwritten=((3, 0),)):
 
 
 @pytest.fixture(scope="module")
-def server():
-    with s3.moto_server() as endpoint:
-        s3.make_bucket(endpoint, "bkt")
-        _write("s3://bkt/x.zarr", _values(), s3.storage_options(endpoint))
-        yield endpoint
+def server(s3_endpoint):
+    """The shared moto server (conftest), with the store ``s3://bkt/x.zarr``."""
+    _write("s3://bkt/x.zarr", _values(), s3.storage_options(s3_endpoint))
+    return s3_endpoint
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +112,7 @@ def test_credentials_from_the_environment(server, local_copy, monkeypatch):
     _same(fastfinite.scan("s3://bkt/x.zarr", storage_options=options), local_copy)
 
 
-def test_on_a_cluster_secrets_stay_out_of_the_graph_when_asked(server, local_copy):
+def test_on_a_cluster_secrets_stay_out_of_the_graph_when_asked(server, local_copy, local_cluster):
     distributed = pytest.importorskip("distributed")
     options = s3.storage_options(server)
     options["secret"] = "a-secret-never-sent"  # moto takes any secret
@@ -122,12 +124,8 @@ def test_on_a_cluster_secrets_stay_out_of_the_graph_when_asked(server, local_cop
     assert b"a-secret-never-sent" not in graph
     sent = fastfinite.scan("s3://bkt/x.zarr", storage_options=options, compute=False)
     assert b"a-secret-never-sent" in pickle.dumps(dict(sent.__dask_graph__()))
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, env=env
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    # a cluster of its own: its workers' environment holds the credentials
+    with local_cluster(env=env) as cluster, distributed.Client(cluster) as client:
         _same(client.compute(lazy).result(), local_copy)
         _same(client.compute(sent).result(), local_copy)
 
@@ -229,7 +227,7 @@ def _asked(stats, before: dict) -> dict:
     }
 
 
-def test_a_cluster_reads_each_object_once(server):
+def test_a_cluster_reads_each_object_once(server, local_cluster):
     distributed = pytest.importorskip("distributed")
     workers = 2
     with s3.latency_proxy(server, 0) as (endpoint, stats, _):
@@ -237,12 +235,8 @@ def test_a_cluster_reads_each_object_once(server):
         before = stats()
         fastfinite.scan("s3://bkt/x.zarr", storage_options=options)
         local = _asked(stats, before)
-        with (
-            distributed.LocalCluster(
-                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
-            ) as cluster,
-            distributed.Client(cluster) as client,
-        ):
+        # a cluster of its own: fresh workers, none has opened the array yet
+        with local_cluster(workers=workers) as cluster, distributed.Client(cluster) as client:
             before = stats()
             fastfinite.scan(
                 "s3://bkt/x.zarr", storage_options=options, scheduler=client, region_bytes=1

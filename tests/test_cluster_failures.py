@@ -1,7 +1,10 @@
 """A Dask cluster that fails under a scan (real ``dask scheduler`` and ``dask worker``
 processes on 127.0.0.1): a lost scheduler, a scheduler without workers, workers all lost.
 Each failure is exit code 2 and one line in bounded time; a scan whose workers are all
-replaced still finishes exactly."""
+replaced still finishes exactly.
+
+Part: ``fastfinite/engines/dask.py`` (its errors on a failing cluster).
+"""
 
 from __future__ import annotations
 
@@ -24,14 +27,7 @@ distributed = pytest.importorskip("distributed")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts"))
 from s3_server import free_port  # noqa: E402
 
-DASK = os.path.join(os.path.dirname(sys.executable), "dask")
 ENV = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__)))
-
-
-def _start(*args):
-    return subprocess.Popen(
-        [DASK, *args], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
 
 
 def _stop(*procs):
@@ -41,9 +37,10 @@ def _stop(*procs):
             p.wait()
 
 
-def _scheduler():
+def _scheduler(start_dask):
+    """A scheduler of this test's own (conftest's ``start_dask``): the tests kill it."""
     port = free_port()
-    proc = _start("scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard")
+    proc = start_dask("scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard")
     address = f"tcp://127.0.0.1:{port}"
     deadline = time.time() + 60
     while True:
@@ -56,8 +53,8 @@ def _scheduler():
             time.sleep(0.3)
 
 
-def _worker(address):
-    return _start(
+def _worker(start_dask, address):
+    return start_dask(
         "worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard", "--host", "127.0.0.1"
     )
 
@@ -84,8 +81,8 @@ def _cli(*args, timeout=180):
     )  # fmt: skip
 
 
-def test_a_scheduler_without_workers(many_chunks):
-    sched, address = _scheduler()
+def test_a_scheduler_without_workers(many_chunks, start_dask):
+    sched, address = _scheduler(start_dask)
     try:
         start = time.time()
         assert_one_line_error(
@@ -96,9 +93,9 @@ def test_a_scheduler_without_workers(many_chunks):
         _stop(sched)
 
 
-def test_a_scheduler_lost_mid_scan(many_chunks):
-    sched, address = _scheduler()
-    worker = _worker(address)
+def test_a_scheduler_lost_mid_scan(many_chunks, start_dask):
+    sched, address = _scheduler(start_dask)
+    worker = _worker(start_dask, address)
     try:
         _wait_workers(address, 1)
         threading.Timer(2.0, sched.kill).start()
@@ -110,23 +107,23 @@ def test_a_scheduler_lost_mid_scan(many_chunks):
         _stop(worker, sched)
 
 
-def test_every_worker_lost_is_an_error_new_ones_finish_exactly(many_chunks):
+def test_every_worker_lost_is_an_error_new_ones_finish_exactly(many_chunks, start_dask):
     path, x = many_chunks
-    sched, address = _scheduler()
-    workers = [_worker(address)]
+    sched, address = _scheduler(start_dask)
+    workers = [_worker(start_dask, address)]
     try:
         _wait_workers(address, 1)
         threading.Timer(1.5, workers[0].kill).start()
         r = _cli(path, "--scheduler", address, "--timeout", "4", "--region-bytes", "1")
         assert_one_line_error(r, "no workers", address)
         # again, and this time new workers come after the old one is gone
-        workers.append(_worker(address))
+        workers.append(_worker(start_dask, address))
         _wait_workers(address, 1)
 
         def replace():
             os.kill(workers[-1].pid, signal.SIGKILL)
             time.sleep(1.0)
-            workers.append(_worker(address))
+            workers.append(_worker(start_dask, address))
 
         threading.Timer(1.5, replace).start()
         report = fastfinite.scan(path, scheduler=address, region_bytes=1, timeout=60)

@@ -1,6 +1,9 @@
 """Scans on real ``dask scheduler`` and ``dask worker`` processes started in another working
 directory: relative paths read exactly what the client meant, and a store a worker cannot
-open is an error naming the store and the worker, never chunks read as fill values."""
+open is an error naming the store and the worker, never chunks read as fill values.
+
+Part: ``fastfinite/engines/dask.py`` and the sources a worker opens.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +18,6 @@ import zarr
 
 import fastfinite
 
-from .helpers import dask_processes
-
 distributed = pytest.importorskip("distributed")
 
 
@@ -24,13 +25,6 @@ def _values():
     x = np.random.default_rng(1).standard_normal((40, 6))
     x[3, 2], x[30, 5], x[17, 0] = np.nan, np.inf, 1e100
     return x
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    elsewhere = tmp_path_factory.mktemp("workers-run-here")
-    with dask_processes(str(elsewhere)) as address:
-        yield address
 
 
 @pytest.fixture
@@ -47,33 +41,35 @@ def in_data_dir(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("path", ["x.zarr", "x.npy", "x.h5:/x", "./x.zarr"])
-def test_relative_paths_read_what_the_client_meant(cluster, in_data_dir, path):
+def test_relative_paths_read_what_the_client_meant(dask_address, in_data_dir, path):
     ref = fastfinite.scan(in_data_dir)
-    r = fastfinite.scan(path, scheduler=cluster, region_bytes=1)
+    r = fastfinite.scan(path, scheduler=dask_address, region_bytes=1)
     assert (r.nan, r.posinf, r.cast["float32"].overflow) == (1, 1, 1)
     assert r.missing_chunks == 0 and not any(f.kind == "missing_chunk" for f in r.findings)
     assert r.locations == ref.locations and r.name == path
 
 
-def test_a_store_gone_before_the_tasks_run_names_the_store_and_the_worker(cluster, in_data_dir):
+def test_a_store_gone_before_the_tasks_run_names_the_store_and_the_worker(
+    dask_address, in_data_dir
+):
     lazy = fastfinite.scan("x.zarr", compute=False, region_bytes=1)
     shutil.rmtree("x.zarr")
-    with distributed.Client(cluster) as client, pytest.raises(fastfinite.SourceError) as e:
+    with distributed.Client(dask_address) as client, pytest.raises(fastfinite.SourceError) as e:
         client.compute(lazy).result()
     assert "x.zarr" in str(e.value) and "worker tcp://127.0.0.1:" in str(e.value)
 
 
-def test_a_npy_file_replaced_by_another_is_an_error(cluster, in_data_dir):
+def test_a_npy_file_replaced_by_another_is_an_error(dask_address, in_data_dir):
     lazy = fastfinite.scan("x.npy", compute=False)
     np.save("x.npy", np.zeros(5))
-    with distributed.Client(cluster) as client, pytest.raises(fastfinite.SourceError) as e:
+    with distributed.Client(dask_address) as client, pytest.raises(fastfinite.SourceError) as e:
         client.compute(lazy).result()
     assert "now holds float64 (5,)" in str(e.value) and "worker" in str(e.value)
 
 
-def test_cli_relative_path_on_a_cluster(cluster, in_data_dir):
+def test_cli_relative_path_on_a_cluster(dask_address, in_data_dir):
     r = subprocess.run(
-        [sys.executable, "-m", "fastfinite", "scan", "x.zarr", "--scheduler", cluster]
+        [sys.executable, "-m", "fastfinite", "scan", "x.zarr", "--scheduler", dask_address]
         + ["--json", "-", "--no-progress"],
         capture_output=True,
         text=True,

@@ -1,4 +1,7 @@
-"""The scan's contract: inputs, errors, merging, statistics, the report."""
+"""The scan's contract: inputs, errors, merging, statistics, the report.
+
+Part: ``fastfinite/api.py`` (``scan``) end to end.
+"""
 
 from __future__ import annotations
 

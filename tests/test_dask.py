@@ -1,5 +1,8 @@
 """Scans as Dask graphs: local schedulers, a real LocalCluster of processes, a worker killed
-mid-scan, and real ``dask scheduler`` / ``dask worker`` processes driven by the CLI."""
+mid-scan, and real ``dask scheduler`` / ``dask worker`` processes driven by the CLI.
+
+Part: ``fastfinite/engines/dask.py`` and ``fastfinite/sources/dask.py``.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from hypothesis import strategies as st
 import fastfinite
 from fastfinite import ChunkReadError
 
-from .helpers import assert_matches_oracle, dask_processes
+from .helpers import assert_matches_oracle
 
 
 def _data(shape, seed=0):
@@ -127,7 +130,7 @@ def _labelled_twins():
 
 
 @pytest.mark.parametrize("kind", ["DataFrame", "Series", "xarray", "xarray on dask", "names"])
-def test_same_values_under_other_labels_make_other_keys(cluster, kind):
+def test_same_values_under_other_labels_make_other_keys(dask_cluster, kind):
     """A report's key covers its name and labels: two inputs of equal values and other labels in one
     graph on one cluster get each its own report, not the one whose key came first."""
     a, b = _labelled_twins()[kind]
@@ -136,7 +139,7 @@ def test_same_values_under_other_labels_make_other_keys(cluster, kind):
     lazy = [fastfinite.scan(v, compute=False) for v in (a, b)]
     assert lazy[0].key != lazy[1].key
     assert lazy[0].key == fastfinite.scan(a, compute=False).key
-    with distributed.Client(cluster) as client:
+    with distributed.Client(dask_cluster) as client:
         got = client.compute(lazy, sync=True)
     assert [r.to_dict() for r in got] == [r.to_dict() for r in refs]
 
@@ -189,22 +192,14 @@ def test_fail_fast_is_refused_with_dask():
 distributed = pytest.importorskip("distributed")
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-    ) as c:
-        yield c
-
-
-def test_local_cluster_scheduler_client_and_futures(cluster, tmp_path):
+def test_local_cluster_scheduler_client_and_futures(dask_cluster, tmp_path):
     x = _data((40, 12), seed=4)
     path = str(tmp_path / "a.zarr")
     zarr.create_array(store=path, data=x, chunks=(5, 6))
     ref = fastfinite.scan(x)
-    with distributed.Client(cluster) as client:
+    with distributed.Client(dask_cluster) as client:
         _same(fastfinite.scan(path, scheduler=client, region_bytes=1), ref)
-        _same(fastfinite.scan(path, scheduler=cluster.scheduler_address), ref)
+        _same(fastfinite.scan(path, scheduler=dask_cluster.scheduler_address), ref)
         # an active client is used by default for dask arrays
         _same(fastfinite.scan(da.from_zarr(path)), ref)
         future = client.compute(fastfinite.scan(path, compute=False, region_bytes=1))
@@ -212,7 +207,7 @@ def test_local_cluster_scheduler_client_and_futures(cluster, tmp_path):
         _same(future.result(), ref)
 
 
-def test_worker_killed_mid_scan_result_still_exact(cluster, tmp_path):
+def test_worker_killed_mid_scan_result_still_exact(local_cluster, tmp_path):
     from zarr.storage import LocalStore
     from zarr.testing.store import LatencyStore
 
@@ -223,7 +218,8 @@ def test_worker_killed_mid_scan_result_still_exact(cluster, tmp_path):
         LatencyStore(LocalStore(path, read_only=True), get_latency=0.25), mode="r"
     )
     ref = fastfinite.scan(x)
-    with distributed.Client(cluster) as client:
+    # a cluster of its own: this test kills one of its workers
+    with local_cluster() as cluster, distributed.Client(cluster) as client:
         pids = list(client.run(os.getpid).values())
         killer = threading.Timer(1.5, os.kill, args=(pids[0], signal.SIGKILL))
         killer.start()
@@ -232,7 +228,7 @@ def test_worker_killed_mid_scan_result_still_exact(cluster, tmp_path):
         finally:
             killer.cancel()
         client.wait_for_workers(2, timeout=60)
-    assert pids[0] not in list(distributed.Client(cluster).run(os.getpid).values())
+        assert pids[0] not in list(distributed.Client(cluster).run(os.getpid).values())
     _same(r, ref)
     assert r.complete
 
@@ -252,7 +248,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_real_dask_scheduler_and_worker_processes_with_cli(tmp_path):
+def test_real_dask_scheduler_and_worker_processes_with_cli(tmp_path, dask_processes):
     x = _data((50, 10), seed=6)
     path = str(tmp_path / "a.zarr")
     zarr.create_array(store=path, data=x, chunks=(10, 5))

@@ -1,7 +1,10 @@
 """One plan, every engine: each kind of source scanned by the local engine (on every core
 and on one), on Dask's threads and on a real ``distributed.LocalCluster`` gives the same
 report (``to_dict()`` equal: the engines merge in the same order, so even the statistics'
-bits agree), and that report agrees with the NumPy oracle on the values the source holds."""
+bits agree), and that report agrees with the NumPy oracle on the values the source holds.
+
+Part: ``fastfinite/engines/`` (``plan``, ``local``, ``dask``) on every source.
+"""
 
 from __future__ import annotations
 
@@ -93,23 +96,11 @@ OPTIONS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def client():
-    distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
-        yield c
-
-
 @pytest.fixture(params=["local", "local, one thread", "dask threads", "distributed cluster"])
 def engine(request):
     """The arguments that put a scan on one engine."""
     if request.param == "distributed cluster":
-        return {"scheduler": request.getfixturevalue("client")}
+        return {"scheduler": request.getfixturevalue("dask_client")}
     return {
         "local": {},
         "local, one thread": {"workers": 1},
@@ -133,13 +124,13 @@ def test_every_source_gives_the_same_report_on_every_engine(kind, engine, tmp_pa
             assert_matches_oracle(got, values, cast=cast, max_locations=cap)
 
 
-def test_a_table_keeps_its_layout_and_labels_on_every_engine(client):
+def test_a_table_keeps_its_layout_and_labels_on_every_engine(dask_client):
     df = pd.DataFrame(_values(), index=[f"r{i}" for i in range(40)])
     df["name"] = "text"
     ref = fastfinite.scan(df)
     assert ref.shape == (40, 13) and ref.dtype == "DataFrame" and "name" in ref.skipped
     assert all(loc.labels["row"] == f"r{loc.index[0]}" for loc in ref.locations)
-    for scheduler in ("threads", client):
+    for scheduler in ("threads", dask_client):
         assert fastfinite.scan(df, scheduler=scheduler).to_dict() == ref.to_dict()
 
 

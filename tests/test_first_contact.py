@@ -2,7 +2,10 @@
 whether the NumPy twins or the Numba kernels did the work (or both, switching mid-way);
 ``fastfinite compile`` fills the cache so that the next process compiles nothing; a cache
 that cannot be written moves, said once; a fresh cluster compiles once per worker, all at
-once."""
+once.
+
+Part: ``fastfinite/compute/dispatch.py`` and ``compiling.py``, ``kernels/jit.py``.
+"""
 
 from __future__ import annotations
 
@@ -22,8 +25,6 @@ from hypothesis import strategies as st
 import fastfinite
 from fastfinite.compute import dispatch
 from fastfinite.model.casts import TARGETS
-
-from .helpers import dask_processes
 
 SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-300, 7e-46, 1e20, 3e38, 1e300, 7e4, 6e-8, 1e-5]
 for _t in TARGETS.values():
@@ -272,7 +273,7 @@ def state():
 """
 
 
-def test_a_fresh_cluster_compiles_once_per_worker_all_at_once(tmp_path):
+def test_a_fresh_cluster_compiles_once_per_worker_all_at_once(tmp_path, dask_processes):
     """Two fresh worker processes on an empty cache: the scan starts every worker on its
     kernels at once (they begin within a second of each other, before most tasks), each
     worker prepares each group once however many tasks it runs, and the report is the

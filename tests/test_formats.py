@@ -1,5 +1,8 @@
 """The number formats training runs in: bfloat16 and float8 as data and as cast targets,
-against ml_dtypes' own casts value by value, through every engine and Zarr."""
+against ml_dtypes' own casts value by value, through every engine and Zarr.
+
+Part: ``fastfinite/model/casts.py`` and the kernels' cast counts.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """Hostile inputs: paths, files, stores, dtypes, options, tables, batches and reports that
 are odd, broken or wrong. Each gets the clear error (its type and the words that say what
-was wrong) or the right answer, and the input is left exactly as it was."""
+was wrong) or the right answer, and the input is left exactly as it was.
+
+Part: ``fastfinite/options.py`` and ``fastfinite/sources/open.py``.
+"""
 
 from __future__ import annotations
 

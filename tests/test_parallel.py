@@ -1,7 +1,10 @@
 """Arrays in RAM scanned in runs of regions, each run in parts on every core
 (``parts.PartedScan``): the same report as the serial scan and the NumPy oracle, findings
 flagged by region. ``workers=2`` with small ``region_bytes`` takes that path with many
-parts; a profiler counts the parts started."""
+parts; a profiler counts the parts started.
+
+Part: ``fastfinite/compute/parts.py`` and ``fastfinite/engines/local.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Guards for training pipelines, DataFrames and Parquet."""
+"""Guards for training pipelines, DataFrames and Parquet.
+
+Part: ``fastfinite/guard.py`` and ``fastfinite/sources/tables.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The README's examples run as shown."""
+"""The README's examples run as shown.
+
+Part: the README (the user's contract).
+"""
 
 from __future__ import annotations
 

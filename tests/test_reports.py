@@ -1,5 +1,8 @@
 """Reports people read and machines parse: JSON, merging, the summary, exit codes, pictures,
-and the demo."""
+and the demo.
+
+Part: ``fastfinite/report/`` (model, merge, render, plot) and ``fastfinite/demo.py``.
+"""
 
 from __future__ import annotations
 

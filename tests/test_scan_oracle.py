@@ -1,4 +1,7 @@
-"""Differential tests: fastfinite.scan against the NumPy oracle over dtypes, layouts, values."""
+"""Differential tests: fastfinite.scan against the NumPy oracle over dtypes, layouts, values.
+
+Part: ``fastfinite/api.py`` (``scan``) against ``fastfinite/reference/oracle.py``.
+"""
 
 from __future__ import annotations
 

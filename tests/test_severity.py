@@ -2,7 +2,10 @@
 errors only, ``report.clean`` on anything; the command line, ``assert_finite`` and ``guard``
 fail on errors unless ``fail_on`` says otherwise; reports carry severities in JSON
 (``fastfinite.report/2``) and ``fastfinite.report/1`` reports are still read; a group's
-top-level locations name their arrays. Real files, real stores, real datasets."""
+top-level locations name their arrays. Real files, real stores, real datasets.
+
+Part: ``fastfinite/model/kinds.py`` (``SEVERITY``) and ``fastfinite/report/``.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """The edges of severities and of reports read back (review of issue 42): the text of a diff,
 missing chunks whose severity never depends on what is listed, the names of a merged group of
 groups, reports whose severities or kinds disagree with the table, the one place of the
-default fail set, the command line's --scheduler and output paths. Real files and stores."""
+default fail set, the command line's --scheduler and output paths. Real files and stores.
+
+Part: ``fastfinite/model/kinds.py`` and ``fastfinite/report/``.
+"""
 
 from __future__ import annotations
 

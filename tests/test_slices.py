@@ -1,4 +1,7 @@
-"""Per-slice statistics, variance anomalies, the errstate replay and the training masks."""
+"""Per-slice statistics, variance anomalies, the errstate replay and the training masks.
+
+Part: ``fastfinite/kernels/slices.py``, ``report/findings.py``, ``passes/localize.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Out-of-core sources: real Zarr stores (formats 2 and 3, directory, zip, memory, sharded),
-HDF5 files and xarray objects, compared with the scan of the same data in memory."""
+HDF5 files and xarray objects, compared with the scan of the same data in memory.
+
+Part: ``fastfinite/sources/`` (``zarr``, ``hdf5``, ``xarray``).
+"""
 
 from __future__ import annotations
 

@@ -2,7 +2,10 @@
 nothing else; an empty or malformed command-line value is refused, never read as "off";
 every output path is checked before any work; a file that is not a report is an error
 naming it; ``scheduler="tcp://..."`` with ``cache=`` on real ``dask scheduler`` and
-``dask worker`` processes, from Python and from the command line."""
+``dask worker`` processes, from Python and from the command line.
+
+Part: ``fastfinite/options.py`` and ``fastfinite/cli.py``.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import fastfinite
 from fastfinite import InvalidArgumentError
 from fastfinite.options import parse_bool
 
-from .helpers import assert_one_line_error, dask_processes
+from .helpers import assert_one_line_error
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, PYTHONPATH=ROOT, FASTFINITE_NUMPY_TWIN_MAX="0")
@@ -404,13 +407,6 @@ def test_a_report_with_a_bom_and_leading_space_is_read(report_files, tmp_path):
 # -- scheduler address with a cache, on a real cluster -------------------------------
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    elsewhere = tmp_path_factory.mktemp("workers-run-here")
-    with dask_processes(str(elsewhere)) as address:
-        yield address
-
-
 def _store(tmp_path):
     x = np.random.default_rng(7).standard_normal((40, 6))
     x[3, 2], x[30, 5] = np.nan, np.inf
@@ -419,34 +415,34 @@ def _store(tmp_path):
     return path, a, x
 
 
-def test_scheduler_address_with_a_cache_first_and_second_scan(cluster, tmp_path):
+def test_scheduler_address_with_a_cache_first_and_second_scan(dask_address, tmp_path):
     path, a, x = _store(tmp_path)
     cache = str(tmp_path / "cache")
     kw = dict(region_bytes=1, cache=cache)
-    first = fastfinite.scan(path, scheduler=cluster, **kw)
+    first = fastfinite.scan(path, scheduler=dask_address, **kw)
     full = fastfinite.scan(path, region_bytes=1)
     assert first.to_dict() == full.to_dict()
     assert (first.nan, first.posinf) == (1, 1)
     assert first.changes.regions_scanned == 10 and first.changes.regions_recalled == 0
     a[8:16, 3:6] = 2.0  # one chunk rewritten, a new NaN in it
     a[9, 4] = np.nan
-    second = fastfinite.scan(path, scheduler=cluster, progress=True, **kw)
+    second = fastfinite.scan(path, scheduler=dask_address, progress=True, **kw)
     assert second.changes.rescanned == {path: [(1, 1)]}
     assert second.changes.regions_scanned == 1 and second.changes.regions_recalled == 9
     assert {(c.kind, c.where) for c in second.changes.new} == {("nan", (9, 4))}
     assert second.to_dict() == fastfinite.scan(path, region_bytes=1).to_dict()
 
 
-def test_scheduler_address_with_progress_and_no_cache(cluster, tmp_path):
+def test_scheduler_address_with_progress_and_no_cache(dask_address, tmp_path):
     path, _, _ = _store(tmp_path)
-    r = fastfinite.scan(path, scheduler=cluster, progress=True)
+    r = fastfinite.scan(path, scheduler=dask_address, progress=True)
     assert (r.nan, r.posinf) == (1, 1)
 
 
-def test_cli_scheduler_address_with_a_cache(cluster, tmp_path):
+def test_cli_scheduler_address_with_a_cache(dask_address, tmp_path):
     path, a, _ = _store(tmp_path)
     cache = tmp_path / "cache"
-    args = ["scan", path, "--scheduler", cluster, "--cache", cache, "--region-bytes", "1"]
+    args = ["scan", path, "--scheduler", dask_address, "--cache", cache, "--region-bytes", "1"]
     r = _cli(*args, "--json", "-", "--progress")
     assert r.returncode == 1, r.stderr
     d = json.loads(r.stdout)
@@ -464,10 +460,10 @@ def test_cli_scheduler_address_with_a_cache(cluster, tmp_path):
 
 
 @pytest.mark.parametrize("dask", ["--scheduler", "--workers"])
-def test_a_dask_progress_bar_never_writes_into_json_on_stdout(big_npy, cluster, dask):
+def test_a_dask_progress_bar_never_writes_into_json_on_stdout(big_npy, dask_address, dask):
     # the command line's two ways onto Dask: a cluster's address (--scheduler takes only
     # that), a local cluster of its own
-    how = ["--scheduler", cluster] if dask == "--scheduler" else ["--workers", "1"]
+    how = ["--scheduler", dask_address] if dask == "--scheduler" else ["--workers", "1"]
     r = _cli("scan", big_npy, *how, "--progress", "--json", "-")
     assert r.returncode == 1, r.stderr
     assert json.loads(r.stdout)["cast"]["float32"]["overflow"] == 1

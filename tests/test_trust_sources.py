@@ -2,7 +2,10 @@
 are not one store or dataset, HDF5 links (soft, external, dangling, looping), numpy masked
 arrays, sharded Zarr arrays with chunks never written, netCDF times, and the errors of a
 reader: each is the exact right answer, or an error of fastfinite naming the file, the
-member and what is wrong (on the command line: exit 2 and one line on stderr)."""
+member and what is wrong (on the command line: exit 2 and one line on stderr).
+
+Part: ``fastfinite/sources/``.
+"""
 
 from __future__ import annotations
 
@@ -651,19 +654,8 @@ def test_a_reader_error_in_a_member_names_the_input_and_the_member():
 # -- S3: a bucket that does not exist ------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def s3_endpoint():
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    s3 = pytest.importorskip("s3_server")
-    pytest.importorskip("s3fs")
-    pytest.importorskip("moto")
-    with s3.moto_server() as endpoint:
-        s3.make_bucket(endpoint, "bkt")
-        yield endpoint, s3.storage_options(endpoint)
-
-
-def test_a_missing_bucket_is_named(s3_endpoint):
-    _, options = s3_endpoint
+def test_a_missing_bucket_is_named(s3, s3_endpoint):
+    options = s3.storage_options(s3_endpoint)
     with pytest.raises(
         SourceError, match="the bucket 'nobucket' of s3://nobucket/a.zarr does not exist"
     ):
@@ -672,8 +664,8 @@ def test_a_missing_bucket_is_named(s3_endpoint):
         fastfinite.scan("s3://bkt/a.zarr", storage_options=options)  # the bucket is there
 
 
-def test_a_missing_bucket_leaves_nothing_on_stderr(s3_endpoint):
-    _, options = s3_endpoint
+def test_a_missing_bucket_leaves_nothing_on_stderr(s3, s3_endpoint):
+    options = s3.storage_options(s3_endpoint)
     code = (
         "import fastfinite, json, sys\n"
         "try:\n"
@@ -690,7 +682,7 @@ def test_a_missing_bucket_leaves_nothing_on_stderr(s3_endpoint):
 
 
 def test_a_missing_bucket_on_the_command_line(s3_endpoint):
-    endpoint, _ = s3_endpoint
+    endpoint = s3_endpoint
     r = _cli(
         "s3://nobucket/a.zarr", "--storage-option", f"client_kwargs.endpoint_url={endpoint}",
         "--storage-option", "client_kwargs.region_name=us-east-1",

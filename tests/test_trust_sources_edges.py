@@ -3,7 +3,10 @@ of a group that cannot be reached (HDF5 links that lead nowhere, files in a Zarr
 are not part of it) are findings, not only lines in ``skipped``; groups reached through
 external and soft links are named by the path asked for and by their real names; masked
 blocks of a dask array; HTTP stores that are not there; sharded arrays' rescanned units; a
-cache inside the input."""
+cache inside the input.
+
+Part: ``fastfinite/sources/``.
+"""
 
 from __future__ import annotations
 
@@ -255,12 +258,10 @@ def test_masked_blocks_behind_a_plain_meta_are_refused(scheduler):
     assert "da.ma.filled(x, value)" in str(e.value) and "da.ma.getdata(x)" in str(e.value)
 
 
-def test_masked_blocks_on_a_cluster_are_refused():
+def test_masked_blocks_on_a_cluster_are_refused(local_cluster):
     distributed = pytest.importorskip("distributed")
     x = _masked_behind_plain_meta([1.0, 2.0, np.nan, 4.0], chunks=2)
-    with distributed.LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
-    ) as cluster, distributed.Client(cluster) as client:  # fmt: skip
+    with local_cluster(workers=1) as cluster, distributed.Client(cluster) as client:
         with pytest.raises(fastfinite.InvalidArgumentError, match=r"block at \(2,\) of dask array"):
             fastfinite.scan(x, scheduler=client)
 
@@ -499,16 +500,9 @@ def test_an_http_store_is_no_false_alarm(http_root):
 
 
 @pytest.fixture(scope="module")
-def s3_options():
-    import sys
-
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts"))
-    s3 = pytest.importorskip("s3_server")
-    pytest.importorskip("s3fs")
-    pytest.importorskip("moto")
-    with s3.moto_server() as endpoint:
-        s3.make_bucket(endpoint, "bkt")
-        yield s3.storage_options(endpoint)
+def s3_options(s3, s3_endpoint):
+    """Storage options of the shared moto server (its bucket ``bkt``)."""
+    return s3.storage_options(s3_endpoint)
 
 
 def test_an_s3_store_with_a_stray(s3_options):

@@ -1,6 +1,9 @@
 """Reading chunk files straight from disk (``ChunkFiles``) against zarr's own read of the same
 real stores: every supported layout, unaligned regions, missing and edge chunks, and chunks
-whose bytes or size are wrong."""
+whose bytes or size are wrong.
+
+Part: ``fastfinite/sources/zarr_files.py``.
+"""
 
 from __future__ import annotations
 
