@@ -122,6 +122,19 @@ def _local_cluster(workers: int = 2, **kwargs):
         yield cluster
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _dask_scheduler_left_as_found():
+    """A file's clients may close out of the order they were made in, and distributed then
+    leaves ``scheduler="dask.distributed"`` in dask's global config: the next file's dask
+    arrays would look for a client that is gone."""
+    yield
+    if "dask" in sys.modules:
+        import dask
+
+        for key in ("scheduler", "shuffle"):
+            dask.config.config.pop(key, None)
+
+
 @pytest.fixture(scope="session")
 def start_dask():
     """The factory of single dask processes: ``start_dask("scheduler", ...)`` or
