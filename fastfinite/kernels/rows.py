@@ -333,6 +333,19 @@ def bounds(thr):
     return over, under, targets
 
 
+@helper(forceinline=True)
+def _end_row(r, k, r1, r2, lo, hi, c0, c1, c2, shift, s1, s2, mn, mx, cnan, cpos, cneg):
+    """A row's results written from its lanes (sums, extrema) and its non-finite counts."""
+    shift[r] = k
+    s1[r] = fold(r1)
+    s2[r] = fold(r2)
+    mn[r] = least(lo)
+    mx[r] = greatest(hi)
+    cnan[r] += c0
+    cpos[r] += c1
+    cneg[r] += c2
+
+
 @helper
 def _row_start(seen):
     for kind in range(N_KINDS):
@@ -393,14 +406,7 @@ def _row(x, r, n, thr, over, under, targets, tiny, counts, cap, seen, blocks, m,
             c1 += n1
             c2 += n2
             a = b
-    shift[r] = k
-    s1[r] = fold(r1)
-    s2[r] = fold(r2)
-    mn[r] = least(lo)
-    mx[r] = greatest(hi)
-    cnan[r] += c0
-    cpos[r] += c1
-    cneg[r] += c2
+    _end_row(r, k, r1, r2, lo, hi, c0, c1, c2, shift, s1, s2, mn, mx, cnan, cpos, cneg)
     return m
 
 
@@ -532,12 +538,5 @@ def scan_narrow(src, table, rows, n, thr, counts, cap, seen, blocks, shift, s1, 
             c0 += n0
             c1 += n1
             c2 += n2
-        shift[r] = k
-        s1[r] = fold(r1)
-        s2[r] = fold(r2)
-        mn[r] = least(lo)
-        mx[r] = greatest(hi)
-        cnan[r] += c0
-        cpos[r] += c1
-        cneg[r] += c2
+        _end_row(r, k, r1, r2, lo, hi, c0, c1, c2, shift, s1, s2, mn, mx, cnan, cpos, cneg)
     return m
