@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from collections.abc import Mapping
@@ -327,6 +328,21 @@ class SliceReport:
 
         return cls(tuple(d["by"]), *(column(name) for name in cls.ARRAYS), d.get("names"))
 
+    def to_pandas(self) -> Any:
+        """One row per slice (``count, nan, posinf, neginf, mean, std, min, max, max_z,
+        findings``): see :func:`fastfinite.report.tables.slices_to_pandas`."""
+        from .tables import slices_to_pandas
+
+        return slices_to_pandas(self, self.__dict__.get("_findings"))
+
+    def to_xarray(self, like: Any = None) -> Any:
+        """The columns of ``to_pandas`` as an ``xarray.Dataset`` over the ``by`` axes (with
+        ``like``, the scanned DataArray's dims and coordinates): see
+        :func:`fastfinite.report.tables.slices_to_xarray`."""
+        from .tables import slices_to_xarray
+
+        return slices_to_xarray(self, self.__dict__.get("_findings"), like)
+
 
 def _num(v: float) -> float | None | str:
     """A float as JSON allows: NaN becomes None, infinities the strings "inf"/"-inf"."""
@@ -441,6 +457,17 @@ class ScanReport:
     # what changed since the last scan kept in the cache (``changes.ReportChanges``): a
     # history of the scans, not part of the data's report (``to_dict`` leaves it out)
     changes: Any = field(default=None, compare=False, repr=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # the slices know the findings of the report they belong to (``to_pandas``'s
+        # ``findings`` column): slices another report holds already are copied
+        if name == "slices" and value is not None:
+            if value.__dict__.get("_findings", self.findings) is not self.findings:
+                value = copy.copy(value)
+            value.__dict__["_findings"] = self.findings
+        elif name == "findings" and self.__dict__.get("slices") is not None:
+            self.slices.__dict__["_findings"] = value
+        object.__setattr__(self, name, value)
 
     @property
     def nonfinite(self) -> int:
@@ -784,6 +811,32 @@ class ScanReport:
         from .plot import plot_report
 
         return plot_report(self, path, axes=axes)
+
+    def locations_frame(self) -> Any:
+        """The recorded locations as a pandas DataFrame (``kind, index, value, labels,
+        array``): see :func:`fastfinite.report.tables.locations_frame`."""
+        from .tables import locations_frame
+
+        return locations_frame(self)
+
+    def slices_frame(self) -> Any:
+        """``slices.to_pandas()``, for a group its arrays' with an ``array`` index level:
+        see :func:`fastfinite.report.tables.slices_frame`."""
+        from .tables import slices_frame
+
+        return slices_frame(self)
+
+    def to_html(self, path: str | None = None, **kwargs: Any) -> str:
+        """The report as one self-contained HTML page, written to ``path`` (returned), or
+        returned as text without one: see :func:`fastfinite.report.html.to_html`."""
+        from .html import to_html
+
+        return to_html(self, path, **kwargs)
+
+    def _repr_html_(self) -> str:
+        from .html import summary_html
+
+        return summary_html(self)
 
     @classmethod
     def total(
