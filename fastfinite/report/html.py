@@ -270,8 +270,10 @@ def findings_table(findings: list, tid: str, max_rows: int, group: bool) -> str:
     return table(tid, cols, rows, len(findings), "findings", "; report.findings has them all")
 
 
-def locations_table(report: Any, tid: str, max_rows: int) -> str:
-    locs = report.locations
+def locations_table(report: Any, tid: str, max_rows: int, own: bool = False) -> str:
+    """The report's recorded locations (``own``: those naming no array of its group: a
+    table's, by row and column)."""
+    locs = [loc for loc in report.locations if not own or loc.array is None]
     if not locs:
         return "<p>No locations: no NaN, inf or cast risk recorded.</p>"
     group = any(loc.array is not None for loc in locs)
@@ -336,9 +338,11 @@ def slices_table(report: Any, tid: str, max_rows: int) -> str:
         cells.append(Cell(kinds[i], css="mono"))
         rows.append((cells, "flagged" if kinds[i] else ""))
     flagged = int(np.count_nonzero(kinds != ""))
-    hint = (
-        f" (all {flagged} with findings are shown)" if flagged <= len(shown) else ""
-    ) + "; report.slices_frame() has them all"
+    if flagged > len(shown):
+        hint = f" (shown: the first {len(shown)} of the {flagged} with findings)"
+    else:
+        hint = f" (shown: all {flagged} with findings)" if flagged else ""
+    hint += "; report.slices_frame() has them all"
     return (
         f"<p>{kinds.size} slices along the axes {e(fmt_index(s.by))}, {flagged} with "
         "findings; click a column to sort.</p>" + table(tid, cols, rows, kinds.size, "slices", hint)
@@ -390,6 +394,11 @@ def group_body(report: Any, max_rows: int, with_picture: bool) -> str:
                 "flagged" if not sub.clean else "",
             )
         )
+    if any(loc.array is None for loc in report.locations):  # a table's (row, column)
+        parts.append("<h2>Locations</h2>")
+        parts.append(locations_table(report, "locations", max_rows, own=True))
+    if report.slices is not None:
+        parts.append(f"<h2>Per-slice statistics</h2>{slices_table(report, 'slices', max_rows)}")
     parts.append(f"<h2>Arrays ({len(members)})</h2>")
     parts.append(table("arrays", cols, rows, len(members), "arrays"))
     if report.skipped:
