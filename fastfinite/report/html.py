@@ -39,7 +39,7 @@ vertical-align:middle}.b-error{background:#b91c1c}.b-warning{background:#b45309}
 .b-ok{background:#15803d}.error{color:#b91c1c;font-weight:600}.warning{color:#b45309}
 table{border-collapse:collapse;margin:.3em 0;font-size:.92em}
 th,td{border:1px solid #d0d7de;padding:.2em .5em;text-align:left;vertical-align:top}
-th{background:#f6f8fa;position:sticky;top:0}td.n{text-align:right;font-variant-numeric:
+th{background:#f6f8fa;position:sticky;top:0;white-space:nowrap}td.n{text-align:right;font-variant-numeric:
 tabular-nums}tr.flagged td{background:#fff5f5}
 table.sortable th{cursor:pointer;user-select:none}table.sortable th::after{content:" \\2195";
 color:#8c959f}table.sortable th[aria-sort=ascending]::after{content:" \\2191";color:#1f2328}
