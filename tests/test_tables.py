@@ -303,3 +303,22 @@ def test_import_fastfinite_loads_neither_pandas_nor_xarray():
         env=dict(os.environ, PYTHONPATH=root),
     )  # fmt: skip
     assert out.stdout.split() == ["False", "False"], out.stderr
+
+
+def test_a_group_of_groups_names_arrays_as_member_finds_them(tmp_path):
+    reports = []
+    for k in (1, 2):
+        with h5py.File(tmp_path / f"m{k}.h5", "w") as f:
+            a = np.arange(10.0).reshape(5, 2)
+            a[k, 0] = np.nan
+            f["x"] = a
+        reports.append(fastfinite.scan(str(tmp_path / f"m{k}.h5"), by=1))
+    merged = fastfinite.merge_reports(reports)
+    frame = merged.slices_frame()
+    names = [f"{tmp_path / 'm1.h5'}:/x", f"{tmp_path / 'm2.h5'}:/x"]
+    assert list(dict.fromkeys(frame.index.get_level_values("array"))) == names
+    assert frame["nan"].tolist() == [1, 0, 1, 0]
+    assert frame["findings"].tolist() == ["nonfinite", "", "nonfinite", ""]
+    locs = merged.locations_frame()
+    assert list(zip(locs["array"], locs["index"])) == [(names[0], (1, 0)), (names[1], (2, 0))]
+    assert all(merged.member(name).shape == (5, 2) for name in names)

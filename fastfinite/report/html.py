@@ -438,7 +438,6 @@ def group_body(report: Any, max_rows: int, with_picture: bool) -> str:
 def page(report: Any, *, max_rows: int = MAX_ROWS, picture: bool = True) -> str:
     """The whole HTML page of ``report``."""
     from .._version import __version__
-    from .model import SCHEMA
 
     text, css = status(report)
     name = report.name or "array"
@@ -458,7 +457,7 @@ def page(report: Any, *, max_rows: int = MAX_ROWS, picture: bool = True) -> str:
         f'id="status">{text}</span>{complete}</h1>'
         f'<p class="mono">{e(_what(report))}: {e(report.problems())}</p></header>\n'
         f"<main>{body}</main>\n"
-        f"<footer>fastfinite {e(__version__)}, report schema {e(SCHEMA)}. This page is "
+        f"<footer>fastfinite {e(__version__)}. This page is "
         "self-contained: it loads nothing.</footer>\n"
         f"<script>{SORTER}</script>\n</body></html>\n"
     )

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidArgumentError
+from ..indices import member_path  # the name of a group's array (cache/changes takes it here)
 from ..model.kinds import (
     BASE_KINDS,
     CHUNK_KINDS,
@@ -877,17 +878,6 @@ class ScanReport:
             arrays=dict(arrays),
             skipped=dict(skipped or {}),
         )
-
-
-def member_path(path: str, inner: str | None = None) -> str:
-    """The name, in a group, of what ``inner`` names in its member ``path``: ``path``
-    itself for the member's own (``inner`` None); in a member that is itself a group (the
-    groups ``merge_reports`` makes of groups), the two joined as fastfinite paths are, the
-    path that scans it: ``m1.h5:/x`` for an HDF5 path (starting with ``/``), ``g.zarr/y/z``
-    for a Zarr path or a variable's name. ``ScanReport.member`` finds the array it names."""
-    if inner is None:
-        return path
-    return f"{path}:{inner}" if inner.startswith("/") else f"{path}/{inner}"
 
 
 def group_locations(arrays: dict[str, ScanReport], cap: int) -> list[Location]:

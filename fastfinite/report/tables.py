@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidArgumentError, SourceError
+from ..indices import member_path
 from ..model.kinds import is_slice_kind
 
 SLICE_COLUMNS = ("count", "nan", "posinf", "neginf", "mean", "std", "min", "max", "max_z")
@@ -127,8 +128,6 @@ def array_reports(report: Any, prefix: str | None = None) -> Iterator[tuple[str 
     if not report.arrays:
         yield prefix, report
         return
-    from .model import member_path
-
     for path, sub in report.arrays.items():
         yield from array_reports(sub, path if prefix is None else member_path(prefix, path))
 
