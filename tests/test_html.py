@@ -414,3 +414,15 @@ def test_in_chromium_the_screenshot_shows_the_problems(tmp_path):
     # not blank: the picture and the tables are drawn (many colours, much non-white)
     assert len(np.unique(bad.reshape(-1, 3), axis=0)) > 200
     assert np.mean(np.any(bad < 200, axis=-1)) > 0.05
+
+
+def test_the_errstate_replay_is_a_table():
+    x = np.ones((3, 4))
+    x[1, 2] = 1e39  # finite in float64, inf in float32: the replay's cast overflows
+    report = fastfinite.scan(x, by=0, localize=True)
+    assert report.localized
+    page = Page(report.to_html(picture=False))
+    assert page.tables["replay"] == [
+        [x.op, x.error, fmt_index(x.index), fmt_index(x.where), x.message] for x in report.localized
+    ]
+    assert "replay" not in Page(fastfinite.scan(np.ones(3)).to_html(picture=False)).tables

@@ -306,6 +306,26 @@ def locations_table(report: Any, tid: str, max_rows: int, own: bool = False) -> 
     return out
 
 
+def replay_table(report: Any, tid: str, max_rows: int) -> str:
+    """Where the replayed standardization fails (``localize=True``), as NumPy says."""
+    cols = [(k, k, False) for k in ("op", "error", "index", "where", "message")]
+    rows = [
+        (
+            [
+                Cell(x.op, css="mono"),
+                Cell(x.error, css="mono"),
+                Cell(fmt_index(x.index), css="mono"),
+                Cell(fmt_index(x.where), css="mono"),
+                Cell(x.message),
+            ],
+            "",
+        )
+        for x in report.localized[:max_rows]
+    ]
+    total = len(report.localized)
+    return table(tid, cols, rows, total, "replayed elements", "; report.localized has them all")
+
+
 def slice_rows(report: Any, max_rows: int) -> tuple[np.ndarray, np.ndarray]:
     """The flat indices of the slices a table shows (those with findings first, then the
     first others, in slice order) and the kinds of every slice."""
@@ -361,6 +381,8 @@ def array_body(report: Any, prefix: str, max_rows: int, with_picture: bool, h: s
     sections.append(("Locations", locations_table(report, prefix + "locations", max_rows)))
     if report.slices is not None:
         sections.append(("Per-slice statistics", slices_table(report, prefix + "slices", max_rows)))
+    if report.localized:
+        sections.append(("The errstate replay", replay_table(report, prefix + "replay", max_rows)))
     return "\n".join(f"<{h}>{title}</{h}>{body}" for title, body in sections)
 
 
