@@ -39,7 +39,7 @@ vertical-align:middle}.b-error{background:#b91c1c}.b-warning{background:#b45309}
 .b-ok{background:#15803d}.error{color:#b91c1c;font-weight:600}.warning{color:#b45309}
 table{border-collapse:collapse;margin:.3em 0;font-size:.92em}
 th,td{border:1px solid #d0d7de;padding:.2em .5em;text-align:left;vertical-align:top}
-th{background:#f6f8fa;position:sticky;top:0;white-space:nowrap}td.n{text-align:right;font-variant-numeric:
+th{background:#f6f8fa;position:sticky;top:0;white-space:nowrap}td.mono{white-space:nowrap}td.n{text-align:right;font-variant-numeric:
 tabular-nums}tr.flagged td{background:#fff5f5}
 table.sortable th{cursor:pointer;user-select:none}table.sortable th::after{content:" \\2195";
 color:#8c959f}table.sortable th[aria-sort=ascending]::after{content:" \\2191";color:#1f2328}
@@ -327,14 +327,13 @@ def replay_table(report: Any, tid: str, max_rows: int) -> str:
 
 
 def slice_rows(report: Any, max_rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """The flat indices of the slices a table shows (those with findings first, then the
-    first others, in slice order) and the kinds of every slice."""
+    """The flat indices of the slices a table shows, in its order: those with findings
+    first, then the others, each in slice order, ``max_rows`` at most; and the kinds of
+    every slice."""
     kinds = slice_kinds_by_slice(report.slices, report.findings).ravel()
-    if kinds.size <= max_rows:
-        return np.arange(kinds.size), kinds
     flagged = np.flatnonzero(kinds != "")[:max_rows]
     others = np.flatnonzero(kinds == "")[: max_rows - len(flagged)]
-    return np.sort(np.concatenate([flagged, others])), kinds
+    return np.concatenate([flagged, others]), kinds
 
 
 def slices_table(report: Any, tid: str, max_rows: int) -> str:
@@ -365,7 +364,8 @@ def slices_table(report: Any, tid: str, max_rows: int) -> str:
     hint += "; report.slices_frame() has them all"
     return (
         f"<p>{kinds.size} slices along the axes {e(fmt_index(s.by))}, {flagged} with "
-        "findings; click a column to sort.</p>" + table(tid, cols, rows, kinds.size, "slices", hint)
+        "findings (listed first); click a column to sort.</p>"
+        + table(tid, cols, rows, kinds.size, "slices", hint)
     )
 
 
