@@ -322,3 +322,15 @@ def test_a_group_of_groups_names_arrays_as_member_finds_them(tmp_path):
     locs = merged.locations_frame()
     assert list(zip(locs["array"], locs["index"])) == [(names[0], (1, 0)), (names[1], (2, 0))]
     assert all(merged.member(name).shape == (5, 2) for name in names)
+
+
+def test_a_shallow_copy_given_other_findings_leaves_the_original_alone():
+    report = fastfinite.scan(_planted(), by=1)
+    want = report.slices.to_pandas()
+    twin = copy.copy(report)  # the same slices and the same findings list
+    twin.findings = []
+    assert (twin.slices.to_pandas()["findings"] == "").all()
+    pd.testing.assert_frame_equal(report.slices.to_pandas(), want)
+    assert twin.slices == report.slices  # the same statistics
+    report.findings.append(report.findings[0])  # in place: the slices see it
+    assert report.slices.to_pandas()["findings"][1] == "nonfinite, nonfinite"

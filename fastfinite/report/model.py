@@ -461,14 +461,14 @@ class ScanReport:
 
     def __setattr__(self, name: str, value: Any) -> None:
         # the slices know the findings of the report they belong to (``to_pandas``'s
-        # ``findings`` column): slices another report holds already are copied
-        if name == "slices" and value is not None:
-            if value.__dict__.get("_findings", self.findings) is not self.findings:
-                value = copy.copy(value)
-            value.__dict__["_findings"] = self.findings
-        elif name == "findings" and self.__dict__.get("slices") is not None:
-            self.slices.__dict__["_findings"] = value
+        # ``findings`` column); slices linked to other findings (another report's) are copied
         object.__setattr__(self, name, value)
+        if name in ("slices", "findings") and self.__dict__.get("slices") is not None:
+            slices = self.slices
+            if slices.__dict__.get("_findings", self.findings) is not self.findings:
+                slices = copy.copy(slices)
+                object.__setattr__(self, "slices", slices)
+            slices.__dict__["_findings"] = self.findings
 
     @property
     def nonfinite(self) -> int:
