@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import FastFiniteError, SourceError
 from ..options import ScanOptions
 from .base import Source, of_type
-from .walk import PARQUET_SUFFIXES, is_zarr_store
+from .walk import ARROW_SUFFIXES, PARQUET_SUFFIXES, TAR_SUFFIXES, is_zarr_store, walk
 
 STORES = ("FsspecStore", "LocalStore", "ZipStore", "ObjectStore", "MemoryStore")
 
@@ -66,13 +66,15 @@ def _named(factory: Callable[[], Any], name: str, member: str) -> Callable[[], A
 
 
 def _open(data: Any, options: ScanOptions | None) -> Target:
-    from . import dask, dlpack, hdf5, tables, xarray, zarr
+    from . import dask, dlpack, hdf5, shards, tables, xarray, zarr
     from .ndarray import ArraySource, as_raw_dtype
 
     if isinstance(data, Source):
         return data
     if isinstance(data, (str, os.PathLike)):
         return _open_path(os.fspath(data), options or ScanOptions())
+    if shards.is_path_list(data):  # a list of files: a shard set
+        return shards.open_list(list(data), options or ScanOptions())
     if of_type(data, "zarr", *STORES):  # a store object: what it holds, named by its URL
         from .remote import store_url
 
@@ -121,16 +123,28 @@ def _open(data: Any, options: ScanOptions | None) -> Target:
 
 
 def _open_path(path: str, options: ScanOptions) -> Target:
-    from . import hdf5, tables, zarr
+    from . import hdf5, shards, tables, zarr
     from .ndarray import open_npy
     from .remote import LOCAL_PROTOCOLS, protocol, storage_defaults, without_secrets
 
     if "://" not in path:
+        if shards.is_glob(path):
+            return shards.open_glob(path, options)
         if path.endswith(".npy"):
             return open_npy(path, raw_dtype=options.raw_dtype)
-        if path.lower().endswith(PARQUET_SUFFIXES) or (
-            os.path.isdir(path) and not is_zarr_store(path)
-        ):  # a directory: a Parquet dataset, else an error saying what it holds (``walk``)
+        lower = path.lower()
+        if lower.endswith(TAR_SUFFIXES):
+            from .tars import open_tar
+
+            base = os.path.basename(path.rstrip("/"))
+            return [(f"{base}/{k}", f) for k, f in open_tar(path, options)]
+        if lower.endswith(ARROW_SUFFIXES):
+            from .arrow import open_arrow
+
+            return open_arrow(path)
+        if os.path.isdir(path) and not is_zarr_store(path):
+            return _open_directory(path, options)
+        if lower.endswith(PARQUET_SUFFIXES):
             return tables.open_parquet(path)
         h5 = hdf5.split_h5_path(path)
         if h5 is not None:
@@ -142,6 +156,22 @@ def _open_path(path: str, options: ScanOptions) -> Target:
     if of_type(node, "zarr", "Group"):
         return zarr.group_members(node, path.rstrip("/"), url, sent)
     return zarr.ZarrSource(node, path, url, sent)
+
+
+def _open_directory(path: str, options: ScanOptions) -> Target:
+    """A directory: a Parquet dataset, a Hugging Face ``datasets`` folder, a shard set,
+    else an error saying what it holds (``walk``'s rule)."""
+    from . import shards, tables
+    from .arrow import is_datasets_folder, open_datasets_folder
+
+    contents = walk(path)
+    if contents.is_parquet_dataset:
+        return tables.open_parquet(path)
+    if is_datasets_folder(path, contents):
+        return open_datasets_folder(path, contents)
+    if contents.is_shard_set:
+        return shards.open_directory(path, contents, options)
+    raise SourceError(contents.describe())
 
 
 def input_root(data: Any) -> str | None:
@@ -157,6 +187,10 @@ def input_root(data: Any) -> str | None:
     path = os.fspath(data)
     if "://" in path:
         return None
+    from .shards import glob_prefix, is_glob
+
+    if is_glob(path):  # a glob: the folder it matches below
+        path = glob_prefix(path)[0]
     h5 = hdf5.split_h5_path(path)
     zip_path = zarr.split_zip(path)[0]
     path = h5[0] if h5 is not None else zip_path or path
@@ -173,6 +207,10 @@ def group_name(data: Any) -> str:
     """The name of an input that opens as a group (its path, store or file name)."""
     if isinstance(data, (str, os.PathLike)):
         return os.fspath(data)
+    from .shards import is_path_list, list_name
+
+    if is_path_list(data):
+        return list_name(data)
     if of_type(data, "pandas", "DataFrame"):  # a column may be named "name"
         return "DataFrame"
     for attr in ("store_path", "filename", "name"):  # zarr, h5py, other
