@@ -28,6 +28,7 @@ from ..errors import SkippedMemberError, SourceError, UnsupportedDtypeError
 from .base import regular_file
 from .ndarray import ArraySource
 
+REST_OF_TAR = "(the rest of the tar)"  # the key of what follows a corrupt header (samples.py)
 BUFFER_SUFFIXES = (".npz", ".safetensors", ".pth", ".pt")  # read by ``files.open_buffer``
 _COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
 
@@ -61,6 +62,8 @@ def open_tar(path: str, options=None, key: str | None = None) -> list[tuple[str,
                 "place; decompress it first"
             )
     infos, problem = _headers(path, size)
+    if infos and infos[-1].offset_data + infos[-1].size > size:
+        problem = None  # cut inside the last member's data: its member says so
     out: list[tuple[str, Any]] = []
     base: list[np.ndarray] = []  # mapped on first use
 
@@ -77,7 +80,7 @@ def open_tar(path: str, options=None, key: str | None = None) -> list[tuple[str,
         if options is None or options.on_error != "report":
             raise SourceError(why)
         out.append(
-            (f"{infos[-1].name} (the rest of the tar)" if infos else "(the tar)",
+            (f"{infos[-1].name} {REST_OF_TAR}" if infos else REST_OF_TAR,
              _raise(SkippedMemberError(f"cannot be read: {why}", "unreadable_member")))
         )  # fmt: skip
     if not infos and problem is None:
