@@ -73,6 +73,10 @@ def _open(data: Any, options: ScanOptions | None) -> Target:
         return data
     if isinstance(data, (str, os.PathLike)):
         return _open_path(os.fspath(data), options or ScanOptions())
+    if isinstance(data, dict):  # nested dicts too, keyed "layers.0.w", as ``guard`` takes
+        from .tensors import dict_members
+
+        return dict_members(data, options, _open)
     if of_type(data, "zarr", *STORES):  # a store object: what it holds, named by its URL
         from .remote import store_url
 
@@ -122,12 +126,13 @@ def _open(data: Any, options: ScanOptions | None) -> Target:
 
 def _open_path(path: str, options: ScanOptions) -> Target:
     from . import hdf5, tables, zarr
-    from .ndarray import open_npy
+    from .files import open_file
     from .remote import LOCAL_PROTOCOLS, protocol, storage_defaults, without_secrets
 
     if "://" not in path:
-        if path.endswith(".npy"):
-            return open_npy(path, raw_dtype=options.raw_dtype)
+        target = open_file(path, options)  # .npy, .npz, checkpoints (``files``)
+        if target is not None:
+            return target
         if path.lower().endswith(PARQUET_SUFFIXES) or (
             os.path.isdir(path) and not is_zarr_store(path)
         ):  # a directory: a Parquet dataset, else an error saying what it holds (``walk``)
