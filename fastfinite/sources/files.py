@@ -32,12 +32,33 @@ def _npz(path: str, name: str, options: ScanOptions) -> Target:
     return open_npz(path, name, options)
 
 
+def _safetensors(path: str, name: str, options: ScanOptions) -> Target:
+    from .safetensors import open_safetensors
+
+    return open_safetensors(path, name, options)
+
+
+def _index(path: str, name: str, options: ScanOptions) -> Target:
+    from .safetensors import open_index
+
+    return open_index(path, name, options)
+
+
+def _folder(path: str, name: str, options: ScanOptions) -> Target:
+    from .safetensors import open_folder
+
+    return open_folder(path, name, options)
+
+
 OPENERS: dict[str, Callable[[str, str, ScanOptions], Target]] = {
     ".npy": _npy,
     ".npz": _npz,
+    ".safetensors": _safetensors,
+    ".index.json": _index,
 }
 
-DIR_OPENERS: dict[str, Callable[[str, str, ScanOptions], Target]] = {}
+# a directory: a sharded checkpoint when it holds one index, else None
+DIR_OPENERS: dict[str, Callable[[str, str, ScanOptions], Target]] = {"dir": _folder}
 
 BUFFER_OPENERS: dict[str, Callable[[bytes | memoryview, str, Any], Target]] = {}
 
@@ -54,7 +75,15 @@ def _npz_buffer(data, name, options):
     return npz_bytes(data, name, options)
 
 
-BUFFER_OPENERS.update({".npy": _npy_buffer, ".npz": _npz_buffer})
+def _safetensors_buffer(data, name, options):
+    from .safetensors import safetensors_bytes
+
+    return safetensors_bytes(data, name, options)
+
+
+BUFFER_OPENERS.update(
+    {".npy": _npy_buffer, ".npz": _npz_buffer, ".safetensors": _safetensors_buffer}
+)
 
 ARRAY_FILE_SUFFIXES: tuple[str, ...] = tuple(OPENERS)
 

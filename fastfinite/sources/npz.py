@@ -68,15 +68,16 @@ def open_npz(path: str, name: str, options: Any = None) -> Members:
         if not info.filename.endswith(".npy"):
             members.append((key, _skipped(f"{info.filename} is not a .npy member")))
         elif info.flag_bits & 1:
+            members.append((key, None))
             problems[key] = f"cannot read {where}: it is encrypted"
         elif info.compress_type == zipfile.ZIP_STORED:
             try:
                 members.append((key, _stored(path, info, size, where, options)))
-            except (SourceError, UnsupportedDtypeError) as e:
-                if isinstance(e, UnsupportedDtypeError):
-                    members.append((key, failing(e)))
-                else:
-                    problems[key] = str(e)
+            except UnsupportedDtypeError as e:
+                members.append((key, failing(e)))
+            except SourceError as e:
+                members.append((key, None))
+                problems[key] = str(e)
         else:
             members.append((key, lambda i=info, w=where: _inflated(path, i, w, options)))
     return checked_group(members, problems, options)

@@ -88,16 +88,16 @@ def failing(error: Exception) -> Callable[[], Source]:
 
 
 def checked_group(members: Members, problems: dict[str, str], options: Any) -> Members:
-    """``members`` (``(key, factory)``) with those in ``problems`` (key -> message naming
-    the file and the member) failing: at once, on the first, unless ``on_error="report"``,
-    where each is listed in ``skipped`` with a finding and the rest are scanned."""
+    """``members`` (``(key, factory)``, in their order) with those in ``problems`` (key ->
+    message naming the file and the member) failing: at once, on the first, unless
+    ``on_error="report"``, where each is listed in ``skipped`` with an
+    ``unreadable_member`` finding and the rest are scanned."""
     for message in problems.values():
         error = member_error(options, message)
         if not isinstance(error, SkippedMemberError):
             raise error
-    out = [(k, f) for k, f in members if k not in problems]
-    out += [(k, failing(member_error(options, m))) for k, m in problems.items()]
-    return sorted(out, key=lambda t: t[0]) if problems else out
+    return [(k, failing(member_error(options, problems[k])) if k in problems else f)
+            for k, f in members]  # fmt: skip
 
 
 def nested_items(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
