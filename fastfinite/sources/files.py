@@ -50,11 +50,20 @@ def _folder(path: str, name: str, options: ScanOptions) -> Target:
     return open_folder(path, name, options)
 
 
+def _torch(path: str, name: str, options: ScanOptions) -> Target:
+    from .torch_zip import open_torch
+
+    return open_torch(path, name, options)
+
+
 OPENERS: dict[str, Callable[[str, str, ScanOptions], Target]] = {
     ".npy": _npy,
     ".npz": _npz,
     ".safetensors": _safetensors,
     ".index.json": _index,
+    ".pt": _torch,
+    ".pth": _torch,
+    ".bin": _torch,
 }
 
 # a directory: a sharded checkpoint when it holds one index, else None
@@ -81,9 +90,16 @@ def _safetensors_buffer(data, name, options):
     return safetensors_bytes(data, name, options)
 
 
+def _torch_buffer(data, name, options):
+    from .torch_zip import torch_bytes
+
+    return torch_bytes(data, name, options)
+
+
 BUFFER_OPENERS.update(
-    {".npy": _npy_buffer, ".npz": _npz_buffer, ".safetensors": _safetensors_buffer}
-)
+    {".npy": _npy_buffer, ".npz": _npz_buffer, ".safetensors": _safetensors_buffer,
+     ".pt": _torch_buffer, ".pth": _torch_buffer}
+)  # fmt: skip
 
 ARRAY_FILE_SUFFIXES: tuple[str, ...] = tuple(OPENERS)
 
