@@ -56,6 +56,12 @@ def _torch(path: str, name: str, options: ScanOptions) -> Target:
     return open_torch(path, name, options)
 
 
+def _gguf(path: str, name: str, options: ScanOptions) -> Target:
+    from .gguf import open_gguf
+
+    return open_gguf(path, name, options)
+
+
 OPENERS: dict[str, Callable[[str, str, ScanOptions], Target]] = {
     ".npy": _npy,
     ".npz": _npz,
@@ -64,6 +70,7 @@ OPENERS: dict[str, Callable[[str, str, ScanOptions], Target]] = {
     ".pt": _torch,
     ".pth": _torch,
     ".bin": _torch,
+    ".gguf": _gguf,
 }
 
 # a directory: a sharded checkpoint when it holds one index, else None
