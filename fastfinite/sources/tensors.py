@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SkippedMemberError, SourceError
+from ..errors import SkippedMemberError, SourceError, UnsupportedDtypeError
 from .base import Source
 from .ndarray import ArraySource
 
@@ -38,6 +38,9 @@ class MappedTensor(ArraySource):
         self._planned = (np.dtype(dtype), tuple(int(n) for n in shape))
         super().__init__(_mapped(path, offset, dtype, shape, order), name=name, path=path)
 
+    def __reduce__(self):  # mapped again where it is unpickled
+        return (_remapped, (self.__dict__ | {"_array": None},))
+
     @property
     def array(self) -> np.ndarray:
         if self._array is None:
@@ -59,6 +62,12 @@ class MappedTensor(ArraySource):
         dtype, shape = self._planned
         return {"kind": self.kind, "path": os.path.abspath(self.path), "offset": self.offset,
                 "dtype": dtype.str, "shape": list(shape), "order": self.order}  # fmt: skip
+
+
+def _remapped(state: dict) -> MappedTensor:
+    source = MappedTensor.__new__(MappedTensor)
+    source.__dict__.update(state)
+    return source
 
 
 def _mapped(path: str, offset: int, dtype, shape, order: str) -> np.ndarray:
@@ -124,6 +133,8 @@ def dict_members(data: dict, options: Any, open_value: Callable[[Any, Any], Any]
         seen.add(key)
 
         def opened(value=value, key=key):
+            if value is None or isinstance(value, (str, bytes)):
+                raise UnsupportedDtypeError(f"{key} is {type(value).__name__}, not an array")
             if isinstance(value, np.ndarray) and not (options is not None and options.raw_dtype):
                 return ArraySource(value, name=key)
             source = open_value(value, options)
