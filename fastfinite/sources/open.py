@@ -26,8 +26,11 @@ def open_source(data: Any, options: ScanOptions | None = None) -> Target:
 
     Accepts numpy arrays and memmaps, dask arrays, ``.npy`` paths, Zarr arrays and groups and
     paths or URLs to them, h5py datasets and groups and ``"file.h5:/dataset"`` paths, xarray
-    DataArrays and Datasets, pandas DataFrames and Series, Parquet files and datasets, and
-    tensors of any framework (``__dlpack__``, ``__array__``).
+    DataArrays and Datasets, pandas DataFrames and Series, Parquet files and datasets,
+    tensors of any framework (``__dlpack__``, ``__array__``), checkpoints (``.safetensors``
+    and their ``*.index.json`` or its directory, ``.gguf``, ``.npz``, PyTorch ``.pt``,
+    ``.pth``, ``.bin``: one member per tensor, ``files.open_file``) and dicts (nested too)
+    of arrays, keyed ``"layers.0.w"``.
 
     Whatever a reader raises while the input or a member of it is opened (h5py, zarr,
     pandas, pyarrow...) is a ``SourceError`` naming the input and the member
