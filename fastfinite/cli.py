@@ -294,8 +294,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--on-error",
         choices=("raise", "report"),
         default="raise",
-        help="unreadable chunk: stop with exit code 2 (raise), or report it and "
-        "scan the rest (report)",
+        help="unreadable chunk, or tensor of a checkpoint: stop with exit code 2 (raise), "
+        "or report it and scan the rest (report)",
     )
     s.add_argument(
         "--cache",

@@ -471,3 +471,41 @@ def test_a_cache_reads_again_only_the_files_that_changed(npy_dir, tmp_path):
     second = fastfinite.scan(str(d), cache=cache)
     assert read(second) == ["b.npy"] and second.changes.regions_recalled == 2
     assert second.nan == 2 and second.to_dict() == fastfinite.scan(str(d)).to_dict()
+
+
+# -- checkpoints in sets and tars (files.open_file / open_buffer) -----------------------
+
+
+def test_a_directory_of_npz_and_safetensors_files(tmp_path):
+    st = pytest.importorskip("safetensors.numpy")
+    d = tmp_path / "ck"
+    d.mkdir()
+    x, y = np.array([1.0, np.nan]), np.array([[np.inf, 2.0]], np.float32)
+    np.savez(d / "a.npz", x=x, y=y)
+    w = np.array([3.0, -np.inf], np.float32)
+    st.save_file({"layers.0.w": w}, str(d / "m.safetensors"))
+    r = fastfinite.scan(str(d))
+    assert list(r.arrays) == ["a.npz/x", "a.npz/y", "m.safetensors/layers.0.w"]
+    assert (r.nan, r.posinf, r.neginf) == (1, 1, 1)
+    _assert_stats(r, [x, y, w])
+    assert r.bad_samples() == ["a.npz/x", "a.npz/y", "m.safetensors/layers.0.w"]
+
+
+def test_npz_and_safetensors_members_of_a_tar(tmp_path):
+    st = pytest.importorskip("safetensors.numpy")
+    x = np.array([[1.0, np.nan], [0.0, 2.0]])
+    b = io.BytesIO()
+    np.savez(b, emb=x)
+    w = np.array([np.inf, 1.0], np.float32)
+    with tarfile.open(tmp_path / "s.tar", "w") as tf:
+        _add(tf, "000000.a.npz", b.getvalue())
+        _add(tf, "000001.b.safetensors", st.save({"w": w}))
+        _add(tf, "000002.c.npz", b"PK not a zip")
+    with pytest.raises(SourceError, match=r"000002\.c\.npz"):
+        fastfinite.scan(str(tmp_path / "s.tar"))
+    r = fastfinite.scan(str(tmp_path / "s.tar"), on_error="report")
+    assert list(r.arrays) == ["s.tar/000000.a.npz/emb", "s.tar/000001.b.safetensors/w"]
+    assert (r.nan, r.posinf) == (1, 1)
+    assert r.arrays["s.tar/000000.a.npz/emb"].locations[0].index == (0, 1)
+    _assert_stats(r, [x, w])
+    assert r.bad_samples() == ["s.tar/000000", "s.tar/000001", "s.tar/000002"]

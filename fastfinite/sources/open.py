@@ -26,8 +26,11 @@ def open_source(data: Any, options: ScanOptions | None = None) -> Target:
 
     Accepts numpy arrays and memmaps, dask arrays, ``.npy`` paths, Zarr arrays and groups and
     paths or URLs to them, h5py datasets and groups and ``"file.h5:/dataset"`` paths, xarray
-    DataArrays and Datasets, pandas DataFrames and Series, Parquet files and datasets, and
-    tensors of any framework (``__dlpack__``, ``__array__``).
+    DataArrays and Datasets, pandas DataFrames and Series, Parquet files and datasets,
+    tensors of any framework (``__dlpack__``, ``__array__``), checkpoints (``.safetensors``
+    and their ``*.index.json`` or its directory, ``.gguf``, ``.npz``, PyTorch ``.pt``,
+    ``.pth``, ``.bin``: one member per tensor, ``files.open_file``) and dicts (nested too)
+    of arrays, keyed ``"layers.0.w"``.
 
     Whatever a reader raises while the input or a member of it is opened (h5py, zarr,
     pandas, pyarrow...) is a ``SourceError`` naming the input and the member
@@ -75,6 +78,10 @@ def _open(data: Any, options: ScanOptions | None) -> Target:
         return _open_path(os.fspath(data), options or ScanOptions())
     if shards.is_path_list(data):  # a list of files: a shard set
         return shards.open_list(list(data), options or ScanOptions())
+    if isinstance(data, dict):  # nested dicts too, keyed "layers.0.w", as ``guard`` takes
+        from .tensors import dict_members
+
+        return dict_members(data, options, _open)
     if of_type(data, "zarr", *STORES):  # a store object: what it holds, named by its URL
         from .remote import store_url
 
@@ -124,14 +131,15 @@ def _open(data: Any, options: ScanOptions | None) -> Target:
 
 def _open_path(path: str, options: ScanOptions) -> Target:
     from . import hdf5, shards, tables, zarr
-    from .ndarray import open_npy
+    from .files import open_file
     from .remote import LOCAL_PROTOCOLS, protocol, storage_defaults, without_secrets
 
     if "://" not in path:
         if shards.is_glob(path):
             return shards.open_glob(path, options)
-        if path.endswith(".npy"):
-            return open_npy(path, raw_dtype=options.raw_dtype)
+        target = open_file(path, options)  # .npy, .npz, checkpoints (``files``)
+        if target is not None:
+            return target
         lower = path.lower()
         if lower.endswith(TAR_SUFFIXES):
             from .tars import open_tar

@@ -73,7 +73,11 @@ def open_tar(path: str, options=None, key: str | None = None) -> list[tuple[str,
         return base[0]
 
     for info in infos:
-        out.append((info.name, _member(path, name, info, size, mapped, options)))
+        lower = info.name.lower()
+        if info.isfile() and lower.endswith(BUFFER_SUFFIXES) and _inside(info, size):
+            out += _buffer_members(name, info, mapped, options)
+        else:
+            out.append((info.name, _member(path, name, info, size, mapped, options)))
     if problem is not None:
         last = f" after member {infos[-1].name}" if infos else ""
         why = f"{name} is truncated or corrupt{last}: {problem}"
@@ -109,6 +113,38 @@ def _headers(path: str, size: int) -> tuple[list[tarfile.TarInfo], str | None]:
     return infos, None
 
 
+def _inside(info: tarfile.TarInfo, size: int) -> bool:
+    return info.offset_data + info.size <= size
+
+
+def _buffer_members(name: str, info: tarfile.TarInfo, mapped, options) -> list:
+    """The arrays of a ``.npz``, safetensors or PyTorch member, read in place from the
+    mapped tar (``files.open_buffer``), keyed ``member/array``; one that cannot be read is
+    an error naming the tar and the member (or, with ``on_error="report"``, a skipped
+    member with an ``unreadable_member`` finding)."""
+    from ..errors import FastFiniteError
+    from .files import open_buffer
+    from .open import reader_errors
+
+    view = memoryview(mapped())[info.offset_data : info.offset_data + info.size]
+    try:
+        with reader_errors(name, info.name):
+            target = open_buffer(f"{name}/{info.name}", view, options)
+    except FastFiniteError as e:
+        if isinstance(e, UnsupportedDtypeError):
+            return [(info.name, _raise(e))]
+        if options is None or options.on_error != "report":
+            raise
+        return [
+            (info.name, _raise(SkippedMemberError(f"cannot be read: {e}", "unreadable_member")))
+        ]
+    if isinstance(target, list):
+        return [(f"{info.name}/{k}", f) for k, f in target] or [
+            (info.name, _raise(SkippedMemberError("it holds no array")))
+        ]
+    return [(info.name, lambda: target)]
+
+
 def _raise(error: Exception):
     def raised():
         raise error
@@ -130,18 +166,8 @@ def _member(path, name, info: tarfile.TarInfo, size: int, mapped, options):
                 options,
             )
         )
-    lower = info.name.lower()
-    if lower.endswith(".npy"):
+    if info.name.lower().endswith(".npy"):
         return lambda: _npy_member(path, name, info, mapped, options)
-    if lower.endswith(BUFFER_SUFFIXES):
-
-        def buffered():
-            from .files import open_buffer
-
-            view = memoryview(mapped())[info.offset_data : info.offset_data + info.size]
-            return open_buffer(f"{name}/{info.name}", view, options)
-
-        return buffered
     suffix = "." + info.name.rsplit("/", 1)[-1].split(".", 1)[-1] if "." in info.name else ""
     return _raise(SkippedMemberError(f"a {suffix or 'file'} member, not an array"))
 

@@ -24,6 +24,7 @@ import stat
 from dataclasses import dataclass, field
 
 from ..errors import SourceError
+from .files import ARRAY_FILE_SUFFIXES
 from .hdf5 import H5_SUFFIXES
 
 MAX_ENTRIES = 100_000  # files and directories looked at
@@ -32,8 +33,11 @@ ZARR_MARKERS = ("zarr.json", ".zgroup", ".zarray")
 PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
 ARROW_SUFFIXES = (".arrow", ".feather", ".ipc")
 TAR_SUFFIXES = (".tar",)
-# checkpoints read by ``files.open_file`` (safetensors, GGUF, PyTorch zip checkpoints)
-CHECKPOINT_SUFFIXES = (".safetensors", ".gguf", ".pt", ".pth")
+# checkpoints read by ``files.open_file`` (safetensors, GGUF, PyTorch); not a sharded
+# checkpoint's index, whose shards a set scans as files of their own
+CHECKPOINT_SUFFIXES = tuple(
+    s for s in ARRAY_FILE_SUFFIXES if s not in (".npy", ".npz", ".index.json")
+)
 _MAGIC = {b"PAR1": "Parquet file", b"\x93NUM": ".npy file", b"\x89HDF": "HDF5 file"}
 # the kinds a shard set scans (a ``.zip`` may be a zipped Zarr store: scanned alone, by path)
 ARRAY_KINDS = frozenset({

@@ -1,0 +1,148 @@
+"""What the checkpoint readers share: a tensor stored raw at an offset of a file, read in
+place through a memory map (``MappedTensor``); the errors of a tensor that cannot be read
+(``member_error``: a ``SourceError``, or with ``on_error="report"`` a member listed in
+``skipped`` with an ``unreadable_member`` finding); a group of members checked at once
+(``checked_group``); and a nested ``dict`` of arrays as a group (``dict_members``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from ..errors import SkippedMemberError, SourceError, UnsupportedDtypeError
+from .base import Source
+from .ndarray import ArraySource
+
+Members = list  # [(key, factory), ...]: the group mechanism of ``open.Target``
+
+
+class MappedTensor(ArraySource):
+    """One array stored raw (C or Fortran order) at byte ``offset`` of the file ``path``,
+    read in place through a read-only memory map of its bytes alone; it pickles as where
+    it is and maps them again where it is unpickled (a Dask task)."""
+
+    def __init__(
+        self,
+        path: str,
+        offset: int,
+        dtype: np.dtype,
+        shape: tuple[int, ...],
+        name: str,
+        order: str = "C",
+        kind: str = "tensor",
+    ):
+        self.offset, self.order, self.kind = int(offset), order, kind
+        self._planned = (np.dtype(dtype), tuple(int(n) for n in shape))
+        super().__init__(_mapped(path, offset, dtype, shape, order), name=name, path=path)
+
+    def __reduce__(self):  # mapped again where it is unpickled
+        return (_remapped, (self.__dict__ | {"_array": None},))
+
+    @property
+    def array(self) -> np.ndarray:
+        if self._array is None:
+            self._array = _mapped(self.path, self.offset, *self._planned, self.order)
+        return self._array
+
+    def verify(self) -> None:
+        """The file is still there and still holds the tensor's bytes."""
+        dtype, shape = self._planned
+        end = self.offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        try:
+            size = os.stat(self.path).st_size
+        except OSError as e:
+            raise SourceError(f"cannot read {self.name}: {e.strerror or e}") from None
+        if size < end:
+            raise SourceError(f"{self.name}: the file is now {size} bytes, shorter than {end}")
+
+    def identity(self) -> dict:
+        dtype, shape = self._planned
+        return {"kind": self.kind, "path": os.path.abspath(self.path), "offset": self.offset,
+                "dtype": dtype.str, "shape": list(shape), "order": self.order}  # fmt: skip
+
+
+def _remapped(state: dict) -> MappedTensor:
+    source = MappedTensor.__new__(MappedTensor)
+    source.__dict__.update(state)
+    return source
+
+
+def _mapped(path: str, offset: int, dtype, shape, order: str) -> np.ndarray:
+    dtype = np.dtype(dtype)
+    if int(np.prod(shape, dtype=np.int64)) == 0 or dtype.itemsize == 0:
+        return np.zeros(shape, dtype)  # nothing to map (mmap refuses a length of 0)
+    return np.memmap(path, dtype, "r", offset=offset, shape=tuple(shape), order=order)
+
+
+def member_error(options: Any, message: str) -> SourceError:
+    """The error of a member that cannot be read (``message`` names the file and the
+    member): a ``SourceError``, or with ``on_error="report"`` a ``SkippedMemberError`` that
+    a group's plan lists in ``skipped`` with an ``unreadable_member`` finding, the other
+    members scanned."""
+    if options is not None and getattr(options, "on_error", "raise") == "report":
+        return SkippedMemberError(message, "unreadable_member")
+    return SourceError(message)
+
+
+def failing(error: Exception) -> Callable[[], Source]:
+    """A member's factory that raises ``error``."""
+
+    def opened():
+        raise error
+
+    return opened
+
+
+def checked_group(members: Members, problems: dict[str, str], options: Any) -> Members:
+    """``members`` (``(key, factory)``, in their order) with those in ``problems`` (key ->
+    message naming the file and the member) failing: at once, on the first, unless
+    ``on_error="report"``, where each is listed in ``skipped`` with an
+    ``unreadable_member`` finding and the rest are scanned."""
+    for message in problems.values():
+        error = member_error(options, message)
+        if not isinstance(error, SkippedMemberError):
+            raise error
+    return [(k, failing(member_error(options, problems[k])) if k in problems else f)
+            for k, f in members]  # fmt: skip
+
+
+def nested_items(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """``(key, value)`` of the leaves of nested dicts, keys joined with ``.``
+    (``{"layers": {"0": {"w": x}}}`` -> ``("layers.0.w", x)``)."""
+    for k, v in obj.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, dict):
+            yield from nested_items(v, key)
+        else:
+            yield key, v
+
+
+def dict_members(data: dict, options: Any, open_value: Callable[[Any, Any], Any]) -> Members:
+    """A ``dict`` (and nested dicts) of arrays as a group keyed by their path
+    (``"layers.0.w"``), in the dict's order; ``open_value(value, options)`` opens one.
+    Two values of one key (``{"a.b": x, "a": {"b": y}}``) are an error."""
+    out: Members = []
+    seen: set[str] = set()
+    for key, value in nested_items(data):
+        if key in seen:
+            raise SourceError(f"the dict has two arrays under the key {key!r} (nested keys are "
+                              "joined with '.')")  # fmt: skip
+        seen.add(key)
+
+        def opened(value=value, key=key):
+            if value is None or isinstance(value, (str, bytes)):
+                raise UnsupportedDtypeError(f"{key} is {type(value).__name__}, not an array")
+            if isinstance(value, np.ndarray) and not (options is not None and options.raw_dtype):
+                return ArraySource(value, name=key)
+            source = open_value(value, options)
+            if isinstance(source, list):
+                raise SourceError(f"{key} is a group of arrays: scan it on its own")
+            if not getattr(source, "name", ""):
+                source.name = key
+            return source
+
+        out.append((key, opened))
+    return out

@@ -1,0 +1,186 @@
+"""A pickle of a PyTorch checkpoint read without executing it and without torch.
+
+``TensorUnpickler`` is a ``pickle.Unpickler`` whose ``find_class`` resolves only the names a
+state dict is made of: the tensor rebuild functions of ``torch._utils``, the storage types
+(``torch.FloatStorage``, ``torch.BFloat16Storage``..., ``torch.storage.UntypedStorage``),
+``collections.OrderedDict`` and a few plain builtins; each becomes a stand-in of this
+module, never the real thing. Any other global (``os.system``, ``builtins.eval``, a class
+of a training script) is refused with a ``SourceError`` naming it, before anything is
+called. Storages (the ``persistent_load`` ids) become ``StorageRef``, tensors ``TensorRef``:
+where their bytes are and how they are laid out, for a reader to map.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import SourceError
+
+# storage type -> NumPy dtype name (bfloat16 and float8: ml_dtypes)
+STORAGES = {
+    "DoubleStorage": "f8", "FloatStorage": "f4", "HalfStorage": "f2",
+    "BFloat16Storage": "bfloat16", "LongStorage": "i8", "IntStorage": "i4",
+    "ShortStorage": "i2", "CharStorage": "i1", "ByteStorage": "u1", "BoolStorage": "?",
+    "ComplexFloatStorage": "c8", "ComplexDoubleStorage": "c16",
+    "UInt16Storage": "u2", "UInt32Storage": "u4", "UInt64Storage": "u8",
+    "Float8_e4m3fnStorage": "float8_e4m3fn", "Float8_e5m2Storage": "float8_e5m2",
+    "Float8_e4m3fnuzStorage": "float8_e4m3fnuz", "Float8_e5m2fnuzStorage": "float8_e5m2fnuz",
+    "UntypedStorage": "u1",
+}  # fmt: skip
+MAX_DEPTH = 64  # nested containers walked
+
+
+@dataclass(frozen=True)
+class StorageType:
+    """The stand-in of a storage class (``torch.FloatStorage``): its element dtype."""
+
+    name: str
+    dtype: str
+
+
+@dataclass
+class StorageRef:
+    """A storage of the checkpoint: ``key`` (its ``data/<key>`` member, or its place in a
+    legacy file), its dtype and its length in elements."""
+
+    key: str
+    type: StorageType
+    numel: int
+
+
+@dataclass
+class TensorRef:
+    """A tensor: ``size`` elements laid out by ``stride`` (in elements) from ``offset``
+    of ``storage``."""
+
+    storage: StorageRef
+    offset: int
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+
+
+def _ints(v: Any, what: str) -> tuple[int, ...]:
+    if not isinstance(v, (tuple, list)) or not all(
+        isinstance(n, int) and not isinstance(n, bool) for n in v
+    ):
+        raise SourceError(f"a tensor's {what} is not a tuple of integers: {v!r}")
+    return tuple(v)
+
+
+def _rebuild_tensor_v2(storage, storage_offset, size, stride, *rest):
+    """``torch._utils._rebuild_tensor_v2``'s stand-in (its hooks and metadata ignored)."""
+    if not isinstance(storage, StorageRef):
+        raise SourceError(f"a tensor is rebuilt from {type(storage).__name__}, not a storage")
+    if not isinstance(storage_offset, int) or isinstance(storage_offset, bool):
+        raise SourceError(f"a tensor's storage offset is not an integer: {storage_offset!r}")
+    return TensorRef(storage, storage_offset, _ints(size, "size"), _ints(stride, "stride"))
+
+
+def _rebuild_tensor(storage, storage_offset, size, stride):
+    return _rebuild_tensor_v2(storage, storage_offset, size, stride)
+
+
+def _rebuild_parameter(data, requires_grad=False, backward_hooks=None, *state):
+    return data  # a Parameter is its tensor
+
+
+def _bytes(text, encoding="latin1"):
+    """``_codecs.encode``, which protocol 2 pickles bytes with: latin-1 of text only."""
+    if not isinstance(text, str) or encoding != "latin1":
+        raise SourceError(f"refused to call _codecs.encode with {encoding!r}")
+    return text.encode("latin1")
+
+
+ALLOWED: dict[tuple[str, str], Any] = {
+    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
+    ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
+    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+    ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
+    ("collections", "OrderedDict"): OrderedDict,
+    ("builtins", "set"): set,
+    ("builtins", "frozenset"): frozenset,
+    ("_codecs", "encode"): _bytes,
+}
+for _name, _dtype in STORAGES.items():
+    _module = "torch.storage" if _name == "UntypedStorage" else "torch"
+    ALLOWED[(_module, _name)] = StorageType(_name, _dtype)
+ALLOWED[("torch", "UntypedStorage")] = ALLOWED[("torch.storage", "UntypedStorage")]
+
+
+class TensorUnpickler(pickle.Unpickler):
+    """Unpickles a checkpoint's ``data.pkl`` into containers of ``TensorRef``; any global
+    not in ``ALLOWED`` is refused (``SourceError`` naming it)."""
+
+    def __init__(self, file, name: str):
+        super().__init__(file)
+        self.name = name
+        self.storages: dict[str, StorageRef] = {}
+
+    def find_class(self, module: str, name: str) -> Any:
+        found = ALLOWED.get((module, name))
+        if found is None:
+            raise SourceError(
+                f"{self.name}: refused to load global {module}.{name}: fastfinite rebuilds "
+                "only tensors, storages and plain containers and never runs a pickle's code"
+            )
+        return found
+
+    def persistent_load(self, pid: Any) -> StorageRef:
+        if not (isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage"):
+            raise SourceError(f"{self.name}: a persistent id that is not a storage: {pid!r}")
+        storage_type, key, numel = pid[1], pid[2], pid[4]
+        if not isinstance(storage_type, StorageType) or not isinstance(key, (str, int)):
+            raise SourceError(f"{self.name}: a storage of an unknown type: {pid!r}")
+        if not isinstance(numel, int) or isinstance(numel, bool) or numel < 0:
+            raise SourceError(f"{self.name}: storage {key} has a length of {numel!r}")
+        if len(pid) > 5 and pid[5] is not None:  # a legacy view of another storage
+            raise SourceError(f"{self.name}: storage {key} is a view of another (a legacy "
+                              "layout fastfinite does not read)")  # fmt: skip
+        key = str(key)
+        if key not in self.storages:
+            self.storages[key] = StorageRef(key, storage_type, numel)
+        return self.storages[key]
+
+
+def load(data: bytes, name: str) -> Any:
+    """The object of one pickle (``name``: what errors call it), its globals restricted."""
+    try:
+        return TensorUnpickler(io.BytesIO(data), name).load()
+    except SourceError:
+        raise
+    except RecursionError:
+        raise SourceError(f"{name}: its pickle is nested too deep") from None
+    except Exception as e:  # a truncated or malformed pickle
+        raise SourceError(f"{name}: not a valid pickle: {type(e).__name__}: {e}") from None
+
+
+def tensors_of(obj: Any, name: str) -> list[tuple[str, TensorRef]]:
+    """``(key, tensor)`` of every tensor in nested dicts, lists and tuples, keyed by their
+    path joined with ``.`` (``"model.layers.0.w"``; ``""`` for a tensor pickled alone);
+    other values (numbers, text) are not arrays and are passed over."""
+    out: list[tuple[str, TensorRef]] = []
+    stack: list[tuple[str, Any, int]] = [("", obj, 0)]
+    seen: set[int] = set()
+    while stack:
+        key, value, depth = stack.pop()
+        if isinstance(value, TensorRef):
+            out.append((key, value))
+            continue
+        if isinstance(value, dict):
+            items = list(value.items())
+        elif isinstance(value, (list, tuple)):
+            items = list(enumerate(value))
+        else:
+            continue
+        if id(value) in seen:  # a container that holds itself
+            continue
+        seen.add(id(value))
+        if depth >= MAX_DEPTH:
+            raise SourceError(f"{name}: containers nested more than {MAX_DEPTH} deep")
+        for k, v in reversed(items):
+            stack.append((f"{key}.{k}" if key else str(k), v, depth + 1))
+    return out
