@@ -509,3 +509,14 @@ def test_npz_and_safetensors_members_of_a_tar(tmp_path):
     assert r.arrays["s.tar/000000.a.npz/emb"].locations[0].index == (0, 1)
     _assert_stats(r, [x, w])
     assert r.bad_samples() == ["s.tar/000000", "s.tar/000001", "s.tar/000002"]
+
+
+def test_the_progress_bar_counts_the_whole_set(tmp_path, capsys):
+    d = tmp_path / "set"
+    d.mkdir()
+    for i in range(4):
+        np.save(d / f"{i}.npy", np.zeros(1024, np.float32))  # 4 KiB each
+    fastfinite.scan(str(d), progress=True)
+    err = capsys.readouterr().err
+    assert "16.0k" in err and "4.00k" not in err  # one bar over the set, not one a file
+    assert err.count(str(d)) >= 1

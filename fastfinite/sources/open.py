@@ -145,7 +145,8 @@ def _open_path(path: str, options: ScanOptions) -> Target:
             from .tars import open_tar
 
             base = os.path.basename(path.rstrip("/"))
-            return [(f"{base}/{k}", f) for k, f in open_tar(path, options)]
+            members = [(f"{base}/{k}", f) for k, f in open_tar(path, options)]
+            return shards.ShardSet(members, [os.path.abspath(path)])
         if lower.endswith(ARROW_SUFFIXES):
             from .arrow import open_arrow
 
