@@ -520,3 +520,39 @@ def test_the_progress_bar_counts_the_whole_set(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "16.0k" in err and "4.00k" not in err  # one bar over the set, not one a file
     assert err.count(str(d)) >= 1
+
+
+def test_every_kind_of_member_on_a_dask_cluster(tmp_path, dask_client):
+    st = pytest.importorskip("safetensors.numpy")
+    d = tmp_path / "all"
+    d.mkdir()
+    np.save(d / "a.npy", np.array([1.0, np.nan]))
+    b = io.BytesIO()
+    np.savez(b, e=np.array([np.inf, 2.0]))
+    with tarfile.open(d / "s.tar", "w") as tf:
+        _add(tf, "000000.x.npy", _npy_bytes(np.array([[0.0, -np.inf]])))
+        _add(tf, "000001.y.npz", b.getvalue())
+        _add(tf, "000002.z.safetensors", st.save({"w": np.array([np.nan], np.float32)}))
+    with pa.ipc.new_stream(d / "t.arrow", pa.schema([("v", pa.list_(pa.float32(), 2))])) as w:
+        w.write_table(pa.table({"v": pa.array([[1, np.nan]], pa.list_(pa.float32(), 2))}))
+    with h5py.File(d / "f.h5", "w") as f:
+        f["x"] = np.array([np.inf])
+    local = fastfinite.scan(str(d))
+    assert (local.nan, local.posinf, local.neginf, len(local.arrays)) == (3, 2, 1, 6)
+    assert fastfinite.scan(str(d), scheduler=dask_client).to_dict() == local.to_dict()
+
+
+def test_a_cache_of_tar_shards_and_arrow_files(shards, tmp_path):
+    d, values = shards
+    t = pa.table({"v": [1.0, 2.0]})
+    with pa.ipc.new_file(d / "t.arrow", t.schema) as w:
+        w.write_table(t)
+    cache = str(tmp_path / "cache")
+    first = fastfinite.scan(str(d), cache=cache)
+    again = fastfinite.scan(str(d), cache=cache)
+    assert not any(again.changes.rescanned.values())
+    assert again.to_dict() == first.to_dict()
+    _shard(d / "shard-000000.tar", {"000000": np.array([np.nan], np.float32)})
+    third = fastfinite.scan(str(d), cache=cache)
+    assert [k for k, v in third.changes.rescanned.items() if v] == ["shard-000000.tar/000000.x.npy"]
+    assert third.to_dict() == fastfinite.scan(str(d)).to_dict() and third.nan == 2

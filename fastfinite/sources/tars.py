@@ -241,7 +241,8 @@ class TarNpySource(ArraySource):
         return self._array
 
     def identity(self) -> dict | None:
-        return {"kind": "tar-npy", "path": self.tar, "member": self.member,
+        # "location": what a cache keeps it under (the tar's members, each its own)
+        return {"kind": "tar-npy", "location": f"{self.tar}/{self.member}", "member": self.member,
                 "offset": self.offset, "dtype": self.dtype.str, "shape": list(self.shape)}  # fmt: skip
 
     def fingerprints(self):
