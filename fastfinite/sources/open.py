@@ -4,15 +4,14 @@ contents, and ``group_name`` names the inputs that open as groups."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..errors import FastFiniteError, SourceError
+from ..errors import SourceError
 from ..options import ScanOptions
-from .base import Source, of_type
+from .base import Source, of_type, reader_errors
 from .walk import ARROW_SUFFIXES, PARQUET_SUFFIXES, TAR_SUFFIXES, is_zarr_store, walk
 
 STORES = ("FsspecStore", "LocalStore", "ZipStore", "ObjectStore", "MemoryStore")
@@ -42,22 +41,6 @@ def open_source(data: Any, options: ScanOptions | None = None) -> Target:
     if isinstance(target, list):  # each member opens later, alone: its errors name it
         target[:] = [(path, _named(factory, name, path)) for path, factory in target]
     return target
-
-
-@contextmanager
-def reader_errors(name: str, member: str | None = None) -> Iterator[None]:
-    """The one place where an exception of a reader becomes a ``SourceError`` naming what
-    failed: ``cannot read NAME, member MEMBER: KeyError: ...``. fastfinite's own errors,
-    which name it already, and ``MemoryError`` pass as they are."""
-    try:
-        yield
-    except (FastFiniteError, MemoryError):
-        raise
-    except Exception as e:
-        where = name if member is None else f"{name}, member {member}"
-        text = str(e)
-        text = text if len(text) <= 300 else text[:300] + "..."
-        raise SourceError(f"cannot read {where}: {type(e).__name__}: {text}") from e
 
 
 def _named(factory: Callable[[], Any], name: str, member: str) -> Callable[[], Any]:

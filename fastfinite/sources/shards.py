@@ -188,7 +188,7 @@ def file_members(path: str, rel: str, kind: str, options) -> Members:
     """The members of one array file or store of a set, keyed below ``rel``; a file that
     cannot be opened is an error naming it, or with ``on_error="report"`` one member whose
     factory raises ``SkippedMemberError`` (an ``unreadable_member`` finding)."""
-    from .open import reader_errors
+    from .base import reader_errors
 
     if kind == ".npy file":  # one array: mapped when its member is scanned, not before
         from .ndarray import open_npy
@@ -219,7 +219,7 @@ def _guarded(factory, path: str, key: str | None, options) -> Callable[[], Any]:
     ``on_error="report"``, makes them a skipped member with an ``unreadable_member``
     finding."""
     from ..errors import UnsupportedDtypeError
-    from .open import reader_errors
+    from .base import reader_errors
 
     def opened():
         try:

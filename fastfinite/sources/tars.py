@@ -123,8 +123,8 @@ def _buffer_members(name: str, info: tarfile.TarInfo, mapped, options) -> list:
     an error naming the tar and the member (or, with ``on_error="report"``, a skipped
     member with an ``unreadable_member`` finding)."""
     from ..errors import FastFiniteError
+    from .base import reader_errors
     from .files import open_buffer
-    from .open import reader_errors
 
     view = memoryview(mapped())[info.offset_data : info.offset_data + info.size]
     try:
