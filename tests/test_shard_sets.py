@@ -556,3 +556,32 @@ def test_a_cache_of_tar_shards_and_arrow_files(shards, tmp_path):
     third = fastfinite.scan(str(d), cache=cache)
     assert [k for k, v in third.changes.rescanned.items() if v] == ["shard-000000.tar/000000.x.npy"]
     assert third.to_dict() == fastfinite.scan(str(d)).to_dict() and third.nan == 2
+
+
+def test_bad_samples_of_a_set_scanned_by_row(npy_dir):
+    d, arrays = npy_dir
+    r = fastfinite.scan(str(d), by=0)
+    keys = r.bad_samples()
+    assert keys == [("a.npy", 4), ("b.npy", 6), ("sub/c.npy", 2)] and keys.complete
+    for key, row in keys:  # each row of each file holds a non-finite value, and no other
+        bad = ~np.isfinite(arrays[key]).reshape(arrays[key].shape[0], -1).all(axis=1)
+        assert np.flatnonzero(bad).tolist() == [row]
+
+
+@pytest.mark.parametrize("writer", ["file", "stream"])
+def test_a_cut_arrow_file_in_a_set(tmp_path, writer):
+    d = tmp_path / "set"
+    d.mkdir()
+    np.save(d / "a.npy", np.array([np.nan]))
+    t = pa.table({"v": np.arange(1000.0)})
+    new = pa.ipc.new_file if writer == "file" else pa.ipc.new_stream
+    with new(d / "t.arrow", t.schema) as w:
+        w.write_table(t, max_chunksize=100)
+    data = (d / "t.arrow").read_bytes()
+    (d / "t.arrow").write_bytes(data[: len(data) // 2])
+    with pytest.raises(SourceError, match=r"t\.arrow is not a valid Arrow IPC file or stream"):
+        fastfinite.scan(str(d))
+    r = fastfinite.scan(str(d), on_error="report")
+    assert (list(r.arrays), r.nan) == (["a.npy"], 1)
+    assert r.skipped["t.arrow"].startswith("cannot be read: ")
+    assert r.bad_samples() == ["a.npy", "t.arrow"]
