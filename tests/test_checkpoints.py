@@ -314,6 +314,42 @@ def test_gguf_float_tensors_in_place_quantized_dequantized(tmp_path):
     assert isinstance(dict(open_file(str(tmp_path / "m.gguf")))["bf"](), MappedTensor)
 
 
+@pytest.mark.parametrize("kind", ["safetensors", "npz", "npz compressed", "pt", "pt strided"])
+def test_cache_knows_each_tensor_of_a_file(tmp_path, kind):
+    """A second scan recalls every tensor; a file rewritten is read again, its new NaN
+    found (tensors of one file are other arrays to the cache)."""
+    from safetensors.numpy import save_file
+
+    x, y = planted(np.float32, (30, 20)), np.ones((4, 5))
+    path = str(tmp_path / f"m.{kind.split()[0]}")
+
+    def write(x):
+        if kind == "safetensors":
+            save_file({"x": x, "y": y}, path)
+        elif kind.startswith("npz"):
+            (np.savez_compressed if "compressed" in kind else np.savez)(path, x=x, y=y)
+        else:
+            s = tf.Storage(x, "0")
+            t = (
+                tf.Tensor(s, 0, (20, 30), (1, 20))
+                if "strided" in kind
+                else tf.Tensor(s, 0, x.shape)
+            )
+            tf.write_zip(path, {"x": t, "y": tf.Tensor(tf.Storage(y, "1"), 0, y.shape)})
+
+    write(x)
+    cache = str(tmp_path / "cache")
+    first = fastfinite.scan(path, cache=cache)
+    again = fastfinite.scan(path, cache=cache)
+    assert again.counts() == first.counts()
+    assert again.changes.rescanned == {"x": [], "y": []}
+    x2 = x.copy()
+    x2[0, 0] = np.nan
+    write(x2)
+    later = fastfinite.scan(path, cache=cache)
+    assert later.nan == first.nan + 1
+
+
 # -- in memory, the table, the command line --------------------------------------------------
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import SourceError, UnsupportedDtypeError
 from .base import regular_file
 from .ndarray import ArraySource
-from .tensors import MappedTensor, Members, checked_group, failing, member_error
+from .tensors import HeldMember, MappedTensor, Members, checked_group, failing, member_error
 from .unpickle import TensorRef, itemsize, load, tensors_of
 
 _LOCAL = struct.Struct("<4s22xHH")
@@ -200,11 +200,11 @@ def _mapping(path: str, start: int, ref: TensorRef, dtype: np.dtype, span: int, 
     order = _contiguous(ref)
     first = start + ref.offset * dtype.itemsize
 
+    strides = None if order is not None or span == 0 else ref.stride
+
     def opened():
-        if order is not None or span == 0:
-            return MappedTensor(path, first, dtype, ref.size, name, order or "C", "torch")
-        base = np.memmap(path, dtype, "r", offset=first, shape=(span - ref.offset,))
-        return ArraySource(strided(base, ref), name=name)
+        return MappedTensor(path, first, dtype, ref.size, name, order or "C", "torch", name,
+                            strides)  # fmt: skip
 
     return opened
 
@@ -216,7 +216,7 @@ def _inflating(path: str, info, ref: TensorRef, dtype: np.dtype, name: str, opti
                 data = zf.read(info)
         except Exception as e:
             raise member_error(options, f"cannot read {name}: {type(e).__name__}: {e}") from None
-        return ArraySource(_from_bytes(data, ref, dtype), name=name)
+        return HeldMember(_from_bytes(data, ref, dtype), name, path, info.filename, "torch")
 
     return opened
 
