@@ -268,6 +268,18 @@ def test_persistent_id_that_is_not_a_storage(tmp_path, no_pwn):
         fastfinite.scan(str(tmp_path / "m.pt"))
 
 
+def test_pickle_that_sets_the_state_of_a_stand_in(tmp_path):
+    """BUILD on a rebuilt tensor (its size made text after its checks) is refused."""
+
+    class Built(tf.Tensor):
+        def __reduce__(self):
+            return (*super().__reduce__(), {"size": "a lie"})
+
+    tf.write_zip(tmp_path / "m.pt", {"w": Built(tf.Storage(np.ones(4, np.float32), "0"))})
+    with pytest.raises(SourceError, match="refused to set the state of a TensorRef"):
+        fastfinite.scan(str(tmp_path / "m.pt"))
+
+
 TORCH_LIES = {
     "storage missing": (lambda p: _without(p, "archive/data/1"), "its storage archive/data/1 is "
                         "not in the zip"),

@@ -38,10 +38,15 @@ def test_python_examples_run_and_print_what_the_readme_shows():
         "overflow:float32 cast overflow",
     ]
     assert outputs[3].strip() == "17 1 (1, 1)"
-    assert outputs[4] == shown_after(outputs[4], "## Checkpoints and shard sets")  # a set
-    assert outputs[5].split() == ["(1,", "2)", "1"]
-    assert outputs[6].splitlines() == ["1", "CastRisk(overflow=1, underflow=1)"]
-    assert outputs[7].splitlines() == [
+    assert outputs[4].split() == ["(1,", "2)", "1"]
+    assert outputs[5].splitlines() == ["1", "CastRisk(overflow=1, underflow=1)"]
+    assert outputs[6].splitlines() == [  # checkpoints
+        "['layers.0.attn.w', 'layers.0.mlp.w']",
+        "layers.0.attn.w (2, 5)",
+        "3",
+    ]
+    assert outputs[7] == shown_after(outputs[7], "### Shard sets")  # a set, a tar
+    assert outputs[8].splitlines() == [
         "batch 4, element 0 ('image'), posinf at (3, 2) (posinf 1)",
         "5 guard: 6 batches checked, 1 bad (0 warned, 1 skipped)",
     ]

@@ -42,7 +42,8 @@ class Storage:
 class Tensor:
     """A tensor of ``size`` and ``stride`` (elements) from ``offset`` of ``storage``."""
 
-    def __init__(self, storage: Storage, offset=0, size=None, stride=None, parameter=False):
+    def __init__(self, storage: Storage, offset=0, size=None, stride=None, parameter=False,
+                 v3=False):  # fmt: skip
         n = storage.array.size
         self.storage, self.offset = storage, offset
         self.size = tuple(size if size is not None else (n,))
@@ -52,11 +53,14 @@ class Tensor:
                 stride.insert(0, step)
                 step *= d
         self.stride = tuple(stride)
-        self.parameter = parameter
+        self.parameter, self.v3 = parameter, v3
 
     def __reduce__(self):
         args = (self.storage, self.offset, self.size, self.stride, False, OrderedDict())
         t = (Global("torch._utils", "_rebuild_tensor_v2"), args)
+        if self.v3:  # as torch saves float8: an untyped storage, the tensor's own dtype
+            dtype = Global("torch", self.storage.array.dtype.name)
+            t = (Global("torch._utils", "_rebuild_tensor_v3"), (*args, dtype))
         if self.parameter:
             return Global("torch._utils", "_rebuild_parameter"), (_Reduced(t), False, OrderedDict())
         return t
@@ -91,6 +95,9 @@ class _Pickler(pickle._Pickler):
 
     def persistent_id(self, obj):
         if isinstance(obj, Storage):
+            if obj.kind == "UntypedStorage":  # its length in bytes
+                kind = Global("torch.storage", "UntypedStorage")
+                return ("storage", kind, obj.key, "cpu", obj.array.nbytes)
             return ("storage", Global("torch", obj.kind), obj.key, "cpu", obj.array.size)
         return None
 

@@ -95,9 +95,13 @@ class DequantizedTensor(Source):
         values = gguf.quants.dequantize(raw, qtype)
         return values[(slice(None), *region[1:])] if len(self.shape) > 1 else values
 
+    @property
+    def location(self) -> str:
+        return f"{os.path.abspath(self.path)}:{self.name}"
+
     def identity(self) -> dict:
         return {"kind": "gguf", "path": os.path.abspath(self.path), "offset": self.offset,
-                "qtype": self.qtype, "shape": list(self.shape)}  # fmt: skip
+                "qtype": self.qtype, "shape": list(self.shape), "location": self.location}  # fmt: skip
 
     def fingerprints(self):
         from .fingerprints import whole_file
@@ -133,7 +137,7 @@ def open_gguf(path: str, name: str, options: Any = None) -> Members:
             def opened(t=t, dtype=dtype, shape=shape, where=where):
                 if isinstance(dtype, Exception):
                     raise dtype
-                return MappedTensor(path, t.data_offset, dtype, shape, where, "C", "gguf")
+                return MappedTensor(path, t.data_offset, dtype, shape, where, "C", "gguf", t.name)
 
         else:
 

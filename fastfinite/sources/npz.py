@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import SkippedMemberError, SourceError, UnsupportedDtypeError
 from .base import regular_file
 from .ndarray import ArraySource, as_raw_dtype
-from .tensors import MappedTensor, Members, checked_group, failing, member_error
+from .tensors import HeldMember, MappedTensor, Members, checked_group, failing, member_error
 
 _LOCAL = struct.Struct("<4s22xHH")  # a zip local header: signature ... name and extra lengths
 MAX_HEADER = 1 << 20  # the largest .npy header read (NumPy's default is 10 kB)
@@ -114,17 +114,18 @@ def _stored(path: str, info: zipfile.ZipInfo, size: int, where: str, options: An
     name = where.replace(", member ", ":")
     dtype = _raw(dtype, options, name)
     order = "F" if fortran else "C"
-    return lambda: MappedTensor(path, start + head, dtype, shape, name, order, "npz")
+    return lambda: MappedTensor(path, start + head, dtype, shape, name, order, "npz", info.filename)
 
 
-def _inflated(path: str, info: zipfile.ZipInfo, where: str, options: Any) -> ArraySource:
+def _inflated(path: str, info: zipfile.ZipInfo, where: str, options: Any) -> HeldMember:
     """A compressed member, read whole (it is the one member in memory)."""
     try:
         with zipfile.ZipFile(path) as zf, zf.open(info) as f:
             data = f.read()
     except Exception as e:  # a corrupt stream, a bad CRC, a file cut short
         raise member_error(options, f"cannot read {where}: {type(e).__name__}: {e}") from None
-    return npy_bytes(data, where.replace(", member ", ":"), options)
+    source = npy_bytes(data, where.replace(", member ", ":"), options)
+    return HeldMember(source.array, source.name, path, info.filename, "npz")
 
 
 def npy_bytes(data: bytes | memoryview, name: str, options: Any = None) -> ArraySource:

@@ -161,9 +161,9 @@ def _members(found: list, path: str, start: int, name: str, problems: dict) -> M
             continue
         where = f"{name}:{key}"
 
-        def opened(code=code, shape=shape, begin=begin, where=where):
+        def opened(code=code, shape=shape, begin=begin, where=where, key=key):
             dtype = numpy_dtype(code, where)
-            return MappedTensor(path, start + begin, dtype, shape, where, "C", "safetensors")
+            return MappedTensor(path, start + begin, dtype, shape, where, "C", "safetensors", key)
 
         out.append((key, opened))
     return out

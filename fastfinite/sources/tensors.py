@@ -20,9 +20,10 @@ Members = list  # [(key, factory), ...]: the group mechanism of ``open.Target``
 
 
 class MappedTensor(ArraySource):
-    """One array stored raw (C or Fortran order) at byte ``offset`` of the file ``path``,
-    read in place through a read-only memory map of its bytes alone; it pickles as where
-    it is and maps them again where it is unpickled (a Dask task)."""
+    """One array stored raw (C or Fortran order, or by ``strides`` in elements: a view of a
+    PyTorch storage) at byte ``offset`` of the file ``path``, read in place through a
+    read-only memory map of its bytes alone; it pickles as where it is and maps them again
+    where it is unpickled (a Dask task)."""
 
     def __init__(
         self,
@@ -33,10 +34,14 @@ class MappedTensor(ArraySource):
         name: str,
         order: str = "C",
         kind: str = "tensor",
+        member: str = "",
+        strides: tuple[int, ...] | None = None,
     ):
-        self.offset, self.order, self.kind = int(offset), order, kind
+        self.offset, self.order, self.kind, self.strides = int(offset), order, kind, strides
+        self.member = member or str(self.offset)  # its name in the file
         self._planned = (np.dtype(dtype), tuple(int(n) for n in shape))
-        super().__init__(_mapped(path, offset, dtype, shape, order), name=name, path=path)
+        array = _mapped(path, offset, dtype, shape, order, strides)
+        super().__init__(array, name=name, path=path)
 
     def __reduce__(self):  # mapped again where it is unpickled
         return (_remapped, (self.__dict__ | {"_array": None},))
@@ -44,13 +49,13 @@ class MappedTensor(ArraySource):
     @property
     def array(self) -> np.ndarray:
         if self._array is None:
-            self._array = _mapped(self.path, self.offset, *self._planned, self.order)
+            self._array = _mapped(self.path, self.offset, *self._planned, self.order, self.strides)
         return self._array
 
     def verify(self) -> None:
         """The file is still there and still holds the tensor's bytes."""
         dtype, shape = self._planned
-        end = self.offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        end = self.offset + _span(shape, self.strides) * dtype.itemsize
         try:
             size = os.stat(self.path).st_size
         except OSError as e:
@@ -58,10 +63,42 @@ class MappedTensor(ArraySource):
         if size < end:
             raise SourceError(f"{self.name}: the file is now {size} bytes, shorter than {end}")
 
+    @property
+    def location(self) -> str:
+        """The file and the tensor's name in it: tensors of one file are other arrays to a
+        cache and to Dask's keys."""
+        return f"{os.path.abspath(self.path)}:{self.member}"
+
     def identity(self) -> dict:
         dtype, shape = self._planned
         return {"kind": self.kind, "path": os.path.abspath(self.path), "offset": self.offset,
-                "dtype": dtype.str, "shape": list(shape), "order": self.order}  # fmt: skip
+                "dtype": dtype.str, "shape": list(shape), "order": self.order,
+                "strides": self.strides and list(self.strides),
+                "location": self.location}  # fmt: skip
+
+
+class HeldMember(ArraySource):
+    """An array read whole from a compressed member of the file ``path`` (a member of a
+    ``.npz`` of ``np.savez_compressed``), held in RAM while it is scanned; a cache knows it
+    by the file and the member."""
+
+    def __init__(self, array: np.ndarray, name: str, path: str, member: str, kind: str):
+        super().__init__(array, name=name)
+        self.file, self.member, self.kind = os.path.abspath(path), member, kind
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.member}"
+
+    def identity(self) -> dict:
+        return {"kind": self.kind, "path": self.file, "member": self.member,
+                "dtype": self.dtype.str, "shape": list(self.shape),
+                "location": self.location}  # fmt: skip
+
+    def fingerprints(self):
+        from .fingerprints import whole_file
+
+        return whole_file(self.file)
 
 
 def _remapped(state: dict) -> MappedTensor:
@@ -70,11 +107,24 @@ def _remapped(state: dict) -> MappedTensor:
     return source
 
 
-def _mapped(path: str, offset: int, dtype, shape, order: str) -> np.ndarray:
+def _span(shape, strides) -> int:
+    """Elements from the first a tensor reaches to its last, inclusive (0 when empty)."""
+    if 0 in shape:
+        return 0
+    if strides is None:
+        return int(np.prod(shape, dtype=np.int64))
+    return 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+
+
+def _mapped(path: str, offset: int, dtype, shape, order: str, strides=None) -> np.ndarray:
     dtype = np.dtype(dtype)
-    if int(np.prod(shape, dtype=np.int64)) == 0 or dtype.itemsize == 0:
+    if _span(shape, strides) == 0 or dtype.itemsize == 0:
         return np.zeros(shape, dtype)  # nothing to map (mmap refuses a length of 0)
-    return np.memmap(path, dtype, "r", offset=offset, shape=tuple(shape), order=order)
+    if strides is None:
+        return np.memmap(path, dtype, "r", offset=offset, shape=tuple(shape), order=order)
+    base = np.memmap(path, dtype, "r", offset=offset, shape=(_span(shape, strides),))
+    step = tuple(s * dtype.itemsize for s in strides)
+    return np.lib.stride_tricks.as_strided(base, tuple(shape), step, writeable=False)
 
 
 def member_error(options: Any, message: str) -> SourceError:

@@ -24,8 +24,8 @@ import numpy as np
 from ..errors import SourceError, UnsupportedDtypeError
 from .base import regular_file
 from .ndarray import ArraySource
-from .tensors import MappedTensor, Members, checked_group, failing, member_error
-from .unpickle import TensorRef, load, tensors_of
+from .tensors import HeldMember, MappedTensor, Members, checked_group, failing, member_error
+from .unpickle import TensorRef, itemsize, load, tensors_of
 
 _LOCAL = struct.Struct("<4s22xHH")
 MAX_PICKLE = 1 << 30  # the largest data.pkl read
@@ -33,9 +33,9 @@ LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 
 
 def storage_dtype(ref: TensorRef, byteorder: str, where: str) -> np.dtype:
-    """The NumPy dtype of a tensor's storage (``UnsupportedDtypeError`` for bfloat16 and
-    float8 without ml_dtypes)."""
-    name = ref.storage.type.dtype
+    """The NumPy dtype of a tensor (its own, or its storage's), in the checkpoint's byte
+    order (``UnsupportedDtypeError`` for bfloat16 and float8 without ml_dtypes)."""
+    name = ref.dtype or ref.storage.type.dtype
     if name.startswith(("bfloat", "float8")):
         try:
             import ml_dtypes
@@ -49,9 +49,9 @@ def storage_dtype(ref: TensorRef, byteorder: str, where: str) -> np.dtype:
     return dtype.newbyteorder("<" if byteorder == "little" else ">")
 
 
-def tensor_span(ref: TensorRef, where: str) -> int:
-    """The elements of its storage a tensor reaches (0 when it is empty), its size and
-    stride checked (``SourceError`` naming it)."""
+def tensor_span(ref: TensorRef, where: str, dtype: np.dtype) -> int:
+    """The elements (of ``dtype``) of its storage a tensor reaches (0 when it is empty),
+    its size and stride checked against the storage (``SourceError`` naming it)."""
     if len(ref.size) != len(ref.stride):
         raise SourceError(f"cannot read {where}: size {ref.size} and stride {ref.stride} differ "
                           "in length")  # fmt: skip
@@ -61,9 +61,10 @@ def tensor_span(ref: TensorRef, where: str) -> int:
     if 0 in ref.size:
         return 0
     end = ref.offset + 1 + sum((n - 1) * s for n, s in zip(ref.size, ref.stride))
-    if end > ref.storage.numel:
+    held = ref.storage.nbytes // dtype.itemsize
+    if end > held:
         raise SourceError(f"cannot read {where}: it reaches element {end} of its storage "
-                          f"{ref.storage.key}, which holds {ref.storage.numel}")  # fmt: skip
+                          f"{ref.storage.key}, which holds {held}")  # fmt: skip
     return end
 
 
@@ -157,12 +158,12 @@ def open_torch(path: str, name: str, options: Any = None) -> Members:
                     raise SourceError(
                         f"cannot read {where}: its storage {member} is not in the zip"
                     )
-                span = tensor_span(ref, where)
                 dtype = storage_dtype(ref, byteorder, where)
-                if ref.storage.numel * dtype.itemsize > info.file_size:
+                span = tensor_span(ref, where, dtype)
+                if ref.storage.nbytes > info.file_size:
                     raise SourceError(
                         f"cannot read {where}: its storage {member} holds {info.file_size} "
-                        f"bytes, not the {ref.storage.numel * dtype.itemsize} it says"
+                        f"bytes, not the {ref.storage.nbytes} it says"
                     )
                 if info.compress_type != zipfile.ZIP_STORED:
                     factory = _inflating(path, info, ref, dtype, f"{name}:{key}", options)
@@ -199,11 +200,11 @@ def _mapping(path: str, start: int, ref: TensorRef, dtype: np.dtype, span: int, 
     order = _contiguous(ref)
     first = start + ref.offset * dtype.itemsize
 
+    strides = None if order is not None or span == 0 else ref.stride
+
     def opened():
-        if order is not None or span == 0:
-            return MappedTensor(path, first, dtype, ref.size, name, order or "C", "torch")
-        base = np.memmap(path, dtype, "r", offset=first, shape=(span - ref.offset,))
-        return ArraySource(strided(base, ref), name=name)
+        return MappedTensor(path, first, dtype, ref.size, name, order or "C", "torch", name,
+                            strides)  # fmt: skip
 
     return opened
 
@@ -215,7 +216,7 @@ def _inflating(path: str, info, ref: TensorRef, dtype: np.dtype, name: str, opti
                 data = zf.read(info)
         except Exception as e:
             raise member_error(options, f"cannot read {name}: {type(e).__name__}: {e}") from None
-        return ArraySource(_from_bytes(data, ref, dtype), name=name)
+        return HeldMember(_from_bytes(data, ref, dtype), name, path, info.filename, "torch")
 
     return opened
 
@@ -223,7 +224,7 @@ def _inflating(path: str, info, ref: TensorRef, dtype: np.dtype, name: str, opti
 def _from_bytes(data, ref: TensorRef, dtype: np.dtype) -> np.ndarray:
     if 0 in ref.size:
         return np.zeros(ref.size, dtype)
-    base = np.frombuffer(data, dtype, ref.storage.numel)[ref.offset :]
+    base = np.frombuffer(data, dtype, ref.storage.nbytes // dtype.itemsize)[ref.offset :]
     return strided(base, ref)
 
 
@@ -245,9 +246,9 @@ def torch_bytes(data: bytes | memoryview, name: str, options: Any = None) -> Mem
             info = infos.get(member)
             if info is None:
                 raise SourceError(f"cannot read {where}: its storage {member} is not in the zip")
-            tensor_span(ref, where)
             dtype = storage_dtype(ref, byteorder, where)
-            if ref.storage.numel * dtype.itemsize > info.file_size:
+            tensor_span(ref, where, dtype)
+            if ref.storage.nbytes > info.file_size:
                 raise SourceError(f"cannot read {where}: its storage {member} holds "
                                   f"{info.file_size} bytes")  # fmt: skip
         except UnsupportedDtypeError as e:
@@ -306,9 +307,8 @@ def open_legacy(path: str, name: str, options: Any = None) -> Members:
             if ref is None or len(head) < 8:
                 raise SourceError(f"{name}: storage {key} is not where its keys say (truncated?)")
             (numel,) = struct.unpack("<q", head)
-            dtype = storage_dtype(TensorRef(ref, 0, (), ()), "little", name)
             starts[key] = f.tell()
-            end = f.tell() + numel * dtype.itemsize
+            end = f.tell() + numel * itemsize(ref.type.dtype)
             if numel != ref.numel or end > size:
                 raise SourceError(f"{name}: storage {key} of {numel} elements runs past the end "
                                   f"of the file ({size} bytes) or differs from its pickle")  # fmt: skip
@@ -321,8 +321,8 @@ def open_legacy(path: str, name: str, options: Any = None) -> Members:
             if ref.storage.key not in starts:
                 raise SourceError(f"cannot read {where}: its storage {ref.storage.key} is not "
                                   "in the file")  # fmt: skip
-            span = tensor_span(ref, where)
             dtype = storage_dtype(ref, "little", where)
+            span = tensor_span(ref, where, dtype)
             factory = _mapping(path, starts[ref.storage.key], ref, dtype, span, f"{name}:{key}")
         except UnsupportedDtypeError as e:
             factory = failing(e)

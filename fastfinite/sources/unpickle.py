@@ -31,11 +31,34 @@ STORAGES = {
     "Float8_e4m3fnuzStorage": "float8_e4m3fnuz", "Float8_e5m2fnuzStorage": "float8_e5m2fnuz",
     "UntypedStorage": "u1",
 }  # fmt: skip
+# torch's dtypes (``torch.float8_e4m3fn``, named by ``_rebuild_tensor_v3``) -> NumPy's
+DTYPES = {
+    "float64": "f8", "float32": "f4", "float16": "f2", "bfloat16": "bfloat16", "int64": "i8",
+    "int32": "i4", "int16": "i2", "int8": "i1", "uint8": "u1", "bool": "?",
+    "complex64": "c8", "complex128": "c16", "uint16": "u2", "uint32": "u4", "uint64": "u8",
+    "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
+    "float8_e4m3fnuz": "float8_e4m3fnuz", "float8_e5m2fnuz": "float8_e5m2fnuz",
+}  # fmt: skip
 MAX_DEPTH = 64  # nested containers walked
 
 
+def itemsize(name: str) -> int:
+    """Bytes per element of a NumPy dtype name of ``STORAGES`` or ``DTYPES`` (bfloat16 and
+    float8 without ml_dtypes)."""
+    if name == "bfloat16":
+        return 2
+    return 1 if name.startswith("float8") else int(name[1:]) if name[0] in "fiuc" else 1
+
+
+class _Frozen:
+    """A stand-in whose state a pickle cannot set (``BUILD``)."""
+
+    def __setstate__(self, state):
+        raise SourceError(f"refused to set the state of a {type(self).__name__}")
+
+
 @dataclass(frozen=True)
-class StorageType:
+class StorageType(_Frozen):
     """The stand-in of a storage class (``torch.FloatStorage``): its element dtype."""
 
     name: str
@@ -43,7 +66,7 @@ class StorageType:
 
 
 @dataclass
-class StorageRef:
+class StorageRef(_Frozen):
     """A storage of the checkpoint: ``key`` (its ``data/<key>`` member, or its place in a
     legacy file), its dtype and its length in elements."""
 
@@ -51,16 +74,29 @@ class StorageRef:
     type: StorageType
     numel: int
 
+    @property
+    def nbytes(self) -> int:
+        return self.numel * itemsize(self.type.dtype)
+
+
+@dataclass(frozen=True)
+class TorchDtype(_Frozen):
+    """The stand-in of a dtype (``torch.float8_e4m3fn``): its NumPy name."""
+
+    dtype: str
+
 
 @dataclass
-class TensorRef:
+class TensorRef(_Frozen):
     """A tensor: ``size`` elements laid out by ``stride`` (in elements) from ``offset``
-    of ``storage``."""
+    of ``storage``; ``dtype``: its own NumPy dtype name when it is not its storage's (a
+    tensor of an untyped storage, ``_rebuild_tensor_v3``)."""
 
     storage: StorageRef
     offset: int
     size: tuple[int, ...]
     stride: tuple[int, ...]
+    dtype: str | None = None
 
 
 def _ints(v: Any, what: str) -> tuple[int, ...]:
@@ -80,6 +116,16 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, *rest):
     return TensorRef(storage, storage_offset, _ints(size, "size"), _ints(stride, "stride"))
 
 
+def _rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, hooks, dtype, *rest):
+    """``torch._utils._rebuild_tensor_v3``'s stand-in: a tensor of its own dtype (float8
+    tensors are saved so, over an untyped storage)."""
+    if not isinstance(dtype, TorchDtype):
+        raise SourceError(f"a tensor's dtype is {type(dtype).__name__}, not a torch dtype")
+    ref = _rebuild_tensor_v2(storage, storage_offset, size, stride)
+    ref.dtype = dtype.dtype
+    return ref
+
+
 def _rebuild_tensor(storage, storage_offset, size, stride):
     return _rebuild_tensor_v2(storage, storage_offset, size, stride)
 
@@ -97,6 +143,7 @@ def _bytes(text, encoding="latin1"):
 
 ALLOWED: dict[tuple[str, str], Any] = {
     ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
+    ("torch._utils", "_rebuild_tensor_v3"): _rebuild_tensor_v3,
     ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
     ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
     ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
@@ -109,6 +156,8 @@ for _name, _dtype in STORAGES.items():
     _module = "torch.storage" if _name == "UntypedStorage" else "torch"
     ALLOWED[(_module, _name)] = StorageType(_name, _dtype)
 ALLOWED[("torch", "UntypedStorage")] = ALLOWED[("torch.storage", "UntypedStorage")]
+for _name, _dtype in DTYPES.items():
+    ALLOWED[("torch", _name)] = TorchDtype(_dtype)
 
 
 class TensorUnpickler(pickle.Unpickler):
