@@ -585,3 +585,22 @@ def test_a_cut_arrow_file_in_a_set(tmp_path, writer):
     assert (list(r.arrays), r.nan) == (["a.npy"], 1)
     assert r.skipped["t.arrow"].startswith("cannot be read: ")
     assert r.bad_samples() == ["a.npy", "t.arrow"]
+
+
+def test_a_bad_header_in_the_middle_of_a_tar_is_not_its_end(shards, tmp_path):
+    d, _ = shards
+    data = bytearray((d / "shard-000000.tar").read_bytes())
+    data[512 * 4 + 3] ^= 0xFF  # the name of the third member: its checksum fails
+    (tmp_path / "bad.tar").write_bytes(bytes(data))
+    with pytest.raises(SourceError, match=r"after member 000000\.cls: a header that cannot be "):
+        fastfinite.scan(str(tmp_path / "bad.tar"))  # tarfile alone stops there, silently
+    r = fastfinite.scan(str(tmp_path / "bad.tar"), on_error="report")
+    assert list(r.arrays) == ["bad.tar/000000.x.npy"] and [f.kind for f in r.findings] == [
+        "unreadable_member"
+    ]
+    whole = (d / "shard-000000.tar").read_bytes()
+    (tmp_path / "two.tar").write_bytes(whole + whole)  # `cat a.tar b.tar`
+    with pytest.raises(
+        SourceError, match=f"data after its end-of-archive blocks, at byte {len(whole)}"
+    ):
+        fastfinite.scan(str(tmp_path / "two.tar"))

@@ -110,7 +110,29 @@ def _headers(path: str, size: int) -> tuple[list[tarfile.TarInfo], str | None]:
         return infos, f"{type(e).__name__}: {e}"
     if size < end + 2 * tarfile.BLOCKSIZE:  # no end-of-archive blocks: cut at a member
         return infos, "it ends without tar's end-of-archive blocks (cut short?)"
-    return infos, None
+    return infos, _after_the_end(path, end)
+
+
+def _after_the_end(path: str, end: int) -> str | None:
+    """What is wrong with the bytes from ``end``, where ``tarfile`` stopped reading
+    headers: they must be zeros to the end of the file (the end-of-archive blocks and the
+    record's padding). ``tarfile`` also stops, without a word, at a header it cannot
+    read (a bad checksum): the members after it would be left out unseen."""
+    with open(path, "rb") as f:
+        f.seek(end)
+        first = f.read(2 * tarfile.BLOCKSIZE)
+        if any(first):
+            return f"a header that cannot be read at byte {end} (a bad checksum or garbage)"
+        at = end + len(first)
+        while block := f.read(1 << 20):
+            if any(block):
+                at += len(block) - len(block.lstrip(b"\0"))
+                return (
+                    f"data after its end-of-archive blocks, at byte {at} (tars written one "
+                    "after the other?): it would be left out"
+                )
+            at += len(block)
+    return None
 
 
 def _inside(info: tarfile.TarInfo, size: int) -> bool:
