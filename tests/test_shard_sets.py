@@ -604,3 +604,16 @@ def test_a_bad_header_in_the_middle_of_a_tar_is_not_its_end(shards, tmp_path):
         SourceError, match=f"data after its end-of-archive blocks, at byte {len(whole)}"
     ):
         fastfinite.scan(str(tmp_path / "two.tar"))
+
+
+def test_the_progress_bar_holds_no_file_open_before_its_turn(npy_dir, capsys):
+    d, _ = npy_dir
+    from fastfinite.engines.plan import make_plan
+    from fastfinite.options import scan_options
+
+    plan = make_plan(str(d), scan_options(progress=True))
+    members = list(plan.members())
+    for m in members:
+        m.source.unmap()
+    assert all(m.source._array is None for m in members)  # what the bar's count leaves
+    assert fastfinite.scan(str(d), progress=True).to_dict() == fastfinite.scan(str(d)).to_dict()

@@ -48,6 +48,8 @@ def run(plan: ScanPlan) -> ScanReport:
     if plan.options.progress and _counted_whole(plan.target):
         members = list(members)  # opened first: the bar counts the bytes of the whole set
         bar = _set_bar(plan.layout.name, sum(m.source.nbytes for m in members))
+        for m in members:  # a .npy maps again when scanned: 100,000 maps at once would not
+            m.source.unmap()
     try:
         for member in members:
             report = reports[member.path] = scan_member(member, plan, bar)

@@ -90,6 +90,11 @@ class Source(ABC):
     def read(self, region: Region) -> np.ndarray:
         """The values of one region."""
 
+    def unmap(self) -> None:
+        """Let go of what the source holds open (a file's memory map) until it is read
+        again; by default nothing."""
+        return None
+
     def release(self, region: Region) -> None:
         """Called after a region is scanned (a memory map unmaps its pages)."""
         return None
