@@ -372,6 +372,8 @@ def test_open_buffer_gives_what_the_file_gives(tmp_path):
             a, b = fm(), fd()
             assert a.dtype == b.dtype and a.shape == b.shape
             assert np.asarray(a.array).tobytes() == np.asarray(b.array).tobytes()
+            if a.nbytes:  # viewed in place in the bytes given, never copied
+                assert np.shares_memory(np.frombuffer(data, np.uint8), a.array), name
     with pytest.raises(fastfinite.errors.SourceError, match="m.gguf"):
         open_buffer("m.gguf", b"GGUF")
 
