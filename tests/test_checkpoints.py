@@ -141,17 +141,22 @@ def test_safetensors_sharded_through_index_and_directory(tmp_path):
     )
 
 
-def test_safetensors_on_dask_processes_is_the_local_report(tmp_path):
-    """A tensor pickles as where it is and is mapped again in a worker process: the same
-    report to the last bit."""
+def test_checkpoints_on_dask_processes_are_the_local_report(tmp_path):
+    """A tensor pickles as where it is and is mapped (or dequantized) again in a worker
+    process: the same report to the last bit, for each kind of checkpoint."""
     from safetensors.numpy import save_file
 
     x, y = planted(np.float32, (200, 300)), planted(ml.bfloat16, (100, 30))
     save_file({"x": x, "y": y}, str(tmp_path / "m.safetensors"))
-    local = fastfinite.scan(str(tmp_path / "m.safetensors"), region_bytes=1 << 15)
-    graph = fastfinite.scan(str(tmp_path / "m.safetensors"), region_bytes=1 << 15,
-                            scheduler="processes")  # fmt: skip
-    assert graph.to_dict() == local.to_dict()
+    obj, _ = _torch_state()
+    tf.write_zip(tmp_path / "m.pt", obj)
+    _gguf_file(tmp_path / "m.gguf")
+    np.savez_compressed(tmp_path / "m.npz", x=x)
+    for name in ("m.safetensors", "m.pt", "m.gguf", "m.npz"):
+        path = str(tmp_path / name)
+        local = fastfinite.scan(path, region_bytes=1 << 12)
+        graph = fastfinite.scan(path, region_bytes=1 << 12, scheduler="processes")
+        assert graph.to_dict() == local.to_dict(), name
 
 
 # -- .npz ----------------------------------------------------------------------------------
