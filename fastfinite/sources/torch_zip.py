@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SourceError, UnsupportedDtypeError
+from ..errors import SkippedMemberError, SourceError, UnsupportedDtypeError
 from .base import regular_file
 from .ndarray import ArraySource
 from .tensors import (
@@ -34,9 +34,9 @@ from .tensors import (
     member_bytes,
     member_error,
 )
-from .unpickle import TensorRef, itemsize, load, tensors_of
+from .unpickle import TensorRef, UnreadTensor, itemsize, load, tensors_of
 
-MAX_PICKLE = 1 << 30  # the largest data.pkl read
+MAX_PICKLE = 256 << 20  # the largest data.pkl read (a state dict's is kilobytes)
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 
 
@@ -158,6 +158,9 @@ def open_torch(path: str, name: str, options: Any = None) -> Members:
         members, problems, starts = [], {}, {}
         for key, ref in tensors:
             key = key or "tensor"
+            if isinstance(ref, UnreadTensor):
+                members.append((key, _unread(name, key, ref)))
+                continue
             where = f"{name}, tensor {key}"
             member = f"{prefix}data/{ref.storage.key}"
             try:
@@ -186,6 +189,12 @@ def open_torch(path: str, name: str, options: Any = None) -> Members:
                 factory = None
             members.append((key, factory))
     return checked_group(members, problems, options)
+
+
+def _unread(name: str, key: str, ref: UnreadTensor):
+    """The factory of a tensor that is not dense data: listed in ``skipped``, saying why."""
+    why = f"{name}, tensor {key}: {ref.what} ({ref.rebuild}): fastfinite reads dense tensors"
+    return failing(SkippedMemberError(why))
 
 
 def _mapping(path: str, start: int, ref: TensorRef, dtype: np.dtype, span: int, name: str):
@@ -232,6 +241,9 @@ def torch_bytes(data: bytes | memoryview, name: str, options: Any = None) -> Mem
     members, problems = [], {}
     for key, ref in tensors:
         key = key or "tensor"
+        if isinstance(ref, UnreadTensor):
+            members.append((key, _unread(name, key, ref)))
+            continue
         where = f"{name}, tensor {key}"
         member = f"{prefix}data/{ref.storage.key}"
         try:
@@ -304,6 +316,9 @@ def open_legacy(path: str, name: str, options: Any = None) -> Members:
     members, problems = [], {}
     for key, ref in tensors_of(obj, name):
         key = key or "tensor"
+        if isinstance(ref, UnreadTensor):
+            members.append((key, _unread(name, key, ref)))
+            continue
         where = f"{name}, tensor {key}"
         try:
             if ref.storage.key not in starts:
