@@ -1,8 +1,10 @@
 """What the checkpoint readers share: a tensor stored raw at an offset of a file, read in
-place through a memory map (``MappedTensor``); the errors of a tensor that cannot be read
-(``member_error``: a ``SourceError``, or with ``on_error="report"`` a member listed in
-``skipped`` with an ``unreadable_member`` finding); a group of members checked at once
-(``checked_group``); and a nested ``dict`` of arrays as a group (``dict_members``)."""
+place through a memory map (``MappedTensor``), or read whole from a compressed member
+(``HeldMember``); where a zip member's bytes start (``zip_data_start``, ``member_bytes``:
+in place in a buffer); the errors of a tensor that cannot be read (``member_error``: a
+``SourceError``, or with ``on_error="report"`` a member listed in ``skipped`` with an
+``unreadable_member`` finding); a group of members checked at once (``checked_group``); and
+a nested ``dict`` of arrays as a group (``dict_members``)."""
 
 from __future__ import annotations
 
