@@ -141,17 +141,22 @@ def test_safetensors_sharded_through_index_and_directory(tmp_path):
     )
 
 
-def test_safetensors_on_dask_processes_is_the_local_report(tmp_path):
-    """A tensor pickles as where it is and is mapped again in a worker process: the same
-    report to the last bit."""
+def test_checkpoints_on_dask_processes_are_the_local_report(tmp_path):
+    """A tensor pickles as where it is and is mapped (or dequantized) again in a worker
+    process: the same report to the last bit, for each kind of checkpoint."""
     from safetensors.numpy import save_file
 
     x, y = planted(np.float32, (200, 300)), planted(ml.bfloat16, (100, 30))
     save_file({"x": x, "y": y}, str(tmp_path / "m.safetensors"))
-    local = fastfinite.scan(str(tmp_path / "m.safetensors"), region_bytes=1 << 15)
-    graph = fastfinite.scan(str(tmp_path / "m.safetensors"), region_bytes=1 << 15,
-                            scheduler="processes")  # fmt: skip
-    assert graph.to_dict() == local.to_dict()
+    obj, _ = _torch_state()
+    tf.write_zip(tmp_path / "m.pt", obj)
+    _gguf_file(tmp_path / "m.gguf")
+    np.savez_compressed(tmp_path / "m.npz", x=x)
+    for name in ("m.safetensors", "m.pt", "m.gguf", "m.npz"):
+        path = str(tmp_path / name)
+        local = fastfinite.scan(path, region_bytes=1 << 12)
+        graph = fastfinite.scan(path, region_bytes=1 << 12, scheduler="processes")
+        assert graph.to_dict() == local.to_dict(), name
 
 
 # -- .npz ----------------------------------------------------------------------------------
@@ -251,6 +256,33 @@ def test_torch_tensor_pickled_alone_and_other_archive_names(tmp_path):
     assert_group_matches(r, {"tensor": x})
 
 
+def test_torch_tensors_that_are_not_dense_are_listed_in_skipped(tmp_path):
+    """Quantized, sparse and meta tensors: their torch rebuilds are never called, each is
+    listed in ``skipped`` saying what it is, the dense ones are scanned."""
+    w = planted(np.float32, (4, 4))
+    layout = tf.Code("torch.serialization", "_get_layout", ("torch.sparse_coo",))
+    odd = {
+        "q": tf.Code("torch._utils", "_rebuild_qtensor", (
+            tf.Storage(np.ones(4, np.int8), "1", "QInt8Storage"), 0, (4,), (1,),
+            (tf.Global("torch", "per_tensor_affine"), 0.1, 0), False, tf.OrderedDict())),
+        "sp": tf.Code("torch._utils", "_rebuild_sparse_tensor", (layout, ())),
+        "meta": tf.Code("torch._utils", "_rebuild_meta_tensor_no_storage", (
+            tf.Global("torch", "float32"), (2,), (1,), False)),
+    }  # fmt: skip
+    tf.write_zip(tmp_path / "m.pt", {"w": tf.Tensor(tf.Storage(w, "0"), 0, (4, 4)), **odd})
+    r = fastfinite.scan(str(tmp_path / "m.pt"))
+    assert_group_matches(r, {"w": w})
+    assert r.skipped == {
+        "q": f"{tmp_path / 'm.pt'}, tensor q: a quantized tensor (torch._utils._rebuild_qtensor): "
+        "fastfinite reads dense tensors",
+        "sp": f"{tmp_path / 'm.pt'}, tensor sp: a sparse tensor "
+        "(torch._utils._rebuild_sparse_tensor): fastfinite reads dense tensors",
+        "meta": f"{tmp_path / 'm.pt'}, tensor meta: a meta tensor (it holds no data) "
+        "(torch._utils._rebuild_meta_tensor_no_storage): fastfinite reads dense tensors",
+    }
+    assert not r.findings
+
+
 def test_torch_bin_suffix(tmp_path):
     obj, want = _torch_state()
     tf.write_zip(tmp_path / "pytorch_model.bin", obj)
@@ -266,16 +298,19 @@ def test_real_torch_checkpoints_bit_for_bit(tmp_path):
              "f8": torch.tensor([1.0, 500.0]).to(torch.float8_e4m3fn), "i": torch.arange(5),
              "epoch": 3}  # fmt: skip
     state["model"]["weight"][1, 2] = float("nan")
+    state["q"] = torch.quantize_per_tensor(torch.randn(4), 0.1, 0, torch.qint8)
+    state["sp"] = torch.eye(3).to_sparse()
     for legacy in (False, True):
         path = tmp_path / f"m{legacy}.pt"
         torch.save(state, path, _use_new_zipfile_serialization=not legacy)
-        got = {k: f() for k, f in open_file(str(path))}
+        got = {k: f() for k, f in open_file(str(path)) if k not in ("q", "sp")}
         assert list(got) == ["model.weight", "model.bias", "emb", "t", "sl", "f8", "i"]
         for key, source in got.items():
             t = state["model"][key[6:]] if key.startswith("model.") else state[key]
             want = t.detach().contiguous().view(torch.uint8).numpy().tobytes()
             assert np.ascontiguousarray(source.array).tobytes() == want, key
-        assert fastfinite.scan(str(path)).arrays["model.weight"].nan == 1
+        r = fastfinite.scan(str(path))
+        assert r.arrays["model.weight"].nan == 1 and list(r.skipped) == ["q", "sp"]
 
 
 # -- GGUF ----------------------------------------------------------------------------------
@@ -372,6 +407,8 @@ def test_open_buffer_gives_what_the_file_gives(tmp_path):
             a, b = fm(), fd()
             assert a.dtype == b.dtype and a.shape == b.shape
             assert np.asarray(a.array).tobytes() == np.asarray(b.array).tobytes()
+            if a.nbytes:  # viewed in place in the bytes given, never copied
+                assert np.shares_memory(np.frombuffer(data, np.uint8), a.array), name
     with pytest.raises(fastfinite.errors.SourceError, match="m.gguf"):
         open_buffer("m.gguf", b"GGUF")
 

@@ -349,19 +349,47 @@ def test_truncated_pickle(tmp_path):
 # -- GGUF and the command line ---------------------------------------------------------------
 
 
-def test_truncated_gguf(tmp_path):
+def _gguf_file(path) -> bytes:
     gguf = pytest.importorskip("gguf")
-    w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), "llama")
-    w.add_tensor("a", np.ones((64, 64), np.float32))
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_tensor("good", GOOD)
+    w.add_tensor("weird", np.ones((64, 64), np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    data = (tmp_path / "m.gguf").read_bytes()
-    for cut in (len(data) - 1000, 40, 3):
+    return path.read_bytes()
+
+
+def test_truncated_gguf(tmp_path):
+    data = _gguf_file(tmp_path / "m.gguf")
+    (tmp_path / "m.gguf").write_bytes(data[:-1000])
+    with pytest.raises(SourceError, match=r"m.gguf, tensor weird: its 16384 bytes .* past the end"):
+        fastfinite.scan(str(tmp_path / "m.gguf"))
+    r = fastfinite.scan(str(tmp_path / "m.gguf"), on_error="report")
+    assert list(r.arrays) == ["good"] and "weird" in r.skipped
+    assert_matches_oracle(r.arrays["good"], GOOD)
+    for cut in (40, 3, 0):  # in the header: the file as a whole
         (tmp_path / "m.gguf").write_bytes(data[:cut])
-        with pytest.raises(SourceError, match="m.gguf"):
-            fastfinite.scan(str(tmp_path / "m.gguf"))
+        with pytest.raises(SourceError, match="m.gguf is not a valid GGUF file"):
+            fastfinite.scan(str(tmp_path / "m.gguf"), on_error="report")
+
+
+@pytest.mark.parametrize("lie, words", [("type", "unknown tensor type 99"),
+                                        ("rows", "its 281474976710656 bytes at offset")])  # fmt: skip
+def test_gguf_tensor_info_that_lies(tmp_path, lie, words):
+    data = bytearray(_gguf_file(tmp_path / "m.gguf"))
+    at = data.index(struct.pack("<Q", 5) + b"weird") + 13  # n_dims, dims, type, offset
+    n = struct.unpack_from("<I", data, at)[0]
+    if lie == "type":
+        struct.pack_into("<I", data, at + 4 + 8 * n, 99)
+    else:
+        struct.pack_into("<Q", data, at + 4, 1 << 40)
+    (tmp_path / "m.gguf").write_bytes(bytes(data))
+    with pytest.raises(SourceError, match=f"m.gguf, tensor weird: {words}"):
+        fastfinite.scan(str(tmp_path / "m.gguf"))
+    r = fastfinite.scan(str(tmp_path / "m.gguf"), on_error="report")
+    assert list(r.arrays) == ["good"] and words in r.skipped["weird"]
 
 
 def test_cli_hostile_checkpoint_is_one_line_exit_2(tmp_path):

@@ -109,52 +109,90 @@ class DequantizedTensor(Source):
         return whole_file(self.path)
 
 
+def _tensor_infos(gguf, path: str):
+    """``(reader, [(name, raw type, numpy shape, data offset), ...])`` of a GGUF file: its
+    header read by ``gguf.GGUFReader``, but no tensor's data viewed (which would fail as a
+    whole, naming no tensor, on one that lies): each is checked here."""
+
+    class InfoReader(gguf.GGUFReader):
+        def _build_tensors(self, start_offs: int, fields: list) -> None:
+            self.infos = []
+            for field in fields:
+                _, name, _, dims, raw, offset = field.parts
+                shape = tuple(int(d) for d in reversed(dims.tolist()))
+                text = bytes(name).decode("utf-8", "replace")
+                self.infos.append((text, int(raw[0]), shape, int(start_offs + offset[0])))
+            self.tensors = []
+
+    reader = InfoReader(path, "r")
+    return reader, reader.infos
+
+
 def open_gguf(path: str, name: str, options: Any = None) -> Members:
     """The tensors of a GGUF file as a group ``[(name, factory), ...]`` in the file's
-    order."""
+    order; a tensor whose type is unknown, whose row is not whole blocks or whose bytes run
+    past the end of the file is an error naming it (``on_error="report"``: listed in
+    ``skipped``, with a finding)."""
     gguf = _gguf()
     path = regular_file(path, name)
     size = os.path.getsize(path)
     try:
-        reader = gguf.GGUFReader(path, "r")
-    except Exception as e:  # truncated, a header that lies, an unknown type
+        reader, infos = _tensor_infos(gguf, path)
+    except Exception as e:  # truncated, a header that lies
         text = str(e)[:300]
         raise SourceError(f"{name} is not a valid GGUF file: {type(e).__name__}: {text}") from None
     swapped = reader.byte_order == "S"
     members, problems = [], {}
-    for t in reader.tensors:
-        key, where = t.name, f"{name}:{t.name}"
-        qname = t.tensor_type.name
-        shape = tuple(int(d) for d in reversed(t.shape.tolist()))
-        if t.data_offset + t.n_bytes > size:
-            problems[key] = (f"cannot read {name}, tensor {key}: its {t.n_bytes} bytes at offset "
-                             f"{t.data_offset} run past the end of the file ({size} bytes)")  # fmt: skip
+    for key, raw, shape, offset in infos:
+        where = f"{name}:{key}"
+        try:
+            if key in problems or any(k == key for k, _ in members):
+                raise ValueError("a second tensor of this name")
+            try:
+                qtype = gguf.GGMLQuantizationType(raw)
+            except ValueError:
+                raise ValueError(f"unknown tensor type {raw}") from None
+            block, bsize = gguf.GGML_QUANT_SIZES[qtype]
+            if shape and shape[-1] % block:
+                raise ValueError(f"its rows of {shape[-1]} are not whole {qtype.name} blocks "
+                                 f"of {block}")  # fmt: skip
+            nbytes = int(np.prod(shape, dtype=object)) * bsize // block
+            if offset + nbytes > size:
+                raise ValueError(f"its {nbytes} bytes at offset {offset} run past the end of "
+                                 f"the file ({size} bytes)")  # fmt: skip
+        except ValueError as why:
+            problems[key] = f"cannot read {name}, tensor {key}: {why}"
             members.append((key, None))
             continue
-        if qname in PLAIN:
-            dtype = _plain_dtype(PLAIN[qname], swapped, where)
-
-            def opened(t=t, dtype=dtype, shape=shape, where=where):
-                if isinstance(dtype, Exception):
-                    raise dtype
-                return MappedTensor(path, t.data_offset, dtype, shape, where, "C", "gguf", t.name)
-
-        else:
-
-            def opened(t=t, shape=shape, where=where, qname=qname):
-                if swapped:
-                    raise SkippedMemberError(f"{where}: {qname} of a big-endian GGUF file is "
-                                             "not dequantized here")  # fmt: skip
-                try:  # one block first: a type gguf cannot dequantize is skipped, said why
-                    _, bsize = gguf.GGML_QUANT_SIZES[t.tensor_type]
-                    gguf.quants.dequantize(np.zeros(bsize, np.uint8), t.tensor_type)
-                except NotImplementedError as e:
-                    raise SkippedMemberError(f"{where}: {qname} is not dequantized by gguf "
-                                             f"{_version(gguf)}: {e}") from None  # fmt: skip
-                return DequantizedTensor(path, t.data_offset, t.tensor_type, shape, where)
-
-        members.append((key, opened))
+        members.append((key, _factory(gguf, path, qtype, shape, offset, where, swapped)))
     return checked_group(members, problems, options)
+
+
+def _factory(gguf, path: str, qtype, shape: tuple, offset: int, where: str, swapped: bool):
+    qname = qtype.name
+    if qname in PLAIN:
+        dtype = _plain_dtype(PLAIN[qname], swapped, where)
+        key = where.rsplit(":", 1)[-1]
+
+        def plain():
+            if isinstance(dtype, Exception):
+                raise dtype
+            return MappedTensor(path, offset, dtype, shape, where, "C", "gguf", key)
+
+        return plain
+
+    def quantized():
+        if swapped:
+            raise SkippedMemberError(f"{where}: {qname} of a big-endian GGUF file is not "
+                                     "dequantized here")  # fmt: skip
+        try:  # one block first: a type gguf cannot dequantize is skipped, said why
+            gguf.quants.dequantize(np.zeros(gguf.GGML_QUANT_SIZES[qtype][1], np.uint8), qtype)
+        except NotImplementedError as e:
+            raise SkippedMemberError(f"{where}: {qname} is not dequantized by gguf "
+                                     f"{_version(gguf)}: {e}") from None  # fmt: skip
+        return DequantizedTensor(path, offset, qtype, shape, where)
+
+    return quantized
 
 
 def _plain_dtype(name: str, swapped: bool, where: str) -> Any:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import os
-import struct
 import zipfile
 from typing import Any
 
@@ -16,9 +15,17 @@ import numpy as np
 from ..errors import SkippedMemberError, SourceError, UnsupportedDtypeError
 from .base import regular_file
 from .ndarray import ArraySource, as_raw_dtype
-from .tensors import HeldMember, MappedTensor, Members, checked_group, failing, member_error
+from .tensors import (
+    HeldMember,
+    MappedTensor,
+    Members,
+    checked_group,
+    failing,
+    file_data_start,
+    member_bytes,
+    member_error,
+)
 
-_LOCAL = struct.Struct("<4s22xHH")  # a zip local header: signature ... name and extra lengths
 MAX_HEADER = 1 << 20  # the largest .npy header read (NumPy's default is 10 kB)
 
 
@@ -94,17 +101,8 @@ def _skipped(why: str):
 def _stored(path: str, info: zipfile.ZipInfo, size: int, where: str, options: Any):
     """The factory of a stored member, its headers checked now: the local header's offset
     and the ``.npy`` header inside, the array within the member and the file."""
+    start = file_data_start(path, info, size, where)
     with open(path, "rb") as f:
-        f.seek(info.header_offset)
-        local = f.read(_LOCAL.size)
-        if len(local) < _LOCAL.size or local[:4] != b"PK\x03\x04":
-            raise SourceError(f"cannot read {where}: its local zip header is not at "
-                              f"offset {info.header_offset}")  # fmt: skip
-        n, m = _LOCAL.unpack(local)[1:]
-        start = info.header_offset + _LOCAL.size + n + m
-        if start + info.file_size > size:
-            raise SourceError(f"cannot read {where}: its {info.file_size} bytes at offset "
-                              f"{start} run past the end of the file ({size} bytes)")  # fmt: skip
         f.seek(start)
         dtype, shape, fortran, head = npy_header(f, where)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -144,9 +142,11 @@ def npy_bytes(data: bytes | memoryview, name: str, options: Any = None) -> Array
 
 
 def npz_bytes(data: bytes | memoryview, name: str, options: Any = None) -> Members:
-    """The arrays of a ``.npz`` held in memory (a member of a tar), one at a time."""
+    """The arrays of a ``.npz`` held in memory (a member of a tar), one at a time: stored
+    members viewed in place, compressed ones read out."""
+    view = memoryview(data)
     try:
-        zf = zipfile.ZipFile(io.BytesIO(data))
+        zf = zipfile.ZipFile(io.BytesIO(view))
         infos = [i for i in zf.infolist() if not i.is_dir()]
     except (zipfile.BadZipFile, ValueError, EOFError) as e:
         raise SourceError(f"{name} is not a valid .npz (zip) file: {e}") from None
@@ -155,10 +155,6 @@ def npz_bytes(data: bytes | memoryview, name: str, options: Any = None) -> Membe
         where = f"{name}:{info.filename}"
         if not info.filename.endswith(".npy"):
             raise SkippedMemberError(f"{info.filename} is not a .npy member")
-        try:
-            member = zf.read(info)
-        except Exception as e:
-            raise member_error(options, f"cannot read {where}: {type(e).__name__}: {e}") from None
-        return npy_bytes(member, where, options)
+        return npy_bytes(member_bytes(view, zf, info, where, options), where, options)
 
     return [(_key(i.filename), lambda i=i: opened(i)) for i in infos]

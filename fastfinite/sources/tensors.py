@@ -1,12 +1,15 @@
 """What the checkpoint readers share: a tensor stored raw at an offset of a file, read in
-place through a memory map (``MappedTensor``); the errors of a tensor that cannot be read
-(``member_error``: a ``SourceError``, or with ``on_error="report"`` a member listed in
-``skipped`` with an ``unreadable_member`` finding); a group of members checked at once
-(``checked_group``); and a nested ``dict`` of arrays as a group (``dict_members``)."""
+place through a memory map (``MappedTensor``), or read whole from a compressed member
+(``HeldMember``); where a zip member's bytes start (``zip_data_start``, ``member_bytes``:
+in place in a buffer); the errors of a tensor that cannot be read (``member_error``: a
+``SourceError``, or with ``on_error="report"`` a member listed in ``skipped`` with an
+``unreadable_member`` finding); a group of members checked at once (``checked_group``); and
+a nested ``dict`` of arrays as a group (``dict_members``)."""
 
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -125,6 +128,49 @@ def _mapped(path: str, offset: int, dtype, shape, order: str, strides=None) -> n
     base = np.memmap(path, dtype, "r", offset=offset, shape=(_span(shape, strides),))
     step = tuple(s * dtype.itemsize for s in strides)
     return np.lib.stride_tricks.as_strided(base, tuple(shape), step, writeable=False)
+
+
+_LOCAL = struct.Struct("<4s22xHH")  # a zip local header: signature ... name and extra lengths
+
+
+def zip_data_start(head: bytes, info: Any, size: int, where: str) -> int:
+    """Where the bytes of the zip member ``info`` start, from ``head`` (the bytes at its
+    local header's offset, at least 30), in a zip of ``size`` bytes; a ``SourceError``
+    naming ``where`` when the header is not there or the bytes run past the end."""
+    if len(head) < _LOCAL.size or bytes(head[:4]) != b"PK\x03\x04":
+        raise SourceError(f"cannot read {where}: the local zip header of {info.filename} is "
+                          f"not at offset {info.header_offset}")  # fmt: skip
+    n, m = _LOCAL.unpack(bytes(head[: _LOCAL.size]))[1:]
+    start = info.header_offset + _LOCAL.size + n + m
+    if start + info.file_size > size:
+        raise SourceError(f"cannot read {where}: {info.filename}'s {info.file_size} bytes at "
+                          f"offset {start} run past the end of the file ({size} bytes)")  # fmt: skip
+    return start
+
+
+def file_data_start(path: str, info: Any, size: int, where: str) -> int:
+    """``zip_data_start`` of a member of the zip file ``path``."""
+    with open(path, "rb") as f:
+        f.seek(info.header_offset)
+        return zip_data_start(f.read(_LOCAL.size), info, size, where)
+
+
+def member_bytes(view: memoryview, zf: Any, info: Any, where: str, options: Any):
+    """The bytes of a member of a zip held in ``view``: a slice of it when the member is
+    stored (in place, never copied), else read out (``member_error`` when it cannot be)."""
+    import zipfile
+
+    try:
+        if info.compress_type == zipfile.ZIP_STORED and not info.flag_bits & 1:
+            start = zip_data_start(
+                view[info.header_offset :][: _LOCAL.size], info, len(view), where
+            )
+            return view[start : start + info.file_size]
+        return zf.read(info)
+    except SourceError as e:
+        raise member_error(options, str(e)) from None
+    except Exception as e:  # a corrupt stream, a bad CRC
+        raise member_error(options, f"cannot read {where}: {type(e).__name__}: {e}") from None
 
 
 def member_error(options: Any, message: str) -> SourceError:

@@ -21,14 +21,22 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SourceError, UnsupportedDtypeError
+from ..errors import SkippedMemberError, SourceError, UnsupportedDtypeError
 from .base import regular_file
 from .ndarray import ArraySource
-from .tensors import HeldMember, MappedTensor, Members, checked_group, failing, member_error
-from .unpickle import TensorRef, itemsize, load, tensors_of
+from .tensors import (
+    HeldMember,
+    MappedTensor,
+    Members,
+    checked_group,
+    failing,
+    file_data_start,
+    member_bytes,
+    member_error,
+)
+from .unpickle import TensorRef, UnreadTensor, itemsize, load, tensors_of
 
-_LOCAL = struct.Struct("<4s22xHH")
-MAX_PICKLE = 1 << 30  # the largest data.pkl read
+MAX_PICKLE = 256 << 20  # the largest data.pkl read (a state dict's is kilobytes)
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 
 
@@ -150,6 +158,9 @@ def open_torch(path: str, name: str, options: Any = None) -> Members:
         members, problems, starts = [], {}, {}
         for key, ref in tensors:
             key = key or "tensor"
+            if isinstance(ref, UnreadTensor):
+                members.append((key, _unread(name, key, ref)))
+                continue
             where = f"{name}, tensor {key}"
             member = f"{prefix}data/{ref.storage.key}"
             try:
@@ -169,7 +180,7 @@ def open_torch(path: str, name: str, options: Any = None) -> Members:
                     factory = _inflating(path, info, ref, dtype, f"{name}:{key}", options)
                 else:
                     if member not in starts:
-                        starts[member] = _data_start(path, info, size, where)
+                        starts[member] = file_data_start(path, info, size, where)
                     factory = _mapping(path, starts[member], ref, dtype, span, f"{name}:{key}")
             except UnsupportedDtypeError as e:
                 factory = failing(e)
@@ -180,20 +191,10 @@ def open_torch(path: str, name: str, options: Any = None) -> Members:
     return checked_group(members, problems, options)
 
 
-def _data_start(path: str, info: zipfile.ZipInfo, size: int, where: str) -> int:
-    """Where a stored member's bytes start in the file (its local header parsed)."""
-    with open(path, "rb") as f:
-        f.seek(info.header_offset)
-        local = f.read(_LOCAL.size)
-    if len(local) < _LOCAL.size or local[:4] != b"PK\x03\x04":
-        raise SourceError(f"cannot read {where}: the local zip header of {info.filename} is "
-                          f"not at offset {info.header_offset}")  # fmt: skip
-    n, m = _LOCAL.unpack(local)[1:]
-    start = info.header_offset + _LOCAL.size + n + m
-    if start + info.file_size > size:
-        raise SourceError(f"cannot read {where}: its storage {info.filename} runs past the end "
-                          f"of the file ({size} bytes)")  # fmt: skip
-    return start
+def _unread(name: str, key: str, ref: UnreadTensor):
+    """The factory of a tensor that is not dense data: listed in ``skipped``, saying why."""
+    why = f"{name}, tensor {key}: {ref.what} ({ref.rebuild}): fastfinite reads dense tensors"
+    return failing(SkippedMemberError(why))
 
 
 def _mapping(path: str, start: int, ref: TensorRef, dtype: np.dtype, span: int, name: str):
@@ -240,6 +241,9 @@ def torch_bytes(data: bytes | memoryview, name: str, options: Any = None) -> Mem
     members, problems = [], {}
     for key, ref in tensors:
         key = key or "tensor"
+        if isinstance(ref, UnreadTensor):
+            members.append((key, _unread(name, key, ref)))
+            continue
         where = f"{name}, tensor {key}"
         member = f"{prefix}data/{ref.storage.key}"
         try:
@@ -260,11 +264,7 @@ def torch_bytes(data: bytes | memoryview, name: str, options: Any = None) -> Mem
             continue
 
         def opened(info=info, ref=ref, dtype=dtype, key=key):
-            try:
-                raw = zf.read(info)
-            except Exception as e:
-                raise member_error(options, f"cannot read {name}, tensor {key}: "
-                                   f"{type(e).__name__}: {e}") from None  # fmt: skip
+            raw = member_bytes(view, zf, info, f"{name}, tensor {key}", options)
             return ArraySource(_from_bytes(raw, ref, dtype), name=f"{name}:{key}")
 
         members.append((key, opened))
@@ -316,6 +316,9 @@ def open_legacy(path: str, name: str, options: Any = None) -> Members:
     members, problems = [], {}
     for key, ref in tensors_of(obj, name):
         key = key or "tensor"
+        if isinstance(ref, UnreadTensor):
+            members.append((key, _unread(name, key, ref)))
+            continue
         where = f"{name}, tensor {key}"
         try:
             if ref.storage.key not in starts:

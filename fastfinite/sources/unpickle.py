@@ -29,8 +29,23 @@ STORAGES = {
     "UInt16Storage": "u2", "UInt32Storage": "u4", "UInt64Storage": "u8",
     "Float8_e4m3fnStorage": "float8_e4m3fn", "Float8_e5m2Storage": "float8_e5m2",
     "Float8_e4m3fnuzStorage": "float8_e4m3fnuz", "Float8_e5m2fnuzStorage": "float8_e5m2fnuz",
-    "UntypedStorage": "u1",
+    "UntypedStorage": "u1", "QInt8Storage": "i1", "QUInt8Storage": "u1",
+    "QInt32Storage": "i4", "QUInt4x2Storage": "u1", "QUInt2x4Storage": "u1",
 }  # fmt: skip
+# torch's rebuilds of tensors that are not dense data in a storage: never called; each such
+# tensor is a member listed in ``skipped`` with what it is
+UNREAD = {
+    "_rebuild_qtensor": "a quantized tensor", "_rebuild_sparse_tensor": "a sparse tensor",
+    "_rebuild_nested_tensor": "a nested tensor", "_rebuild_wrapper_subclass": "a tensor subclass",
+    "_rebuild_meta_tensor_no_storage": "a meta tensor (it holds no data)",
+    "_rebuild_device_tensor_from_cpu_tensor": "a tensor of a device (rebuilt by torch)",
+}  # fmt: skip
+# names of torch the arguments of those rebuilds use: layouts and quantization schemes
+TORCH_NAMES = (
+    "strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc",
+    "per_tensor_affine", "per_channel_affine", "per_tensor_symmetric",
+    "per_channel_symmetric", "per_channel_affine_float_qparams",
+)  # fmt: skip
 # torch's dtypes (``torch.float8_e4m3fn``, named by ``_rebuild_tensor_v3``) -> NumPy's
 DTYPES = {
     "float64": "f8", "float32": "f4", "float16": "f2", "bfloat16": "bfloat16", "int64": "i8",
@@ -126,6 +141,39 @@ def _rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, hoo
     return ref
 
 
+@dataclass(frozen=True)
+class UnreadTensor(_Frozen):
+    """A tensor fastfinite does not read (quantized, sparse...): ``what`` it is and the
+    rebuild that names it."""
+
+    what: str
+    rebuild: str
+
+
+@dataclass(frozen=True)
+class _Unread(_Frozen):
+    rebuild: str
+
+    def __call__(self, *args):
+        return UnreadTensor(UNREAD[self.rebuild], f"torch._utils.{self.rebuild}")
+
+
+@dataclass(frozen=True)
+class TorchName(_Frozen):
+    """A name of torch that is a value (a layout, a quantization scheme, a device)."""
+
+    name: str
+
+
+def _device(*args):
+    return TorchName(f"device{args!r}")
+
+
+def _layout(name):
+    """``torch.serialization._get_layout``'s stand-in: a layout by its name."""
+    return TorchName(str(name))
+
+
 def _rebuild_tensor(storage, storage_offset, size, stride):
     return _rebuild_tensor_v2(storage, storage_offset, size, stride)
 
@@ -158,6 +206,13 @@ for _name, _dtype in STORAGES.items():
 ALLOWED[("torch", "UntypedStorage")] = ALLOWED[("torch.storage", "UntypedStorage")]
 for _name, _dtype in DTYPES.items():
     ALLOWED[("torch", _name)] = TorchDtype(_dtype)
+for _name in UNREAD:
+    ALLOWED[("torch._utils", _name)] = _Unread(_name)
+for _name in TORCH_NAMES:
+    ALLOWED[("torch", _name)] = TorchName(_name)
+ALLOWED[("torch", "device")] = _device
+ALLOWED[("torch.serialization", "_get_layout")] = _layout
+ALLOWED[("torch", "Size")] = tuple
 
 
 class TensorUnpickler(pickle.Unpickler):
@@ -207,16 +262,17 @@ def load(data: bytes, name: str) -> Any:
         raise SourceError(f"{name}: not a valid pickle: {type(e).__name__}: {e}") from None
 
 
-def tensors_of(obj: Any, name: str) -> list[tuple[str, TensorRef]]:
+def tensors_of(obj: Any, name: str) -> list[tuple[str, TensorRef | UnreadTensor]]:
     """``(key, tensor)`` of every tensor in nested dicts, lists and tuples, keyed by their
     path joined with ``.`` (``"model.layers.0.w"``; ``""`` for a tensor pickled alone);
-    other values (numbers, text) are not arrays and are passed over."""
-    out: list[tuple[str, TensorRef]] = []
+    ``UnreadTensor`` for those that are not dense data; other values (numbers, text) are
+    not arrays and are passed over."""
+    out: list[tuple[str, TensorRef | UnreadTensor]] = []
     stack: list[tuple[str, Any, int]] = [("", obj, 0)]
     seen: set[int] = set()
     while stack:
         key, value, depth = stack.pop()
-        if isinstance(value, TensorRef):
+        if isinstance(value, (TensorRef, UnreadTensor)):
             out.append((key, value))
             continue
         if isinstance(value, dict):
