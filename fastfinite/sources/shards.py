@@ -26,12 +26,12 @@ from .walk import ARRAY_KINDS, path_kind, walk
 
 GLOB_CHARS = "*?["
 
-Members = list  # [(key, factory), ...]
+Members = list[tuple[str, Any]]  # [(key, factory), ...]
 
 
 class ShardSet(list):
-    """The ``(key, factory)`` members of a shard set, and the local files it reads
-    (``paths``: what a cache must not be inside, what the progress bar counts)."""
+    """The ``(key, factory)`` members of a shard set (its type tells the local engine to
+    count progress over the whole set), and ``paths``, the local array files it reads."""
 
     def __init__(self, members, paths: list[str]):
         super().__init__(members)
@@ -167,7 +167,7 @@ def _kind_of(kind: str) -> str | None:
 
 
 def _article(kind: str) -> str:
-    return ("an " if kind[0] in "aeiouAEIOU." and not kind.startswith(".n") else "a ") + kind
+    return ("an " if kind[0] in "aeiou" else "a ") + kind
 
 
 def _skip(why: str, kind: str | None = None) -> Callable[[], Any]:
@@ -180,8 +180,7 @@ def _skip(why: str, kind: str | None = None) -> Callable[[], Any]:
 def join(rel: str, inner: str) -> str:
     """The key of the array ``inner`` of the file ``rel``: ``rel:/x`` for an HDF5 path,
     else ``rel/inner`` (``report.member`` finds either)."""
-    inner = inner.strip("/") if not inner.startswith("/") else inner
-    return f"{rel}:{inner}" if inner.startswith("/") else f"{rel}/{inner}"
+    return f"{rel}:{inner}" if inner.startswith("/") else f"{rel}/{inner.strip('/')}"
 
 
 def file_members(path: str, rel: str, kind: str, options) -> Members:
