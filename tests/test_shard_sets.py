@@ -617,3 +617,14 @@ def test_the_progress_bar_holds_no_file_open_before_its_turn(npy_dir, capsys):
         m.source.unmap()
     assert all(m.source._array is None for m in members)  # what the bar's count leaves
     assert fastfinite.scan(str(d), progress=True).to_dict() == fastfinite.scan(str(d)).to_dict()
+
+
+def test_tar_members_named_twice_or_with_a_dot(tmp_path):
+    with tarfile.open(tmp_path / "s.tar", "w") as tf:
+        _add(tf, "./000000.x.npy", _npy_bytes(np.array([1.0])))
+        _add(tf, "000001.x.npy", _npy_bytes(np.array([np.nan])))
+        _add(tf, "000001.x.npy", _npy_bytes(np.array([np.inf, 2.0])))  # tar keeps both
+    r = fastfinite.scan(str(tmp_path / "s.tar"))
+    assert list(r.arrays) == ["s.tar/000000.x.npy", "s.tar/000001.x.npy", "s.tar/000001.x.npy (2)"]
+    assert (r.nan, r.posinf, r.count) == (1, 1, 2)
+    assert r.bad_samples() == ["s.tar/000001"]

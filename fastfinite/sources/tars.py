@@ -18,6 +18,7 @@ whose header lies (its shape needs more bytes than the member holds); with
 from __future__ import annotations
 
 import os
+import posixpath
 import tarfile
 from typing import Any
 
@@ -72,12 +73,15 @@ def open_tar(path: str, options=None, key: str | None = None) -> list[tuple[str,
             base.append(_base_map(path))
         return base[0]
 
-    for info in infos:
+    for key, info in zip(member_keys(infos), infos):
         lower = info.name.lower()
         if info.isfile() and lower.endswith(BUFFER_SUFFIXES) and _inside(info, size):
-            out += _buffer_members(name, info, mapped, options)
+            out += [
+                (key + k[len(info.name) :], f)
+                for k, f in _buffer_members(name, info, mapped, options)
+            ]
         else:
-            out.append((info.name, _member(path, name, info, size, mapped, options)))
+            out.append((key, _member(path, name, info, size, mapped, options)))
     if problem is not None:
         last = f" after member {infos[-1].name}" if infos else ""
         why = f"{name} is truncated or corrupt{last}: {problem}"
@@ -89,6 +93,19 @@ def open_tar(path: str, options=None, key: str | None = None) -> list[tuple[str,
         )  # fmt: skip
     if not infos and problem is None:
         raise SourceError(f"{name} is an empty tar: it holds no member")
+    return out
+
+
+def member_keys(infos: list[tarfile.TarInfo]) -> list[str]:
+    """The members' keys: their names without a leading ``./``; a name the tar holds
+    twice (tar keeps both; extracting keeps the last) gets `` (2)``, `` (3)``... after
+    its first, so that no member hides another."""
+    seen: dict[str, int] = {}
+    out = []
+    for info in infos:
+        key = posixpath.normpath(info.name) if info.name.startswith("./") else info.name
+        n = seen[key] = seen.get(key, 0) + 1
+        out.append(key if n == 1 else f"{key} ({n})")
     return out
 
 
