@@ -218,11 +218,11 @@ def _set_rows(title: str, times: dict, size: int) -> list[str]:
     base, ff = list(times.values())
     rows = [f"\n**{title}**\n", "| method | time (s) | fastfinite is |", "| --- | ---: | ---: |"]
     for name, t in times.items():
-        rows.append(f"| {name} | {t:.3f} | {base / ff:.2f}x of it |" if t is ff else
+        rows.append(f"| {name} | {t:.3f} | {base / ff:.3f}x of it |" if t is ff else
                     f"| {name} | {t:.3f} | - |")  # fmt: skip
         print(f"  {name:50s} {t:8.3f} s")
-    rows.append(f"\nThe scan at {base / ff:.2f}x the speed of one read of each (target >= 0.7x).")
-    print(f"  scan / read: {base / ff:.2f}x ({size / 1e6:.1f} MB)")
+    rows.append(f"\nThe scan at {base / ff:.3f}x the speed of one read of each (target >= 0.7x).")
+    print(f"  scan / read: {base / ff:.3f}x ({size / 1e6:.1f} MB)")
     return rows
 
 
