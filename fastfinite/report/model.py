@@ -503,6 +503,17 @@ class ScanReport:
         bad = sorted({f.where for f in self.findings if is_slice_kind(f.kind)})
         return [w[0] for w in bad] if len(self.by) == 1 else bad
 
+    def bad_samples(self) -> list:
+        """The keys of the samples or members with an error-severity finding, for a loader
+        to skip or replay: a member's key (a file of a set, a tensor), a WebDataset sample
+        (``"shard-000000.tar/000005"``), ``(table, row)`` for tables, the row index of an
+        array scanned with ``by=0``. A ``samples.BadSamples`` list: ``complete`` is False,
+        and ``notes`` say why, when some rows are not known (more values than
+        ``max_locations``). See :mod:`fastfinite.report.samples`."""
+        from .samples import bad_samples
+
+        return bad_samples(self)
+
     def mask(self) -> np.ndarray:
         """Boolean array over the ``by`` axes, True where a slice is bad (to drop samples)."""
         if self.by is None or self.slices is None:
