@@ -82,7 +82,7 @@ def test_the_demo_s_single_values_are_marked_and_labelled_at_their_positions(dem
     assert point in {tuple(p) for p in pic.layers[kind].positions}
     assert point in offsets(fig, f"loc:{kind}")
     assert f"{kind} at {tuple(plan[kind])}" in label_texts(fig)
-    assert f"{kind} (" in legend_texts(fig)
+    assert f"{kind}: " in legend_texts(fig)
     assert kind in fig._suptitle.get_text()
 
 
@@ -229,7 +229,7 @@ def test_values_not_all_recorded_tint_the_regions_that_hold_them():
     assert (layer.count, len(layer.positions), layer.complete) == (300, 100, False)
     assert pic.tint is not None and pic.tint.any()
     assert artists(fig, "tint")
-    assert "nan (NaN): 300, first 100 drawn" in legend_texts(fig)
+    assert "nan: 300 (first 100 drawn)" in legend_texts(fig)
     assert "nan at (500000,) (+99 near)" in label_texts(fig)
 
 

@@ -29,13 +29,14 @@ import numpy as np
 
 from ..errors import InvalidArgumentError, SourceError
 from ..indices import fmt_index
-from ..model.kinds import CHUNK_KINDS, is_slice_kind
+from ..model.kinds import BASE_KINDS, CHUNK_KINDS, is_slice_kind
 
 MAX_CELLS = 64
 MAX_BINS = 2000  # cells of the map along x, and of a strip: bins, each drawn by presence
 MAX_Y_BINS = 400  # cells of the map along y
 MAX_MARKED = 500  # a strip row with at most this many slices also gets a marker per slice
-MAX_LABELS = 14  # labels on the map
+MAX_LABELS = 10  # labels on the map
+MAX_KIND_LABELS = 3  # of them, per kind
 MAX_STRIP_LABELS = 6  # labels per strip row
 
 # kind (or prefix of a kind per cast target) -> (what it is, colour, marker)
@@ -43,8 +44,8 @@ _STYLE = {
     "nan": ("NaN", "#d62728", "o"),
     "posinf": ("+inf", "#ff7f0e", "^"),
     "neginf": ("-inf", "#9467bd", "v"),
-    "overflow:": ("overflows", "#8c564b", "D"),
-    "underflow:": ("underflows to 0", "#bcbd22", "d"),
+    "overflow:": ("cast overflows", "#8c564b", "D"),
+    "underflow:": ("cast underflows", "#bcbd22", "d"),
     "missing_chunk": ("chunk never written", "#7f7f7f", "s"),
     "unreadable_chunk": ("chunk unreadable", "#000000", "X"),
     "nonfinite": ("slice holds NaN or inf", "#d62728", "|"),
@@ -64,7 +65,7 @@ def style(kind: str) -> tuple[str, str, str]:
     head, sep, target = kind.partition(":")
     if sep and head + sep in _STYLE:
         what, color, marker = _STYLE[head + sep]
-        return f"{target} {what}" if head in ("overflow", "underflow") else what, color, marker
+        return what, color, marker
     return kind, "#444444", "*"
 
 
@@ -217,10 +218,17 @@ def _clusters(xs: np.ndarray, gap: float) -> list[np.ndarray]:
     return np.split(order, cuts)
 
 
-def _tint(report: Any, a0: int, a1: int, size: tuple[int, int]) -> np.ndarray:
-    """Presence of the regions holding value findings over the map's cells."""
+def _tint(report: Any, a0: int, a1: int, size: tuple[int, int], rows: bool) -> np.ndarray:
+    """Presence over the map's cells of the values not all drawn: per slice along the map's
+    x axis when ``rows`` (exact: the slices' own counts of NaN and inf), else the regions
+    holding value findings."""
     nx, ny = min(size[0], MAX_BINS), min(size[1], MAX_Y_BINS)
     grid = np.zeros((ny, nx), dtype=bool)
+    if rows:
+        s = report.slices
+        bad = np.flatnonzero((s.nan + s.posinf + s.neginf).ravel())
+        grid[:, np.unique(bad * nx // size[0])] = True
+        return grid
     for start, stop, count in report.regions:
         if not count:
             continue
@@ -241,7 +249,7 @@ def _map_labels(layers: dict[str, Layer], boxes: list[Box], xspan: float) -> lis
     for kind, layer in layers.items():
         xs = layer.positions[:, 0]
         found = []
-        for c in _clusters(xs, xspan * 0.01):
+        for c in _clusters(xs, max(xspan * 0.03, 1.5)):  # neighbouring cells: one label
             first = c[np.argmin(xs[c])]
             x, y = layer.positions[first]
             index = layer.indices[first]
@@ -257,13 +265,11 @@ def _map_labels(layers: dict[str, Layer], boxes: list[Box], xspan: float) -> lis
         )
         for b in boxes
     ]
-    labels = chunk_labels[: MAX_LABELS // 3]
-    round_ = 0
-    while len(labels) < MAX_LABELS and any(round_ < len(k) for k in per_kind):
+    labels = chunk_labels[:MAX_KIND_LABELS]
+    for round_ in range(MAX_KIND_LABELS):  # every kind's first cluster, then the seconds...
         for k in per_kind:
             if round_ < len(k) and len(labels) < MAX_LABELS:
                 labels.append(k[round_])
-        round_ += 1
     return labels
 
 
@@ -288,7 +294,7 @@ def _strip(report: Any, a0: int, main: bool) -> Strip | None:
         rows.append(StripRow(kind, what, color, flat, bins))
         last = -math.inf
         taken = 0
-        for c in _clusters(flat.astype(float), n * 0.01):
+        for c in _clusters(flat.astype(float), max(n * 0.01, 1.5)):
             x = float(flat[c[0]])
             if taken < MAX_STRIP_LABELS and x - last > n * 0.12:
                 more = f" (+{len(c) - 1} near)" if len(c) > 1 else ""
@@ -373,8 +379,15 @@ def picture(report: Any, *, axes=None, also: Sequence[Any] = ()) -> Picture:
             y0, y1 = 0, 1
         boxes.append(Box(f.kind, tuple(f.where), (x0, x1, y0, y1)))
     tint = None
-    if any(not layer.complete for layer in layers.values()):
-        tint = _tint(report, a0, a1, size)
+    partial = {kind for kind, layer in layers.items() if not layer.complete}
+    if partial:
+        rows = (
+            partial <= set(BASE_KINDS)
+            and report.slices is not None
+            and tuple(report.by or ()) == (a0,)
+            and len(report.shape) > 0
+        )
+        tint = _tint(report, a0, a1, size, rows)
     strips = [s for s in (_strip(r, a0, r is report) for r in (report, *also)) if s is not None]
     pic = Picture(
         title=f"{report.name or 'array'}: {report.dtype} {fmt_index(report.shape)}",
@@ -397,7 +410,8 @@ def picture(report: Any, *, axes=None, also: Sequence[Any] = ()) -> Picture:
 def _place(ax: Any, labels: list[Label], xspan: float, levels: Sequence[float], **kw) -> None:
     """Labels with arrows, on the first free level (axes fraction) from the top."""
     ends = [-math.inf] * len(levels)
-    width = ax.get_window_extent().width or 800.0
+    fig = ax.get_figure()
+    width = ax.get_position().width * fig.get_figwidth() * fig.dpi  # pixels, no draw needed
     for lab in sorted(labels, key=lambda lb: lb.x):
         frac = lab.x / xspan
         w = len(lab.text) * 4.6 / width  # about a 7 pt character
@@ -432,7 +446,7 @@ def draw(pic: Picture):
     from matplotlib.patches import Patch, Rectangle
 
     title = [pic.title, *textwrap.wrap(pic.found, 140)]
-    heights = [4.0] + [0.5 + 0.3 * max(len(s.rows), 1) for s in pic.strips]
+    heights = [4.0] + [0.6 + 0.36 * max(len(s.rows), 1) for s in pic.strips]
     top, gap, bottom = 0.2 * len(title) + 0.55, 0.9, 0.55  # inches
     tall = top + sum(heights) + gap * (len(heights) - 1) + bottom
     fig = plt.figure(figsize=(13, tall))
@@ -515,15 +529,15 @@ def draw(pic: Picture):
             zorder=5,
             gid=f"loc:{kind}",
         )
-        shown = "" if layer.complete else f", first {len(p):,} drawn"
+        shown = "" if layer.complete else f" (first {len(p):,} drawn)"
         handles.append(
             Line2D(
                 [], [], marker=layer.marker, linestyle="", markersize=8, color=layer.color,
-                markeredgecolor="black", label=f"{kind} ({layer.what}): {layer.count:,}{shown}",
+                markeredgecolor="black", label=f"{kind}: {layer.count:,}{shown}",
             )
         )  # fmt: skip
     if pic.tint is not None and pic.tint.any():
-        handles.append(Patch(color=_TINT, label="holds values not drawn (region)"))
+        handles.append(Patch(color=_TINT, label="holds values not drawn"))
     if pic.clean:
         ax.text(
             0.5, 0.5, "no problems found", transform=ax.transAxes, ha="center", va="center",
@@ -538,7 +552,6 @@ def draw(pic: Picture):
             title="kinds", title_fontsize=8, frameon=False,
         )  # fmt: skip
     fig.suptitle("\n".join(title), fontsize=11, y=1 - 0.1 / tall, va="top")
-    fig.canvas.draw()  # sizes known: the labels are placed by them
     _place(ax, pic.labels, xs, [0.94, 0.82, 0.70, 0.58, 0.46, 0.34, 0.22, 0.10])
     for i, strip in enumerate(pic.strips):
         sax = fig.add_subplot(grid[i + 1], sharex=ax if strip.shares_x else None)
@@ -601,7 +614,13 @@ def _draw_strip(sax: Any, strip: Strip) -> None:
         fontsize=8,
     )
     sax.legend(
-        handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False
+        handles=handles,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.05),
+        fontsize=7,
+        frameon=False,
+        labelspacing=0.3,
+        borderaxespad=0,
     )
 
 
