@@ -267,3 +267,10 @@ def test_without_matplotlib_the_error_names_the_extra(tmp_path, monkeypatch):
     with pytest.raises(SourceError, match=r"fastfinite\[plot\]"):
         report.plot(str(tmp_path / "x.png"))
     assert not (tmp_path / "x.png").exists()
+
+
+def test_the_readme_shows_a_small_picture():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    png = os.path.join(root, "docs", "img", "picture.png")
+    assert "](docs/img/picture.png)" in open(os.path.join(root, "README.md")).read()
+    assert 10_000 < os.path.getsize(png) < 150_000
