@@ -274,3 +274,62 @@ def test_the_readme_shows_a_small_picture():
     png = os.path.join(root, "docs", "img", "picture.png")
     assert "](docs/img/picture.png)" in open(os.path.join(root, "README.md")).read()
     assert 10_000 < os.path.getsize(png) < 150_000
+
+
+# -- other shapes and inputs ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "axes, point", [((1, 2), (6.5, 7.5)), ((2, 1), (7.5, 6.5)), (None, (5.5, 6.5))]
+)
+def test_the_axes_asked_for_are_the_map_s_x_and_y(axes, point):
+    x = np.zeros((40, 30, 20))
+    x[5, 6, 7] = np.nan
+    pic = picture(fastfinite.scan(x), axes=axes)
+    fig = draw(pic)
+    assert offsets(fig, "loc:nan") == {point}
+    assert pic.xlabel.startswith(f"axis {pic.axes[0]} ") and f"axis {pic.axes[1]} " in pic.ylabel
+
+
+def test_a_table_s_columns_are_named_in_its_strip():
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"a": [1.0, np.nan, 3.0], "b": [2.0, 2.0, 2.0], "c": [1.0, 2.0, np.inf]})
+    pic = picture(fastfinite.scan(df, by=-1))
+    fig = draw(pic)
+    assert [(r.kind, r.slices.tolist()) for r in pic.strips[0].rows] == [
+        ("nonfinite", [0, 2]),
+        ("zero_variance", [1]),
+    ]
+    texts = label_texts(fig)
+    assert "nonfinite at (0,) 'a'" in texts and "zero_variance at (1,) 'b'" in texts
+    assert offsets(fig, "loc:nan") == {(1.5, 0.5)} and offsets(fig, "loc:posinf") == {(2.5, 2.5)}
+
+
+def test_a_report_read_back_from_json_draws_the_same_picture(demo):
+    _, report, features = demo
+    back = fastfinite.ScanReport.from_json(report.to_json())
+    a, b = picture(report, also=[features]), picture(back, also=[features])
+    assert {k: v.positions.tolist() for k, v in a.layers.items()} == {
+        k: v.positions.tolist() for k, v in b.layers.items()
+    }
+    assert a.boxes == b.boxes and a.labels == b.labels and a.found == b.found
+    assert [[r.slices.tolist() for r in s.rows] for s in a.strips] == [
+        [r.slices.tolist() for r in s.rows] for s in b.strips
+    ]
+
+
+@pytest.mark.parametrize("data", [np.zeros((0, 3)), np.array(1.0), np.arange(10)])
+def test_empty_0_d_and_integer_arrays_draw_a_clean_picture(data, tmp_path):
+    import warnings
+
+    report = fastfinite.scan(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no singular limits or the like
+        path = plot_report(report, str(tmp_path / "p.png"))
+    assert picture(report).clean and os.path.getsize(path) > 5_000
+
+
+def test_a_0_d_nan_is_marked():
+    pic = picture(fastfinite.scan(np.array(np.nan)))
+    assert pic.size == (1, 1) and pic.layers["nan"].positions.tolist() == [[0.5, 0.5]]
+    assert offsets(draw(pic), "loc:nan") == {(0.5, 0.5)}

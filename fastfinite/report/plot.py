@@ -284,6 +284,7 @@ def _strip(report: Any, a0: int, main: bool) -> Strip | None:
         if is_slice_kind(f.kind) and len(f.where) == len(shape):
             wheres.setdefault(f.kind, []).append(f.where)
     nb = max(1, min(n, MAX_BINS))
+    names = report.slices.names if report.slices.names and len(report.slices.names) == n else None
     rows, labels = [], []
     for i, (kind, ws) in enumerate(wheres.items()):
         flat = np.ravel_multi_index(np.asarray(ws, dtype=np.int64).T, shape) if shape else [0]
@@ -299,7 +300,9 @@ def _strip(report: Any, a0: int, main: bool) -> Strip | None:
             if taken < MAX_STRIP_LABELS and x - last > n * 0.12:
                 more = f" (+{len(c) - 1} near)" if len(c) > 1 else ""
                 index = np.unravel_index(int(flat[c[0]]), shape) if shape else ()
-                labels.append(Label(f"{kind} at {fmt_index(index)}{more}", x + 0.5, i + 0.5, kind))
+                name = f" {names[int(flat[c[0]])]!r}" if names else ""
+                text = f"{kind} at {fmt_index(index)}{name}{more}"
+                labels.append(Label(text, x + 0.5, i + 0.5, kind))
                 last, taken = x, taken + 1
     by = tuple(report.by)
     title = (
@@ -444,6 +447,7 @@ def draw(pic: Picture):
     from matplotlib.colors import ListedColormap
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch, Rectangle
+    from matplotlib.ticker import MaxNLocator
 
     title = [pic.title, *textwrap.wrap(pic.found, 140)]
     heights = [4.0] + [0.6 + 0.36 * max(len(s.rows), 1) for s in pic.strips]
@@ -461,7 +465,7 @@ def draw(pic: Picture):
         bottom=bottom / tall,
     )
     ax = fig.add_subplot(grid[0])
-    xs, ys = pic.size
+    xs, ys = max(pic.size[0], 1), max(pic.size[1], 1)  # an empty array: an empty map
     ax.set_xlim(-0.01 * xs, 1.01 * xs)  # a mark at either end stays clear of the frame
     ax.set_ylim(1.02 * ys, -0.02 * ys)
     if pic.tint is not None and pic.tint.any():
@@ -545,6 +549,8 @@ def draw(pic: Picture):
         )  # fmt: skip
     ax.set_xlabel(pic.xlabel)
     ax.set_ylabel(pic.ylabel)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # indices: no tick at 0.5
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title("where the values and chunks with problems sit", fontsize=10)
     if handles:
         ax.legend(
@@ -562,10 +568,13 @@ def draw(pic: Picture):
 def _draw_strip(sax: Any, strip: Strip) -> None:
     from matplotlib.lines import Line2D
 
-    n, rows = strip.n, strip.rows
+    n, rows = max(strip.n, 1), strip.rows
     sax.set_ylim(max(len(rows), 1), 0)
     if not strip.shares_x:
+        from matplotlib.ticker import MaxNLocator
+
         sax.set_xlim(-0.01 * n, 1.01 * n)
+        sax.xaxis.set_major_locator(MaxNLocator(integer=True))
     sax.set_title(strip.title, fontsize=9, loc="left")
     if not rows:
         sax.text(
