@@ -25,7 +25,8 @@ sys.path.insert(0, HERE)
 from _common import results_section, write_section  # noqa: E402
 
 import fastfinite  # noqa: E402
-from fastfinite.report.plot import draw, picture  # noqa: E402
+from fastfinite.report.picture import picture  # noqa: E402
+from fastfinite.report.plot import draw  # noqa: E402
 
 LIMIT = 5.0  # seconds, the issue's
 

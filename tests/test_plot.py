@@ -18,7 +18,8 @@ from fastfinite.errors import InvalidArgumentError, SourceError
 
 pytest.importorskip("matplotlib")
 
-from fastfinite.report.plot import draw, picture, plot_report  # noqa: E402
+from fastfinite.report.picture import picture  # noqa: E402
+from fastfinite.report.plot import draw, plot_report  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
