@@ -73,7 +73,9 @@ def draw(pic: Picture):
     from matplotlib.ticker import MaxNLocator
 
     title = [pic.title, *textwrap.wrap(pic.found, 140)]
-    heights = [4.0] + [0.6 + 0.36 * max(len(s.rows), 1) for s in pic.strips]
+    heights = [4.0 if pic.size[1] > 1 else 1.6] + [
+        0.6 + 0.36 * max(len(s.rows), 1) for s in pic.strips
+    ]
     top, gap, bottom = 0.2 * len(title) + 0.55, 0.9, 0.55  # inches
     tall = top + sum(heights) + gap * (len(heights) - 1) + bottom
     fig = plt.figure(figsize=(13, tall))
@@ -174,6 +176,8 @@ def draw(pic: Picture):
     ax.set_ylabel(pic.ylabel)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # indices: no tick at 0.5
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    if pic.size[1] <= 1:  # a 1-d array: one row, no y ticks
+        ax.set_yticks([])
     ax.set_title("where the values and chunks with problems sit", fontsize=10)
     if handles:
         ax.legend(
