@@ -334,3 +334,23 @@ def test_a_0_d_nan_is_marked():
     pic = picture(fastfinite.scan(np.array(np.nan)))
     assert pic.size == (1, 1) and pic.layers["nan"].positions.tolist() == [[0.5, 0.5]]
     assert offsets(draw(pic), "loc:nan") == {(0.5, 0.5)}
+
+
+def test_never_written_chunks_past_those_listed_are_counted_in_the_legend_and_title(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    path = str(tmp_path / "m.zarr")
+    a = zarr.create_array(store=path, shape=(100, 10), chunks=(10, 10), dtype="f4")
+    a[:10] = 1.0  # chunks 1 to 9 never written
+    report = fastfinite.scan(path, max_locations=3)
+    assert report.missing_chunks == 9
+    pic = picture(report)
+    fig = draw(pic)
+    assert [(b.where, b.extent) for b in pic.boxes] == [
+        ((1, 0), (10, 20, 0, 10)),
+        ((2, 0), (20, 30, 0, 10)),
+        ((3, 0), (30, 40, 0, 10)),
+    ]
+    assert offsets(fig, "chunk:missing_chunk") == {(15.0, 5.0), (25.0, 5.0), (35.0, 5.0)}
+    assert "missing_chunk (chunk never written): 9 (first 3 drawn)" in legend_texts(fig)
+    assert "(9 never-written chunks, 3 listed and drawn)" in pic.found
+    assert not pic.clean

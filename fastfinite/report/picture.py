@@ -137,13 +137,16 @@ class Picture:
     ylabel: str
     layers: dict[str, Layer] = field(default_factory=dict)
     boxes: list[Box] = field(default_factory=list)
-    tint: np.ndarray | None = None  # (y bins, x bins) presence of regions with findings
+    tint: np.ndarray | None = None  # (y bins, x bins): presence of values not all drawn
+    chunk_counts: dict[str, int] = field(default_factory=dict)  # all, listed (boxed) or not
     labels: list[Label] = field(default_factory=list)
     strips: list[Strip] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
-        return not (self.layers or self.boxes or any(s.rows for s in self.strips))
+        return not (
+            self.layers or self.boxes or self.chunk_counts or any(s.rows for s in self.strips)
+        )
 
 
 def _cells(report: Any) -> tuple[int, ...]:
@@ -385,6 +388,15 @@ def picture(report: Any, *, axes=None, also: Sequence[Any] = ()) -> Picture:
         strips=strips,
     )
     pic.labels = _map_labels(layers, boxes, size[0])
-    if report.missing_chunks and not boxes:  # counted, none listed
-        pic.found += f" ({report.missing_chunks} never-written chunks: none listed)"
+    unreadable = sum(f.kind == "unreadable_chunk" for f in report.findings)
+    pic.chunk_counts = {
+        k: n
+        for k, n in (("missing_chunk", report.missing_chunks), ("unreadable_chunk", unreadable))
+        if n
+    }
+    boxed = sum(b.kind == "missing_chunk" for b in boxes)
+    if report.missing_chunks > boxed:  # listed up to max_locations
+        pic.found += (
+            f" ({report.missing_chunks:,} never-written chunks, {boxed:,} listed and drawn)"
+        )
     return pic

@@ -125,6 +125,8 @@ def draw(pic: Picture):
     for kind in dict.fromkeys(b.kind for b in pic.boxes):
         mine = [b for b in pic.boxes if b.kind == kind]
         what, color, marker = style(kind)
+        total = max(pic.chunk_counts.get(kind, 0), len(mine))
+        shown = "" if total == len(mine) else f" (first {len(mine):,} drawn)"
         centres = np.array(
             [((b.extent[0] + b.extent[1]) / 2, (b.extent[2] + b.extent[3]) / 2) for b in mine]
         )
@@ -142,7 +144,7 @@ def draw(pic: Picture):
         handles.append(
             Line2D(
                 [], [], marker=marker, linestyle="", markersize=9, markerfacecolor="white",
-                markeredgecolor=color, label=f"{kind} ({what}): {len(mine):,}",
+                markeredgecolor=color, label=f"{kind} ({what}): {total:,}{shown}",
             )
         )  # fmt: skip
     for kind, layer in pic.layers.items():
