@@ -255,11 +255,13 @@ def test_an_unreadable_chunk_is_a_crossed_box(tmp_path):
 # -- errors ----------------------------------------------------------------------------------
 
 
-def test_a_scan_of_another_array_is_refused_as_also():
+def test_a_scan_of_another_array_or_without_by_is_refused_as_also():
     report = fastfinite.scan(_small(), by=0)
     other = fastfinite.scan(np.zeros((10, 50)), by=1)
     with pytest.raises(InvalidArgumentError, match=r"also= takes scans of the same array"):
         picture(report, also=[other])
+    with pytest.raises(InvalidArgumentError, match=r"also= takes scans with by="):
+        picture(report, also=[fastfinite.scan(_small())])
 
 
 def test_without_matplotlib_the_error_names_the_extra(tmp_path, monkeypatch):

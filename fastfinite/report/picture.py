@@ -312,7 +312,7 @@ def picture(report: Any, *, axes=None, also: Sequence[Any] = ()) -> Picture:
     ------
     InvalidArgumentError
         A group's report, axes that are not two different axes of the array, or an ``also``
-        report of another shape.
+        report of another shape or without ``by``.
     """
     if report.arrays:
         raise InvalidArgumentError("plot one array of a group: report.arrays[path].plot(...)")
@@ -321,6 +321,11 @@ def picture(report: Any, *, axes=None, also: Sequence[Any] = ()) -> Picture:
             raise InvalidArgumentError(
                 f"plot also= takes scans of the same array, shape {fmt_index(report.shape)}; "
                 f"got one of shape {fmt_index(other.shape)}"
+            )
+        if other.by is None:
+            raise InvalidArgumentError(
+                "plot also= takes scans with by= (their per-slice findings are drawn); "
+                "got a scan without by"
             )
     shape = tuple(report.shape) or (1,)
     a0, a1 = choose_axes(report, axes) if len(report.shape) else (0, 0)
