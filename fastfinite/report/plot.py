@@ -60,6 +60,7 @@ def _place(ax: Any, labels: list[Label], xspan: float, levels: Sequence[float], 
             bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": color, "alpha": 0.85},
             arrowprops={"arrowstyle": "-", "color": color, "lw": 0.7},
             gid="label",
+            zorder=4.5,  # over the chunks' markers, under the values': no value hidden
             **kw,
         )
 
@@ -243,7 +244,7 @@ def _draw_strip(sax: Any, strip: Strip) -> None:
     for lab in strip.labels:
         sax.annotate(
             lab.text, xy=(lab.x, lab.y), xytext=(6, 0), textcoords="offset points",
-            fontsize=7, va="center", color=style(lab.kind)[1], gid="label",
+            fontsize=7, va="center", color=style(lab.kind)[1], gid="label", zorder=6,
             bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
         )  # fmt: skip
     sax.set_xlabel(
