@@ -323,6 +323,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="draw where the problems sit into PNG (needs matplotlib)",
     )
     s.add_argument(
+        "--html",
+        type=_output("--html"),
+        metavar="FILE",
+        help="write the report as one self-contained HTML page: summary, picture (with "
+        "matplotlib), findings, locations and per-slice statistics as tables",
+    )
+    s.add_argument(
         "--plot-axes",
         type=_arg(_plot_axes),
         default=None,
@@ -488,6 +495,10 @@ def _finish(report, args: argparse.Namespace) -> int:
         report.plot(args.plot, axes=tuple(args.plot_axes) if args.plot_axes else None)
         if not args.quiet:
             print(f"plot written to {args.plot}", file=sys.stderr if to_stdout else sys.stdout)
+    if getattr(args, "html", None):
+        report.to_html(args.html)
+        if not args.quiet:
+            print(f"html written to {args.html}", file=sys.stderr if to_stdout else sys.stdout)
     found = changes.new_kinds() if getattr(args, "fail_on_new", False) else report.kinds_found()
     return _failed(found, args.fail_on)
 
@@ -658,11 +669,21 @@ def _check_scan(args: argparse.Namespace) -> None:
         raise InvalidArgumentError("--plot-axes chooses the axes of --plot PNG: give both")
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         raise InvalidArgumentError("--plot needs matplotlib: pip install 'fastfinite[plot]'")
-    given = (("--json", args.json), ("--plot", args.plot), ("--cache", args.cache))
+    given = (
+        ("--json", args.json),
+        ("--plot", args.plot),
+        ("--html", args.html),
+        ("--cache", args.cache),
+    )
     outputs = [(flag, value) for flag, value in given if value and value != "-"]
     real = {f: os.path.realpath(v) for f, v in outputs}
-    if args.json and args.plot and real.get("--json") == real.get("--plot"):
-        raise InvalidArgumentError(f"--json and --plot both write {args.plot}")
+    files = [flag for flag, _ in outputs if flag != "--cache"]
+    for i, flag in enumerate(files):
+        for other in files[i + 1 :]:
+            if real[flag] == real[other]:
+                raise InvalidArgumentError(
+                    f"{flag} and {other} both write {getattr(args, other[2:])}"
+                )
     source = args.path if os.path.exists(args.path) else args.path.rpartition(":")[0]
     if "://" not in args.path and source and os.path.exists(source):
         for flag, value in outputs:
