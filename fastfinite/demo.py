@@ -126,7 +126,7 @@ def run_demo(directory: str | None = None, size_mb: int = 1024, progress: bool =
         fh.write(report.to_json() + "\n")
     print(f"\nreport written to {json_path}")
     try:
-        png = report.plot(os.path.join(directory, "report.png"))
+        png = report.plot(os.path.join(directory, "report.png"), also=[features])
         print(f"picture written to {png}")
     except Exception as e:  # matplotlib missing: the demo still works
         print(f"no picture: {e}")
