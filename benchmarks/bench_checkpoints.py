@@ -11,6 +11,10 @@ reading its bytes once from the page cache (``readinto`` 16 MiB at a time) and a
 ``safetensors.numpy.load_file`` plus ``np.isnan``/``np.isinf`` per tensor; the peak
 resident memory of a fresh process scanning it, above its baseline. Each scan's NaN count is
 checked against the count planted. With ``--write`` the table goes to benchmarks/RESULTS.md.
+
+npy_dir: a directory of 10,000 small ``.npy`` files, and tar_shards: a set of WebDataset
+``.tar`` shards, each scanned by ``fastfinite.scan(directory)`` against opening and reading
+each file (each member, through ``tarfile``) once.
 """
 
 from __future__ import annotations
@@ -142,8 +146,124 @@ def case_safetensors(quick: bool, repeat: int) -> list[str]:
     return rows
 
 
+def write_npy_dir(d: str, files: int, values: int) -> int:
+    """``files`` small float32 ``.npy`` files in ``d`` (100 to a folder); returns the NaN
+    planted (one in every 97th file)."""
+    rng = np.random.default_rng(1)
+    nan = 0
+    for i in range(files):
+        sub = os.path.join(d, f"{i // 100:03d}")
+        os.makedirs(sub, exist_ok=True)
+        x = rng.standard_normal(values).astype(np.float32)
+        if i % 97 == 5:
+            x[values // 2] = np.nan
+            nan += 1
+        np.save(os.path.join(sub, f"{i:06d}.npy"), x)
+    return nan
+
+
+def read_files_once(paths: list[str]) -> int:
+    """Open each file and read its bytes once: what any scan of the set must at least do."""
+    total = 0
+    for p in paths:
+        with open(p, "rb") as f:
+            total += len(f.read())
+    return total
+
+
+def write_tar_shards(d: str, shards: int, samples: int, values: int) -> int:
+    """WebDataset shards: ``samples`` samples a shard, each a float32 ``.npy`` and a
+    ``.cls`` label; returns the NaN planted."""
+    import io
+    import tarfile
+
+    rng = np.random.default_rng(2)
+    nan = 0
+    for s in range(shards):
+        with tarfile.open(os.path.join(d, f"shard-{s:06d}.tar"), "w") as tf:
+            for i in range(samples):
+                x = rng.standard_normal(values).astype(np.float32)
+                if (s * samples + i) % 97 == 5:
+                    x[3] = np.nan
+                    nan += 1
+                for name, data in ((f"{i:06d}.x.npy", _npy(x)), (f"{i:06d}.cls", b"1")):
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    tf.addfile(info, io.BytesIO(data))
+    return nan
+
+
+def _npy(x: np.ndarray) -> bytes:
+    import io
+
+    b = io.BytesIO()
+    np.save(b, x)
+    return b.getvalue()
+
+
+def read_members_once(paths: list[str]) -> int:
+    """Each tar's members read once, in order (``tarfile``)."""
+    import tarfile
+
+    total = 0
+    for p in paths:
+        with tarfile.open(p, "r:") as tf:
+            for info in tf:
+                total += len(tf.extractfile(info).read())
+    return total
+
+
+def _set_rows(title: str, times: dict, size: int) -> list[str]:
+    base, ff = list(times.values())
+    rows = [f"\n**{title}**\n", "| method | time (s) | fastfinite is |", "| --- | ---: | ---: |"]
+    for name, t in times.items():
+        rows.append(f"| {name} | {t:.3f} | {base / ff:.3f}x of it |" if t is ff else
+                    f"| {name} | {t:.3f} | - |")  # fmt: skip
+        print(f"  {name:50s} {t:8.3f} s")
+    rows.append(f"\nThe scan at {base / ff:.3f}x the speed of one read of each (target >= 0.7x).")
+    print(f"  scan / read: {base / ff:.3f}x ({size / 1e6:.1f} MB)")
+    return rows
+
+
+def case_npy_dir(quick: bool, repeat: int) -> list[str]:
+    files, values = (500, 256) if quick else (10_000, 256)
+    with tempfile.TemporaryDirectory(dir="/tmp") as d:
+        nan = write_npy_dir(d, files, values)
+        paths = sorted(os.path.join(r, f) for r, _, fs in os.walk(d) for f in fs)
+        size = sum(os.path.getsize(p) for p in paths)
+        print(f"\nnpy directory: {files} files of {values} float32, {size / 1e6:.1f} MB")
+        report = fastfinite.scan(d)
+        assert report.nan == nan and len(report.arrays) == files, (report.nan, nan)
+        times = best_times(
+            {"open and read each file once": lambda: read_files_once(paths),
+             "fastfinite.scan(directory)": lambda: fastfinite.scan(d)},
+            repeat,
+        )  # fmt: skip
+    return _set_rows(f"a directory of {files} .npy files of {values} float32", times, size)
+
+
+def case_tar_shards(quick: bool, repeat: int) -> list[str]:
+    shards, samples, values = (4, 250, 256) if quick else (10, 1000, 256)
+    with tempfile.TemporaryDirectory(dir="/tmp") as d:
+        nan = write_tar_shards(d, shards, samples, values)
+        paths = sorted(os.path.join(d, f) for f in os.listdir(d))
+        size = sum(os.path.getsize(p) for p in paths)
+        print(f"\ntar shards: {shards} x {samples} samples, {size / 1e6:.1f} MB")
+        report = fastfinite.scan(d)
+        assert report.nan == nan and len(report.arrays) == shards * samples, (report.nan, nan)
+        times = best_times(
+            {"read each member once (tarfile)": lambda: read_members_once(paths),
+             "fastfinite.scan(directory of shards)": lambda: fastfinite.scan(d)},
+            repeat,
+        )  # fmt: skip
+    title = f"{shards} tar shards of {samples} samples (.npy of {values} float32 + .cls)"
+    return _set_rows(title, times, size)
+
+
 CASES: dict[str, Callable[[bool, int], list[str]]] = {
     "safetensors": case_safetensors,
+    "npy_dir": case_npy_dir,
+    "tar_shards": case_tar_shards,
 }
 
 

@@ -151,10 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
         "scan",
         help="scan an array file or store and print what was found",
         description="Scan PATH and print a summary. PATH is a .npy file, a Zarr store or an "
-        "array or group inside it (data.zarr, data.zarr/train/x, data.zip, s3://...), or an "
-        "HDF5 dataset (file.h5:/group/dataset) or file.",
+        "array or group inside it (data.zarr, data.zarr/train/x, data.zip, s3://...), an "
+        "HDF5 dataset (file.h5:/group/dataset) or file, a Parquet or Arrow file, a .tar "
+        "shard, a directory or a quoted glob ('parts/*.npy') of array files; several PATHs "
+        "are one set of files.",
     )
-    s.add_argument("path", metavar="PATH", help="what to scan")
+    s.add_argument("path", metavar="PATH", nargs="+", help="what to scan")
     s.add_argument(
         "--cast",
         type=_arg(_casts),
@@ -323,6 +325,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="draw where the problems sit into PNG (needs matplotlib)",
     )
     s.add_argument(
+        "--html",
+        type=_output("--html"),
+        metavar="FILE",
+        help="write the report as one self-contained HTML page: summary, picture (with "
+        "matplotlib), findings, locations and per-slice statistics as tables",
+    )
+    s.add_argument(
+        "--bad-samples",
+        type=_output("--bad-samples"),
+        metavar="FILE",
+        help="write the keys of the samples or members with an error to FILE, one a line "
+        "(a table's rows as TABLE<TAB>ROW), for a loader to skip or replay",
+    )
+    s.add_argument(
         "--plot-axes",
         type=_arg(_plot_axes),
         default=None,
@@ -488,6 +504,10 @@ def _finish(report, args: argparse.Namespace) -> int:
         report.plot(args.plot, axes=tuple(args.plot_axes) if args.plot_axes else None)
         if not args.quiet:
             print(f"plot written to {args.plot}", file=sys.stderr if to_stdout else sys.stdout)
+    if getattr(args, "html", None):
+        report.to_html(args.html)
+        if not args.quiet:
+            print(f"html written to {args.html}", file=sys.stderr if to_stdout else sys.stdout)
     found = changes.new_kinds() if getattr(args, "fail_on_new", False) else report.kinds_found()
     return _failed(found, args.fail_on)
 
@@ -658,24 +678,39 @@ def _check_scan(args: argparse.Namespace) -> None:
         raise InvalidArgumentError("--plot-axes chooses the axes of --plot PNG: give both")
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         raise InvalidArgumentError("--plot needs matplotlib: pip install 'fastfinite[plot]'")
-    given = (("--json", args.json), ("--plot", args.plot), ("--cache", args.cache))
+    given = (
+        ("--json", args.json),
+        ("--plot", args.plot),
+        ("--html", args.html),
+        ("--bad-samples", args.bad_samples),
+        ("--cache", args.cache),
+    )
     outputs = [(flag, value) for flag, value in given if value and value != "-"]
     real = {f: os.path.realpath(v) for f, v in outputs}
-    if args.json and args.plot and real.get("--json") == real.get("--plot"):
-        raise InvalidArgumentError(f"--json and --plot both write {args.plot}")
-    source = args.path if os.path.exists(args.path) else args.path.rpartition(":")[0]
-    if "://" not in args.path and source and os.path.exists(source):
-        for flag, value in outputs:
-            if _inside(real[flag], os.path.realpath(source)):
-                raise InvalidArgumentError(
-                    f"{flag} {value} would write into the input {args.path}: fastfinite "
-                    "never modifies its input"
-                )
+    files = [(f, r) for f, r in real.items() if f != "--cache"]
+    for i, (flag, there) in enumerate(files):
+        for other, elsewhere in files[i + 1 :]:
+            if there == elsewhere:
+                raise InvalidArgumentError(f"{flag} and {other} both write {dict(outputs)[flag]}")
+    from .sources.shards import glob_prefix, is_glob
+
+    for path in args.path if isinstance(args.path, list) else [args.path]:
+        source = path if os.path.exists(path) else path.rpartition(":")[0]
+        if is_glob(path):
+            source = glob_prefix(path)[0]
+        if "://" not in path and source and os.path.exists(source):
+            for flag, value in outputs:
+                if _inside(real[flag], os.path.realpath(source)):
+                    raise InvalidArgumentError(
+                        f"{flag} {value} would write into the input {path}: fastfinite "
+                        "never modifies its input"
+                    )
 
 
 def _scan(args: argparse.Namespace) -> int:
     from .api import scan
 
+    args.path = args.path[0] if len(args.path) == 1 else args.path  # several: a set of files
     _check_scan(args)
     progress = args.progress if args.progress is not None else sys.stderr.isatty()
     progress = progress and not args.quiet
@@ -712,4 +747,17 @@ def _scan(args: argparse.Namespace) -> int:
             report = scan(args.path, scheduler=args.scheduler, **kwargs)
     else:
         report = scan(args.path, workers=args.threads, fail_fast=args.fail_fast, **kwargs)
+    if args.bad_samples:
+        _write_bad_samples(report, args.bad_samples)
     return _finish(report, args)
+
+
+def _write_bad_samples(report, path: str) -> None:
+    """``--bad-samples FILE``; a list that could not be complete says so on stderr."""
+    from .report.samples import write_keys
+
+    keys = report.bad_samples()
+    write_keys(keys, path)
+    if not keys.complete:
+        more = f" (+{len(keys.notes) - 1} more)" if len(keys.notes) > 1 else ""
+        print(f"fastfinite: warning: {path} is incomplete: {keys.notes[0]}{more}", file=sys.stderr)

@@ -44,14 +44,24 @@ def run(plan: ScanPlan) -> ScanReport:
     """Scan every member of a plan, in turn, and build the report."""
     reports: dict = {}
     stopped = False
-    for member in plan.members():
-        report = reports[member.path] = scan_member(member, plan)
-        if plan.options.fail_fast and (report.nonfinite > 0 or not report.complete):
-            stopped = True
-            why = "not scanned: fail_fast stopped at an earlier array"
-            rest = [p for p, _ in plan.entries if p not in reports and p not in plan.skipped]
-            plan.skipped.update(dict.fromkeys(rest, why))
-            break
+    members, bar = plan.members(), None
+    if plan.options.progress and _counted_whole(plan.target):
+        members = list(members)  # opened first: the bar counts the bytes of the whole set
+        bar = _set_bar(plan.layout.name, sum(m.source.nbytes for m in members))
+        for m in members:  # a .npy maps again when scanned: 100,000 maps at once would not
+            m.source.unmap()
+    try:
+        for member in members:
+            report = reports[member.path] = scan_member(member, plan, bar)
+            if plan.options.fail_fast and (report.nonfinite > 0 or not report.complete):
+                stopped = True
+                why = "not scanned: fail_fast stopped at an earlier array"
+                rest = [p for p, _ in plan.entries if p not in reports and p not in plan.skipped]
+                plan.skipped.update(dict.fromkeys(rest, why))
+                break
+    finally:
+        if bar is not None:
+            bar.close()
     return finish(plan.layout, reports, plan.skipped, not stopped, list(plan.findings.values()))
 
 
@@ -76,9 +86,23 @@ def bounded_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Itera
         wait(pending)
 
 
-def scan_member(member: Member, plan: ScanPlan) -> ScanReport:
+def _counted_whole(target) -> bool:
+    """A set of files (``shards.ShardSet``): one progress bar counts all of it."""
+    from ..sources.shards import ShardSet
+
+    return isinstance(target, ShardSet)
+
+
+def _set_bar(name: str, total: int):
+    from tqdm.auto import tqdm
+
+    bar = dict(unit="B", unit_scale=True, unit_divisor=1024, dynamic_ncols=True, leave=False)
+    return tqdm(total=total, desc=name, **bar)
+
+
+def scan_member(member: Member, plan: ScanPlan, shared_bar=None) -> ScanReport:
     """Scan one member's regions (those a cache does not recall), merge the summaries and
-    build its report."""
+    build its report; ``shared_bar``: the progress bar of a whole set, counting on."""
     opts, source, spec = plan.options, member.source, member.spec
     for group, dtype in kernel_groups(spec):  # compiled (or loaded) while regions are read
         dispatch.prepare(group, dtype)
@@ -122,7 +146,7 @@ def scan_member(member: Member, plan: ScanPlan) -> ScanReport:
             member.regions(),
             workers,
         )
-    bar = _progress_bar(source, opts.progress)
+    bar = shared_bar if shared_bar is not None else _progress_bar(source, opts.progress)
     failed: list = []
     merger = PairwiseMerger(spec.max_locations, memory.node if memory is not None else None)
     done = 0
@@ -137,13 +161,14 @@ def scan_member(member: Member, plan: ScanPlan) -> ScanReport:
             nbytes = sum(_size(r) for r in scanned) * source.dtype.itemsize
             done += nbytes
             if bar is not None:
-                _describe(bar, source)
+                if bar is not shared_bar:
+                    _describe(bar, source)
                 bar.update(nbytes)
             if opts.fail_fast and summary.counts[:3].sum():
                 break
     finally:
         results.close()
-        if bar is not None:
+        if bar is not None and bar is not shared_bar:
             bar.close()
         if memory is not None:  # what was scanned is kept, even when the scan stops here
             memory.flush()
