@@ -86,11 +86,10 @@ def _side_by_side(members: Iterable[Member], plan: ScanPlan, bar) -> Iterator:
     per core, at most ``2 * workers`` in flight; the others one at a time, each on every
     core. Each report is its member's alone, so the reports are those of a scan in turn,
     to the last bit. In turn when the scan stops early (``fail_fast``), keeps a cache or
-    draws a bar per member."""
+    draws a progress bar (counted from one thread)."""
     opts = plan.options
     workers = default_workers()
-    per_member_bar = opts.progress and bar is None
-    if workers <= 1 or opts.fail_fast or plan.cache is not None or per_member_bar:
+    if workers <= 1 or opts.fail_fast or plan.cache is not None or opts.progress:
         for member in members:
             yield member, scan_member(member, plan, bar)
         return
