@@ -455,3 +455,23 @@ def test_zip_that_is_no_checkpoint(tmp_path):
         zf.writestr("hello.txt", "hi")
     with pytest.raises(fastfinite.errors.SourceError, match="x.pt is not a PyTorch checkpoint"):
         fastfinite.scan(str(tmp_path / "x.pt"))
+
+
+def test_small_tensors_side_by_side_give_the_reports_of_a_scan_in_turn(tmp_path, monkeypatch):
+    """A checkpoint's small tensors are scanned side by side, one per core, a large one
+    alone on every core between them: the report is a scan in turn's, to the last bit."""
+    from safetensors.numpy import save_file
+
+    import fastfinite.engines.local as local
+
+    arrays = {f"t{i:02d}": planted(np.float32 if i % 2 else ml.bfloat16, (50, 40), seed=i)
+              for i in range(13)}  # fmt: skip
+    save_file(arrays, str(tmp_path / "m.safetensors"))
+    big = np.zeros(9_000_000, np.float32)  # 36 MB: scanned alone, in parts
+    big[8_999_999] = np.inf
+    data = {"a": arrays["t00"], "big": big, **{k: v for k, v in arrays.items() if k != "t00"}}
+    side = [fastfinite.scan(str(tmp_path / "m.safetensors")), fastfinite.scan(data)]
+    monkeypatch.setattr(local, "default_workers", lambda: 1)
+    in_turn = [fastfinite.scan(str(tmp_path / "m.safetensors")), fastfinite.scan(data)]
+    assert [r.to_dict() for r in side] == [r.to_dict() for r in in_turn]
+    assert list(side[1].arrays) == list(data) and side[1].arrays["big"].posinf == 1

@@ -397,3 +397,48 @@ def test_cli_hostile_checkpoint_is_one_line_exit_2(tmp_path):
     assert_one_line_error(run_cli("scan", path), "m.safetensors, tensor bad", "past the end")
     r = run_cli("scan", path, "--on-error", "report")
     assert r.returncode == 1 and "unreadable_member" in r.stdout, (r.stdout, r.stderr)
+
+
+def test_truncated_legacy_checkpoint(tmp_path):
+    tf.write_legacy(tmp_path / "m.pt", _state())
+    data = (tmp_path / "m.pt").read_bytes()
+    (tmp_path / "m.pt").write_bytes(data[:-8])
+    with pytest.raises(SourceError, match=r"m.pt: storage 1 of 4 elements runs past the end"):
+        fastfinite.scan(str(tmp_path / "m.pt"))
+
+
+def _checkpoints(tmp_path) -> dict[str, bytes]:
+    from safetensors.numpy import save_file
+
+    x = np.arange(64, dtype=np.float32).reshape(8, 8)
+    save_file({"a": x, "b": x[:2]}, str(tmp_path / "m.safetensors"))
+    np.savez(tmp_path / "m.npz", a=x, b=x[:2])
+    tf.write_zip(tmp_path / "m.pt", _state())
+    tf.write_legacy(tmp_path / "l.pt", _state())
+    return {n: (tmp_path / n).read_bytes() for n in ("m.safetensors", "m.npz", "m.pt", "l.pt")}
+
+
+@pytest.mark.parametrize("on_error", ["raise", "report"])
+def test_flipped_bytes_are_a_report_or_an_error_of_fastfinite(tmp_path, no_pwn, on_error):
+    """Bytes flipped anywhere in a checkpoint (its header, its pickle, its zip
+    directory, its data): a report, or an error of fastfinite naming the file; never
+    another exception, never code run."""
+    rng = np.random.default_rng(44)
+    for name, data in _checkpoints(tmp_path).items():
+        errors = 0
+        for i in range(40):
+            bad = bytearray(data)
+            # in the headers at the start, the zip's directory at the end, or anywhere
+            lo, hi = [(0, 256), (len(bad) - 256, len(bad)), (0, len(bad))][i % 3]
+            for at in rng.integers(max(lo, 0), hi, rng.integers(1, 4)):
+                bad[at] = int(rng.integers(0, 256))
+            path = tmp_path / f"x{os.path.splitext(name)[1]}"
+            path.write_bytes(bytes(bad))
+            try:
+                r = fastfinite.scan(str(path), on_error=on_error)
+            except fastfinite.errors.FastFiniteError as e:
+                assert str(path) in str(e) or path.name in str(e), str(e)
+                errors += 1
+            else:
+                assert r.dtype == "group"
+        assert errors, name  # the flips did reach what is checked

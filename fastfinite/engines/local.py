@@ -5,6 +5,8 @@ flight, so memory stays O(workers x region). Summaries are folded as they arrive
 order, by a streaming pairwise merge (O(log n) partial summaries held). An array in RAM has
 nothing to read: runs of its regions are scanned one after the other, each in parts on every
 core (``summarize_parts``), so the Python between regions does not compete with the kernels.
+A group's small members (a checkpoint's tensors, a set's files), each scanned on one
+thread, run side by side, one per core (``_side_by_side``).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ ZARR_REQUESTS = 10  # requests zarr keeps in flight for one region (async.concur
 
 
 def run(plan: ScanPlan) -> ScanReport:
-    """Scan every member of a plan, in turn, and build the report."""
+    """Scan every member of a plan (small ones side by side) and build the report."""
     reports: dict = {}
     stopped = False
     members, bar = plan.members(), None
@@ -51,8 +53,8 @@ def run(plan: ScanPlan) -> ScanReport:
         for m in members:  # a .npy maps again when scanned: 100,000 maps at once would not
             m.source.unmap()
     try:
-        for member in members:
-            report = reports[member.path] = scan_member(member, plan, bar)
+        for member, report in _side_by_side(members, plan, bar):
+            reports[member.path] = report
             if plan.options.fail_fast and (report.nonfinite > 0 or not report.complete):
                 stopped = True
                 why = "not scanned: fail_fast stopped at an earlier array"
@@ -63,6 +65,55 @@ def run(plan: ScanPlan) -> ScanReport:
         if bar is not None:
             bar.close()
     return finish(plan.layout, reports, plan.skipped, not stopped, list(plan.findings.values()))
+
+
+def _alone(member: Member, opts) -> bool:
+    """Whether a member is scanned on one thread (small and in this process: a tensor of
+    a checkpoint, a file of a set), so that members like it run side by side."""
+    source = member.source
+    return (
+        opts.workers is None
+        and source.in_memory
+        and source.nbytes < SMALL_BYTES
+        and not source.remote
+        and member.spec.by is None
+    )
+
+
+def _side_by_side(members: Iterable[Member], plan: ScanPlan, bar) -> Iterator:
+    """``(member, report)`` in the members' order. Members a thread scans alone
+    (``_alone``: a checkpoint's tensors, a set's small files) are scanned side by side, one
+    per core, at most ``2 * workers`` in flight; the others one at a time, each on every
+    core. Each report is its member's alone, so the reports are those of a scan in turn,
+    to the last bit. In turn when the scan stops early (``fail_fast``), keeps a cache or
+    draws a progress bar (counted from one thread)."""
+    opts = plan.options
+    workers = default_workers()
+    if workers <= 1 or opts.fail_fast or plan.cache is not None or opts.progress:
+        for member in members:
+            yield member, scan_member(member, plan, bar)
+        return
+    pool = shared_pool("member", workers)
+    pending: deque = deque()
+    try:
+        for member in members:
+            if not _alone(member, opts):
+                while pending:
+                    done = pending.popleft()
+                    yield done[0], done[1].result()
+                yield member, scan_member(member, plan, bar)
+                continue
+            pending.append((member, pool.submit(scan_member, member, plan, bar)))
+            if len(pending) >= 2 * workers:
+                done = pending.popleft()
+                yield done[0], done[1].result()
+        while pending:
+            done = pending.popleft()
+            yield done[0], done[1].result()
+    finally:  # stopped early: nothing of this scan runs on after it returns
+        for _, f in pending:
+            f.cancel()
+        wait([f for _, f in pending])
 
 
 def bounded_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
