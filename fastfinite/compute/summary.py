@@ -18,7 +18,6 @@ import numpy as np
 
 from ..model import kinds
 from ..model.casts import risk_thresholds
-from ..model.kinds import BASE_KINDS
 from ..model.stats import combine, scaled_moments
 from .blocks import component_dtype
 from .pages import COUNT_ROWS, canvas_buffer, slice_numbers
@@ -47,10 +46,7 @@ class ScanSpec:
     @property
     def kinds(self) -> tuple[str, ...]:
         """Names of the kernel's counter slots; ``""`` for unused target slots."""
-        names = list(BASE_KINDS)
-        for t in (*self.cast, "", "", "")[: kinds.N_TARGET_SLOTS]:
-            names += [f"overflow:{t}", f"underflow:{t}"] if t else ["", ""]
-        return tuple(names)
+        return kinds.slot_names(self.cast)
 
     @cached_property
     def thresholds(self) -> np.ndarray:

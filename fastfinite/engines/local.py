@@ -27,6 +27,7 @@ from ..compute.summarize import (
     summarize_parts,
 )
 from ..compute.summary import PairwiseMerger, SliceCanvas
+from ..model.kinds import FIRST_CAST_SLOT
 from ..report.build import build_report, finish, report_meta
 from ..report.model import ScanReport
 from ..sources.base import SMALL_BYTES
@@ -139,7 +140,7 @@ def scan_member(member: Member, plan: ScanPlan) -> ScanReport:
             if bar is not None:
                 _describe(bar, source)
                 bar.update(nbytes)
-            if opts.fail_fast and summary.counts[:3].sum():
+            if opts.fail_fast and summary.counts[:FIRST_CAST_SLOT].sum():  # NaN or inf
                 break
     finally:
         results.close()
