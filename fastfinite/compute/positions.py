@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import kinds
+from ..model.cast_forms import float_form
 from ..model.kinds import N_KINDS, slot_target
 
 
@@ -26,11 +27,8 @@ def kind_mask(x: np.ndarray, k: int, thr: np.ndarray) -> np.ndarray:
             return np.isnan(x)
         return x == (np.inf if k == kinds.SLOT_POSINF else -np.inf)
     kind, t = cast
-    with np.errstate(invalid="ignore"):
-        a = np.abs(x)
-        if kind == "overflow:":
-            return (a >= thr[2 * t]) & np.isfinite(x)
-        return (a <= thr[2 * t + 1]) & (a > 0)
+    over, under = float_form(x, thr[2 * t], thr[2 * t + 1])
+    return over if kind == "overflow:" else under
 
 
 def _unused(k: int, thr: np.ndarray) -> bool:

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.cast_forms import extrema_bounds
 from ..model.kinds import (
     N_KINDS,
-    N_TARGET_SLOTS,
     SLOT_NAN,
     SLOT_NEGINF,
     SLOT_OVERFLOW,
@@ -84,6 +84,8 @@ SIDE_BY_SIDE = 768
 _NAN, _POSINF, _NEGINF = np.int64(SLOT_NAN), np.int64(SLOT_POSINF), np.int64(SLOT_NEGINF)
 _OVERFLOW, _UNDERFLOW = np.int64(SLOT_OVERFLOW), np.int64(SLOT_UNDERFLOW)
 _PER_TARGET = np.int64(SLOTS_PER_TARGET)
+# ``(over, under, targets)`` of a scan's cast thresholds: the extrema form's bounds
+bounds = helper(extrema_bounds)
 
 
 @helper(forceinline=True)
@@ -324,26 +326,6 @@ def _settle(x, a, b, k, p0, lanes, thr, over, under, targets, counts, cap, seen,
         blocks[2, m] = p0
         m += 1
     return s1, s2, mn, mx, c0, c1, c2, m
-
-
-@helper
-def bounds(thr):
-    """``(over, under, targets)`` of cast thresholds ``thr`` (per slot ``(over, under)``
-    in the data's type, ``(inf, -1)`` for an unused slot): a finite ``|v| >= over`` risks
-    an overflow, ``0 < |v| <= under`` an underflow (``under < 0``: no target can);
-    ``targets``: the slots up to the last one used."""
-    inf = thr.dtype.type(np.inf)
-    over = inf
-    under = thr.dtype.type(-1)
-    targets = np.int64(0)
-    for t in range(N_TARGET_SLOTS):
-        ot = thr[2 * t]
-        ut = thr[2 * t + 1]
-        over = ot if ot < over else over
-        under = ut if ut > under else under
-        if ot < inf or ut >= 0:
-            targets = t + 1
-    return over, under, targets
 
 
 @helper(forceinline=True)
