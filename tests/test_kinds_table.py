@@ -133,14 +133,14 @@ def test_every_slice_kind_is_computed_by_kernels_and_twins_alike():
             j = f.where[0]
             head = f.kind.partition(":")[0] + (":" if ":" in f.kind else "")
             assert f.severity == KINDS[head].severity
-            template, fields = slice_message(f.kind)
+            say, fields = slice_message(f.kind)
             given = {
                 "s": f"({j},)", "t": "float32", "t_max": TARGETS["float32"].max,
                 "z_threshold": r.z_threshold, "m2": m2,
                 "total": float(s.mean[j] * np.float64(s.count[j])),
             }  # fmt: skip
             values = [given[n] if n in given else quoted[n][j].item() for n in fields]
-            assert f.message == template.format(*values)
+            assert f.message == say(*values)
 
 
 def test_a_message_for_one_dtype_is_its_own():
@@ -150,6 +150,20 @@ def test_a_message_for_one_dtype_is_its_own():
     said = {f.kind: f.message for f in r.findings}
     assert "x.mean() does not" in said["sum_overflow:float16"]
     assert "x.sum() and x.mean() in float32" not in said["sum_overflow:float16"]
+
+
+def test_a_message_says_its_template_as_format_writes_it():
+    """The message functions compiled from the table's templates write what ``str.format``
+    writes, with fields given once or per slice."""
+    template = KINDS["outlier"].message
+    values = {"s": "(3,)", "max_z": 12.5, "z_threshold": 10.0, "min": -1.0, "max": 1e4, "mean": 0.1, "std": 3.0}  # fmt: skip
+    want = template.format(**values)
+    assert "(threshold 10;" in want
+    say, fields = slice_message("outlier")
+    assert say(*(values[n] for n in fields)) == want
+    say, rest = slice_message("outlier", {"z_threshold": 10.0, "s": "(3,)"})
+    assert "z_threshold" not in rest and "s" not in rest
+    assert say(*(values[n] for n in rest)) == want
 
 
 def test_counter_slots_are_unique_and_fill_the_counters():

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import string
-from collections.abc import Iterable, Set
+from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -246,30 +246,44 @@ def slice_kinds(dtypes: Iterable[str]) -> list[str]:
     return [bits[b] for b in sorted(bits)]
 
 
-def _positional(template: str) -> tuple[str, tuple[str, ...]]:
-    """A message template with named fields as one with numbered fields (``str.format`` of
-    positional arguments: ``map``-able over columns, a third faster than keywords) and the
-    names in their order."""
+def _escaped(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _speaker(template: str, given: Mapping[str, Any]) -> tuple[Callable[..., str], tuple[str, ...]]:
+    """A message template as a function of its fields but those ``given`` (written in
+    once), and the names of its arguments. The function is an f-string compiled from the
+    template (the table's own text, fields checked to be names): 1e6 findings of a table
+    with a NaN feature are said 1.7 times faster than by ``str.format``."""
     out, names = [], []
     for text, field, spec, conv in string.Formatter().parse(template):
-        out.append(text.replace("{", "{{").replace("}", "}}"))
-        if field is not None:
-            if field not in names:
-                names.append(field)
-            out.append(
-                "{" + str(names.index(field)) + (f"!{conv}" if conv else "")
-                + (f":{spec}" if spec else "") + "}"
-            )  # fmt: skip
-    return "".join(out), tuple(names)
+        out.append(_escaped(text))
+        if field is None:
+            continue
+        if field in given:
+            value = given[field]
+            value = repr(value) if conv == "r" else str(value) if conv == "s" else value
+            out.append(_escaped(format(value, spec or "")))
+            continue
+        if not field.isidentifier():
+            raise ValueError(f"{field!r} in a message of the table of kinds is not a name")
+        if field not in names:
+            names.append(field)
+        out.append("{" + field + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}")  # fmt: skip
+    source = f"lambda {', '.join(names)}: f{''.join(out)!r}"
+    return eval(source, {"__builtins__": {}}), tuple(names)  # noqa: S307 - the table's text
 
 
-def slice_message(kind: str) -> tuple[str, tuple[str, ...]]:
+def slice_message(
+    kind: str, given: Mapping[str, Any] | None = None
+) -> tuple[Callable[..., str], tuple[str, ...]]:
     """The message of findings of slice kind ``kind`` (``sum_overflow:float16``...) as a
-    template of numbered fields, and the names of its fields in their order
+    function of its fields, those ``given`` (the same for every slice: ``t``, ``t_max``,
+    ``z_threshold``) written in, and the names of its arguments in their order
     (``Kind.message``)."""
     head, sep, t = kind.partition(":")
     row = KINDS[head + sep]
-    return _positional(dict(row.per_target).get(t, row.message))
+    return _speaker(dict(row.per_target).get(t, row.message), given or {})
 
 
 # -- severities and the names that group the kinds ---------------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
-from itertools import repeat
 
 import numpy as np
 
@@ -162,9 +161,8 @@ def _messages(kind: str, w: list[str], v: _Gather, z_threshold: float) -> list[s
     """The messages of findings of ``kind`` about slices named ``w`` (``_where_texts``),
     quoting their statistics ``v``: its message in the table of kinds
     (``kinds.slice_message``), each field a column of ``v`` but the slice's text ``s``,
-    ``t``, ``t_max`` and ``z_threshold``."""
-    template, fields = slice_message(kind)
+    ``t``, ``t_max`` and ``z_threshold``, written in once."""
     t = kind.partition(":")[2]
     given = {"t": t, "t_max": TARGETS[t].max if t else None, "z_threshold": z_threshold}
-    cols = [w if f == "s" else repeat(given[f]) if f in given else v(f) for f in fields]
-    return list(map(template.format, *cols))
+    say, fields = slice_message(kind, given)
+    return list(map(say, *(w if f == "s" else v(f) for f in fields)))
