@@ -295,6 +295,25 @@ def test_every_kernel_has_a_twin_and_inputs():
     assert {n for group in kernels.GROUPS.values() for n in group} == set(TWINS)
 
 
+def test_every_public_kernel_and_every_kernel_production_picks_is_in_the_table():
+    """The kernels' public names (``kernels.__all__`` but the table's helpers) are the twin
+    table's, and every kernel named where production picks one (``dispatch.pick``, and
+    ``summary._per_slice`` which calls it) is in it: no kernel runs without a twin the
+    test above holds it to."""
+    helpers = {"GROUPS", "KERNEL_DTYPES", "examples", "group_of", "prepare", "cache_directory"}
+    public = {n for n in kernels.__all__ if not n.startswith("_")} - helpers
+    assert public == set(TWINS)
+    picked = set()
+    root = Path(kernels.__file__).parent.parent
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in ("pick", "_per_slice"):  # fmt: skip
+                first = node.args[0] if node.args else None
+                if isinstance(first, ast.Constant):
+                    picked.add(first.value)
+    assert picked and picked <= set(TWINS), picked - set(TWINS)
+
+
 @pytest.mark.parametrize("name", sorted(TWINS))
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
