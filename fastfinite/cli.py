@@ -455,6 +455,8 @@ def _output_options(p: argparse.ArgumentParser) -> None:
 
 
 def _fail_on_option(p: argparse.ArgumentParser) -> None:
+    from .model.kinds import kinds_help
+
     p.add_argument(
         "--fail-on",
         type=_arg(lambda t: options.parse_kinds(_list(t))),
@@ -462,9 +464,7 @@ def _fail_on_option(p: argparse.ArgumentParser) -> None:
         metavar="KINDS",
         help="comma-separated kinds that make the exit code 1 (default: error), e.g. "
         "error (NaN, inf, cast overflow, unreadable chunks...), warning (everything: "
-        "warnings and errors), nonfinite, nan, posinf, neginf, cast, overflow, underflow, "
-        "overflow:float32, missing_chunk, unreadable_chunk, zero_variance, "
-        "near_zero_variance, outlier, sum_overflow:float32, variance_overflow:float32",
+        f"warnings and errors), {kinds_help()}",
     )
 
 

@@ -29,6 +29,7 @@ from ..compute.summarize import (
     summarize_parts,
 )
 from ..compute.summary import PairwiseMerger, SliceCanvas
+from ..model.kinds import FIRST_CAST_SLOT
 from ..report.build import build_report, finish, report_meta
 from ..report.model import ScanReport
 from ..sources.base import SMALL_BYTES
@@ -215,7 +216,7 @@ def scan_member(member: Member, plan: ScanPlan, shared_bar=None) -> ScanReport:
                 if bar is not shared_bar:
                     _describe(bar, source)
                 bar.update(nbytes)
-            if opts.fail_fast and summary.counts[:3].sum():
+            if opts.fail_fast and summary.counts[:FIRST_CAST_SLOT].sum():  # NaN or inf
                 break
     finally:
         results.close()
