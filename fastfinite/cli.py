@@ -747,7 +747,8 @@ def _interrupted(leave: bool) -> int:
         sys.stdout.flush()
     except (OSError, ValueError):
         pass
-    print("fastfinite: interrupted", file=sys.stderr, flush=True)
+    wipe = "\r\033[K" if sys.stderr.isatty() and os.environ.get("TERM") != "dumb" else ""
+    print(f"{wipe}fastfinite: interrupted", file=sys.stderr, flush=True)  # over a bar's line
     if leave:
         os._exit(EXIT_INTERRUPTED)
     return EXIT_INTERRUPTED

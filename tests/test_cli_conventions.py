@@ -9,12 +9,15 @@ Part: ``fastfinite/cli.py``.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import pty
 import select
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 
 import numpy as np
@@ -181,6 +184,38 @@ def test_ctrl_c_during_a_scan_exits_130_with_one_line(tmp_path, threads):
     assert proc.returncode == 130, (stdout, stderr)
     assert stderr == "fastfinite: interrupted\n" and stdout == ""
     assert os.listdir(out) == []
+
+
+def test_ctrl_c_on_a_terminal_writes_its_line_over_the_progress_bar(tmp_path):
+    store, pipe = _stalled_store(tmp_path)
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fastfinite", "scan", str(store), "--progress"],
+        stdout=subprocess.DEVNULL, stderr=slave, start_new_session=True,
+        env=_env(TERM="xterm"),
+    )  # fmt: skip
+    os.close(slave)
+    fd = _wait_for_reader(pipe, proc)
+    try:
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+    finally:
+        os.close(fd)
+    seen = b""
+    while select.select([master], [], [], 1)[0]:
+        try:
+            chunk = os.read(master, 1 << 16)
+        except OSError:  # EIO: the other side is closed
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    bar, _, last = seen.decode().rpartition("\r\033[K")
+    assert "it/s" in bar or "%" in bar, seen  # a bar was drawn, then wiped
+    assert last == "fastfinite: interrupted\r\n", seen
 
 
 def test_an_interrupted_write_leaves_the_old_file_and_nothing_beside_it(tmp_path):
