@@ -377,6 +377,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output(
         s, "--plot", metavar="PNG", help="draw where the problems sit into PNG (needs matplotlib)"
     )
+    _add_output(
+        s,
+        "--html",
+        metavar="FILE",
+        help="write the report as one self-contained HTML page: summary, picture (with "
+        "matplotlib), findings, locations and per-slice statistics as tables",
+    )
     s.add_argument(
         "--plot-axes",
         type=_arg(_plot_axes),
@@ -636,6 +643,11 @@ def _finish(report, args: argparse.Namespace) -> int:
             report.plot(path, axes=tuple(args.plot_axes) if args.plot_axes else None)
         if not args.quiet:
             print(f"plot written to {args.plot}", file=sys.stderr if to_stdout else sys.stdout)
+    if getattr(args, "html", None):
+        with _writing(args.html) as path:
+            report.to_html(path)
+        if not args.quiet:
+            print(f"html written to {args.html}", file=sys.stderr if to_stdout else sys.stdout)
     found = changes.new_kinds() if getattr(args, "fail_on_new", False) else report.kinds_found()
     return _failed(found, args.fail_on)
 

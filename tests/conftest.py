@@ -27,6 +27,23 @@ settings.load_profile("default")
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "numpy_twin: run small blocks through the NumPy twin")
+    if not hasattr(config, "workerinput"):  # the first process, before any worker starts
+        _compile_once()
+
+
+def _compile_once() -> None:
+    """Every kernel compiled into the cache once, before the tests, with every core (about
+    10 s on an empty cache, nothing on a warm one): otherwise each test worker, and each
+    command-line process the tests start, compiles the same kernels again while the cache
+    is empty. Tests of the cold start use caches of their own. ``FASTFINITE_TEST_COMPILE=0``
+    leaves it to the tests."""
+    if os.environ.get("FASTFINITE_TEST_COMPILE", "1") == "0":
+        return
+    import fastfinite
+
+    report = fastfinite.compile()
+    for (group, dtype), error in report.failed.items():  # the tests will say it again
+        print(f"fastfinite compile: {group} {dtype} failed: {error}", file=sys.stderr)
 
 
 @pytest.fixture(autouse=True)

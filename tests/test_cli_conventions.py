@@ -197,21 +197,28 @@ def test_ctrl_c_on_a_terminal_writes_its_line_over_the_progress_bar(tmp_path):
     )  # fmt: skip
     os.close(slave)
     fd = _wait_for_reader(pipe, proc)
+    seen = b""
+
+    def read(until: float) -> None:
+        nonlocal seen
+        while time.time() < until and select.select([master], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(master, 1 << 16)
+            except OSError:  # EIO: the other side is closed
+                return
+            if not chunk:
+                return
+            seen += chunk
+
     try:
-        time.sleep(0.5)
+        deadline = time.time() + 60
+        while b"%" not in seen and time.time() < deadline:  # the bar is drawn
+            read(time.time() + 0.5)
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=30) == 130
     finally:
         os.close(fd)
-    seen = b""
-    while select.select([master], [], [], 1)[0]:
-        try:
-            chunk = os.read(master, 1 << 16)
-        except OSError:  # EIO: the other side is closed
-            break
-        if not chunk:
-            break
-        seen += chunk
+    read(time.time() + 10)
     os.close(master)
     bar, _, last = seen.decode().rpartition("\r\033[K")
     assert "it/s" in bar or "%" in bar, seen  # a bar was drawn, then wiped
@@ -281,6 +288,8 @@ def test_every_output_is_checked_before_the_scan_starts(tmp_path):
         (["--json", store / "r.json"], "--json", "would write into the input"),
         (["--plot", store / "c" / "p.png"], "--plot", "would write into the input"),
         (["--cache", store / "cache"], "--cache", "would write into the input"),
+        (["--html", store / "r.html"], "--html", "would write into the input"),
+        (["--html", report, "--json", report], "--json and --html both write"),
         (["--json", report, "--plot", report], "--json and --plot both write"),
     ]
     for extra, *words in cases:
@@ -307,7 +316,9 @@ def test_output_flags_are_one_checked_list():
     """Each subcommand's output flags are in the list ``_check_outputs`` walks."""
     p = cli.build_parser()
     outputs = {n: dict(c.get_default("outputs") or ()) for n, c in p.commands.items()}
-    assert outputs["scan"] == {"--cache": "cache", "--json": "json", "--plot": "plot"}
+    assert outputs["scan"] == {
+        "--cache": "cache", "--json": "json", "--plot": "plot", "--html": "html"
+    }  # fmt: skip
     assert outputs["merge"] == {"--json": "json"} and outputs["diff"] == {"--json": "json"}
 
 

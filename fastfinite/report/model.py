@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from collections.abc import Mapping
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidArgumentError
+from ..indices import member_path  # the name of a group's array (cache/changes takes it here)
 from ..model.kinds import (
     BASE_KINDS,
     CHUNK_KINDS,
@@ -327,6 +329,21 @@ class SliceReport:
 
         return cls(tuple(d["by"]), *(column(name) for name in cls.ARRAYS), d.get("names"))
 
+    def to_pandas(self) -> Any:
+        """One row per slice (``count, nan, posinf, neginf, mean, std, min, max, max_z,
+        findings``): see :func:`fastfinite.report.tables.slices_to_pandas`."""
+        from .tables import slices_to_pandas
+
+        return slices_to_pandas(self, self.__dict__.get("_findings"))
+
+    def to_xarray(self, like: Any = None) -> Any:
+        """The columns of ``to_pandas`` as an ``xarray.Dataset`` over the ``by`` axes (with
+        ``like``, the scanned DataArray's dims and coordinates): see
+        :func:`fastfinite.report.tables.slices_to_xarray`."""
+        from .tables import slices_to_xarray
+
+        return slices_to_xarray(self, self.__dict__.get("_findings"), like)
+
 
 def _num(v: float) -> float | None | str:
     """A float as JSON allows: NaN becomes None, infinities the strings "inf"/"-inf"."""
@@ -441,6 +458,17 @@ class ScanReport:
     # what changed since the last scan kept in the cache (``changes.ReportChanges``): a
     # history of the scans, not part of the data's report (``to_dict`` leaves it out)
     changes: Any = field(default=None, compare=False, repr=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # the slices know the findings of the report they belong to (``to_pandas``'s
+        # ``findings`` column); slices linked to other findings (another report's) are copied
+        object.__setattr__(self, name, value)
+        if name in ("slices", "findings") and self.__dict__.get("slices") is not None:
+            slices = self.slices
+            if slices.__dict__.get("_findings", self.findings) is not self.findings:
+                slices = copy.copy(slices)
+                object.__setattr__(self, "slices", slices)
+            slices.__dict__["_findings"] = self.findings
 
     @property
     def nonfinite(self) -> int:
@@ -785,6 +813,32 @@ class ScanReport:
 
         return plot_report(self, path, axes=axes)
 
+    def locations_frame(self) -> Any:
+        """The recorded locations as a pandas DataFrame (``kind, index, value, labels,
+        array``): see :func:`fastfinite.report.tables.locations_frame`."""
+        from .tables import locations_frame
+
+        return locations_frame(self)
+
+    def slices_frame(self) -> Any:
+        """``slices.to_pandas()``, for a group its arrays' with an ``array`` index level:
+        see :func:`fastfinite.report.tables.slices_frame`."""
+        from .tables import slices_frame
+
+        return slices_frame(self)
+
+    def to_html(self, path: str | None = None, **kwargs: Any) -> str:
+        """The report as one self-contained HTML page, written to ``path`` (returned), or
+        returned as text without one: see :func:`fastfinite.report.html.to_html`."""
+        from .html import to_html
+
+        return to_html(self, path, **kwargs)
+
+    def _repr_html_(self) -> str:
+        from .html import summary_html
+
+        return summary_html(self)
+
     @classmethod
     def total(
         cls, name: str, arrays: dict[str, ScanReport], skipped: dict[str, str] | None = None
@@ -824,17 +878,6 @@ class ScanReport:
             arrays=dict(arrays),
             skipped=dict(skipped or {}),
         )
-
-
-def member_path(path: str, inner: str | None = None) -> str:
-    """The name, in a group, of what ``inner`` names in its member ``path``: ``path``
-    itself for the member's own (``inner`` None); in a member that is itself a group (the
-    groups ``merge_reports`` makes of groups), the two joined as fastfinite paths are, the
-    path that scans it: ``m1.h5:/x`` for an HDF5 path (starting with ``/``), ``g.zarr/y/z``
-    for a Zarr path or a variable's name. ``ScanReport.member`` finds the array it names."""
-    if inner is None:
-        return path
-    return f"{path}:{inner}" if inner.startswith("/") else f"{path}/{inner}"
 
 
 def group_locations(arrays: dict[str, ScanReport], cap: int) -> list[Location]:
