@@ -49,7 +49,18 @@ def scan(
         ``xarray.DataArray`` or ``Dataset``; or a path: a ``.npy`` file (opened as a read-only
         memmap), a Zarr store or an array or group inside it (``"data.zarr/train/x"``, a
         ``.zip`` store, or an fsspec URL such as ``"s3://bucket/data.zarr"``), or
-        ``"file.h5:/group/dataset"``.
+        ``"file.h5:/group/dataset"``. Checkpoints, one member of ``report.arrays`` per
+        tensor keyed by its name: a ``.safetensors`` file, a sharded one through its
+        ``*.safetensors.index.json`` or the directory holding it, a ``.gguf`` file (the
+        ``gguf`` package; quantized tensors dequantized block by block), a ``.npz``, a
+        PyTorch ``.pt``/``.pth``/``.bin`` (read without torch; its pickle is never run:
+        any global but tensors, storages and plain containers is refused); and a ``dict``
+        (nested dicts too) of arrays, keyed ``"layers.0.w"``. Shard sets, one member per
+        file (per array of a file of several), keyed by its path relative to the folder: a
+        directory of array files of any kind, a glob (``"train/**/*.npy"``) or a list of
+        paths; WebDataset ``.tar`` shards, read in place (``"shard-000000.tar/000005.x.npy"``);
+        Arrow IPC / Feather files and ``datasets`` folders, as tables (lists of numbers of
+        one length as 2-D arrays). ``report.bad_samples()`` lists the bad ones' keys.
     cast : str or tuple of str, optional
         Narrower float formats to check casts to: ``"float32"``, ``"float16"``,
         ``"bfloat16"``. ``None`` or ``()`` checks none.
@@ -58,7 +69,7 @@ def scan(
     workers : int, optional
         Threads to use; by default every core for large input and one for small input.
     progress : bool
-        Show a progress bar (tqdm) in bytes. This and every other flag (``fail_fast``,
+        Show a progress bar (tqdm) in bytes (one over the whole of a set of files). This and every other flag (``fail_fast``,
         ``compute``, ``localize``, ``send_credentials``, ``device_copy``) is ``True`` or
         ``False`` (or a ``numpy.bool_``): anything else, ``"no"``, ``None``, even ``0`` or
         ``1``, is an ``InvalidArgumentError`` naming the option.
@@ -67,7 +78,10 @@ def scan(
         False unless that was the last region.
     on_error : {"raise", "report"}
         A chunk that cannot be read raises ``ChunkReadError``, or becomes an
-        ``"unreadable_chunk"`` finding.
+        ``"unreadable_chunk"`` finding; a tensor of a checkpoint that cannot be read (a
+        header that lies, a missing shard) raises ``SourceError`` naming the file and the
+        tensor, or is listed in ``report.skipped`` with an ``"unreadable_member"`` finding,
+        the other tensors scanned.
     region_bytes : int, optional
         Size of the regions read and scanned at once, by every engine (findings are flagged
         by region): for arrays in memory, whose regions are views, the whole array below 32

@@ -29,13 +29,17 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 # What ``scan PATH`` reads, as ``--help`` lists it: (name, examples, what), one line each. A
 # new kind of input (``sources/open.py``) adds its line here.
 INPUT_KINDS: tuple[tuple[str, str, str], ...] = (
-    ("NumPy", "file.npy", "a .npy file (memory-mapped)"),
+    ("NumPy", "file.npy, arrays.npz", "a .npy file (memory-mapped), or the arrays of a .npz"),
     ("Zarr", "data.zarr, data.zarr/train/x, data.zip/train/x",
      "a Zarr v2/v3 store (a directory or a zip), or an array or group in it"),
     ("HDF5", "file.h5, file.h5:/group/dataset, file.nc",
      "an HDF5 or NetCDF4 file (.h5 .hdf5 .hdf .he5 .nc .nc4), or a dataset or group in it"),
-    ("Parquet", "t.parquet, t.pq, t.parq, folder/",
-     "a Parquet file, or a folder of them (a dataset)"),
+    ("Parquet", "t.parquet, t.pq, t.parq, folder/", "a Parquet file, or a folder of them"),
+    ("Arrow", "t.arrow, t.feather, t.ipc", "an Arrow IPC (Feather v2) file"),
+    ("checkpoints", "model.safetensors, model.safetensors.index.json, model.gguf, model.pt",
+     "safetensors (one or sharded), GGUF (needs gguf), PyTorch .pt/.pth/.bin (without torch)"),
+    ("shards", "shard-000.tar, 'train/**/*.npy', folder/, a.npy b.npy",
+     "WebDataset .tar shards, a quoted glob, a folder or several paths: one set of files"),
     ("object stores", "s3://bucket/data.zarr, gs://..., file://..., memory://...",
      "a Zarr store by fsspec URL (reached with --storage-option KEY=VALUE)"),
 )  # fmt: skip
@@ -188,7 +192,10 @@ def _scan_description() -> str:
         f"  {name:<{width - 2}}{what}\n{'':<{width}}{examples}"
         for name, examples, what in INPUT_KINDS
     ]
-    return "Scan PATH and print a summary. PATH is one of:\n" + "\n".join(lines)
+    return (
+        "Scan PATH (or several: one set of files) and print a summary. PATH is one of:\n"
+        + "\n".join(lines)
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -212,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=_scan_description(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    s.add_argument("path", metavar="PATH", help="what to scan")
+    s.add_argument("path", metavar="PATH", nargs="+", help="what to scan")
     s.add_argument(
         "--cast",
         type=_arg(_casts),
@@ -350,8 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--on-error",
         choices=("raise", "report"),
         default="raise",
-        help="unreadable chunk: stop with exit code 2 (raise), or report it and "
-        "scan the rest (report)",
+        help="unreadable chunk, or tensor of a checkpoint: stop with exit code 2 (raise), "
+        "or report it and scan the rest (report)",
     )
     _add_output(
         s,
@@ -383,6 +390,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="write the report as one self-contained HTML page: summary, picture (with "
         "matplotlib), findings, locations and per-slice statistics as tables",
+    )
+    _add_output(
+        s,
+        "--bad-samples",
+        metavar="FILE",
+        help="write the keys of the samples or members with an error to FILE, one a line "
+        "(a table's rows as TABLE<TAB>ROW), for a loader to skip or replay",
     )
     s.add_argument(
         "--plot-axes",
@@ -535,6 +549,8 @@ def _output_options(p: argparse.ArgumentParser) -> None:
 
 
 def _fail_on_option(p: argparse.ArgumentParser) -> None:
+    from .model.kinds import kinds_help
+
     p.add_argument(
         "--fail-on",
         type=_arg(lambda t: options.parse_kinds(_list(t))),
@@ -542,9 +558,7 @@ def _fail_on_option(p: argparse.ArgumentParser) -> None:
         metavar="KINDS",
         help="comma-separated kinds that make the exit code 1 (default: error), e.g. "
         "error (NaN, inf, cast overflow, unreadable chunks...), warning (everything: "
-        "warnings and errors), nonfinite, nan, posinf, neginf, cast, overflow, underflow, "
-        "overflow:float32, missing_chunk, unreadable_chunk, zero_variance, "
-        "near_zero_variance, outlier, sum_overflow:float32, variance_overflow:float32",
+        f"warnings and errors), {kinds_help()}",
     )
 
 
@@ -720,7 +734,7 @@ def _text(head: bytes) -> bool:
 def _merge(args: argparse.Namespace) -> int:
     from .report.merge import merge_reports
 
-    _check_outputs(args, args.reports)
+    _check_outputs(args, [(p, p) for p in args.reports])
     return _finish(merge_reports([read_report(p) for p in args.reports]), args)
 
 
@@ -729,7 +743,7 @@ def _diff(args: argparse.Namespace) -> int:
 
     from .cache.changes import diff_reports
 
-    _check_outputs(args, [args.old, args.new])
+    _check_outputs(args, [(args.old, args.old), (args.new, args.new)])
     changes = diff_reports(read_report(args.old), read_report(args.new))
     text = json.dumps(changes.to_dict(), indent=2) if args.json else ""
     if args.json == "-":
@@ -848,16 +862,22 @@ def _check_scan(args: argparse.Namespace) -> None:
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         raise InvalidArgumentError("--plot needs matplotlib: pip install 'fastfinite[plot]'")
     from .sources.open import input_root
+    from .sources.shards import glob_prefix, is_glob
 
-    root = input_root(args.path)
-    _check_outputs(args, [root] if root else [], what=args.path)
+    inputs = []
+    for path in args.path if isinstance(args.path, list) else [args.path]:
+        root = glob_prefix(path)[0] if is_glob(path) else input_root(path)
+        if root and os.path.exists(root):
+            inputs.append((path, root))
+    _check_outputs(args, inputs)
 
 
-def _check_outputs(args: argparse.Namespace, inputs: Sequence[str], what: str = "") -> None:
+def _check_outputs(args: argparse.Namespace, inputs: Sequence[tuple[str, str]]) -> None:
     """Every output flag given (``_add_output``), checked together before any work: no two
-    write the same file, and none writes into an input (one of the files read, or inside
-    the folder or store read): ``InvalidArgumentError`` naming the flag and the path."""
-    roots = [os.path.realpath(p) for p in inputs]
+    write the same file, and none writes into an input (``inputs``: each as given, and
+    the file or folder it is read from): ``InvalidArgumentError`` naming the flag and the
+    path."""
+    roots = [(path, os.path.realpath(root)) for path, root in inputs]
     seen: dict[str, str] = {}
     for flag, dest in getattr(args, "outputs", ()):
         value = getattr(args, dest, None)
@@ -867,17 +887,18 @@ def _check_outputs(args: argparse.Namespace, inputs: Sequence[str], what: str = 
         if real in seen:
             raise InvalidArgumentError(f"{seen[real]} and {flag} both write {value}")
         seen[real] = flag
-        for path, root in zip(inputs, roots):
+        for path, root in roots:
             if _inside(real, root):
                 raise InvalidArgumentError(
-                    f"{flag} {value} would write into the input {what or path}: fastfinite "
-                    "never modifies its input"
+                    f"{flag} {value} would write into the input {path}: fastfinite never "
+                    "modifies its input"
                 )
 
 
 def _scan(args: argparse.Namespace) -> int:
     from .api import scan
 
+    args.path = args.path[0] if len(args.path) == 1 else args.path  # several: a set of files
     _check_scan(args)
     progress = args.progress if args.progress is not None else sys.stderr.isatty()
     progress = progress and not args.quiet
@@ -914,4 +935,18 @@ def _scan(args: argparse.Namespace) -> int:
             report = scan(args.path, scheduler=args.scheduler, **kwargs)
     else:
         report = scan(args.path, workers=args.threads, fail_fast=args.fail_fast, **kwargs)
+    if args.bad_samples:
+        _write_bad_samples(report, args.bad_samples)
     return _finish(report, args)
+
+
+def _write_bad_samples(report, path: str) -> None:
+    """``--bad-samples FILE``; a list that could not be complete says so on stderr."""
+    from .report.samples import write_keys
+
+    keys = report.bad_samples()
+    with _writing(path) as where:
+        write_keys(keys, where)
+    if not keys.complete:
+        more = f" (+{len(keys.notes) - 1} more)" if len(keys.notes) > 1 else ""
+        print(f"fastfinite: warning: {path} is incomplete: {keys.notes[0]}{more}", file=sys.stderr)

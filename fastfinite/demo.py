@@ -191,7 +191,7 @@ def _scan_demo(demo: dict, directory: str, progress: bool, full_report: bool) ->
     json_path = os.path.join(directory, "report.json")
     _write_report(report, json_path, full_report)
     try:
-        png = report.plot(os.path.join(directory, "report.png"))
+        png = report.plot(os.path.join(directory, "report.png"), also=[features])
         print(f"picture written to {png}")
     except Exception as e:  # matplotlib missing: the demo still works
         print(f"no picture: {e}")

@@ -291,6 +291,8 @@ def test_every_output_is_checked_before_the_scan_starts(tmp_path):
         (["--cache", store / "cache"], "--cache", "would write into the input"),
         (["--html", store / "r.html"], "--html", "would write into the input"),
         (["--html", report, "--json", report], "--json and --html both write"),
+        (["--bad-samples", store / "bad.txt"], "--bad-samples", "would write into the input"),
+        (["--bad-samples", tmp_path / "no" / "b.txt"], "--bad-samples", "does not exist"),
         (["--json", report, "--plot", report], "--json and --plot both write"),
     ]
     for extra, *words in cases:
@@ -318,7 +320,8 @@ def test_output_flags_are_one_checked_list():
     p = cli.build_parser()
     outputs = {n: dict(c.get_default("outputs") or ()) for n, c in p.commands.items()}
     assert outputs["scan"] == {
-        "--cache": "cache", "--json": "json", "--plot": "plot", "--html": "html"
+        "--cache": "cache", "--json": "json", "--plot": "plot", "--html": "html",
+        "--bad-samples": "bad_samples",
     }  # fmt: skip
     assert outputs["merge"] == {"--json": "json"} and outputs["diff"] == {"--json": "json"}
 
@@ -329,16 +332,21 @@ def test_help_names_every_kind_of_input():
     for name, examples, _ in cli.INPUT_KINDS:
         assert name in scan_help and examples in scan_help
         assert name in " ".join(top_help.split())
-    for word in ("NumPy", "Zarr", "HDF5", "NetCDF4", "Parquet", "s3://", ".npy", ".zip"):
+    words = ("NumPy", "Zarr", "HDF5", "NetCDF4", "Parquet", "Arrow", "safetensors", "GGUF")
+    for word in (*words, ".pt", ".tar", "glob", "s3://", ".npy", ".npz", ".zip"):
         assert word in scan_help, word
     assert "130 interrupted" in " ".join(top_help.split())
 
 
 def test_each_kind_of_input_listed_is_scanned(tmp_path):
-    """The kinds ``--help`` lists (but object stores, tested in test_cloud.py) scan from the
-    command line, each with its planted NaN found."""
+    """The kinds ``--help`` lists (but object stores, tested in test_cloud.py, and GGUF and
+    PyTorch files, in test_checkpoints.py) scan from the command line, each with its planted
+    NaN found."""
+    import tarfile
+
     import h5py
     import pandas as pd
+    from safetensors.numpy import save_file
 
     x = np.arange(12.0)
     x[3] = np.nan
@@ -347,9 +355,15 @@ def test_each_kind_of_input_listed_is_scanned(tmp_path):
     with h5py.File(tmp_path / "file.h5", "w") as f:
         f["x"] = x
     pd.DataFrame({"x": x}).to_parquet(tmp_path / "t.parquet")
-    paths = ["file.npy", "data.zarr", "file.h5:/x", "t.parquet"]
+    pd.DataFrame({"x": x}).to_feather(tmp_path / "t.arrow")
+    np.savez(tmp_path / "arrays.npz", x=x)
+    save_file({"x": x}, str(tmp_path / "model.safetensors"))
+    with tarfile.open(tmp_path / "shard-000.tar", "w") as t:
+        t.add(tmp_path / "file.npy", arcname="000000.x.npy")
+    paths = ["file.npy", "arrays.npz", "data.zarr", "file.h5:/x", "t.parquet", "t.arrow",
+             "model.safetensors", "shard-000.tar"]  # fmt: skip
     assert {name for name, _, _ in cli.INPUT_KINDS} == {
-        "NumPy", "Zarr", "HDF5", "Parquet", "object stores"
+        "NumPy", "Zarr", "HDF5", "Parquet", "Arrow", "checkpoints", "shards", "object stores"
     }  # fmt: skip
     for p in paths:
         r = _cli("scan", tmp_path / p, "-q", "--json", "-")

@@ -40,12 +40,24 @@ def test_python_examples_run_and_print_what_the_readme_shows():
     assert outputs[3].strip() == "17 1 (1, 1)"
     assert outputs[4].split() == ["(1,", "2)", "1"]
     assert outputs[5].splitlines() == ["1", "CastRisk(overflow=1, underflow=1)"]
-    assert outputs[6].splitlines() == [
+    assert outputs[6].splitlines() == [  # checkpoints
+        "['layers.0.attn.w', 'layers.0.mlp.w']",
+        "layers.0.attn.w (2, 5)",
+        "3",
+    ]
+    assert outputs[7] == shown_after(outputs[7], "### Shard sets")  # a set, a tar
+    assert outputs[8].splitlines() == [
         "batch 4, element 0 ('image'), posinf at (3, 2) (posinf 1)",
         "5 guard: 6 batches checked, 1 bad (0 warned, 1 skipped)",
     ]
     nightly = outputs[-1].splitlines()
     assert nightly == ["True ['nan at (300000, 7)']", "[(2, 0)] 7", "True"]
+
+
+def shown_after(output: str, heading: str) -> str:
+    """The first text block after ``heading``: what its Python block prints."""
+    text = README.read_text()
+    return re.findall(r"```text\n(.*?)```", text[text.index(heading) :], flags=re.S)[0]
 
 
 def test_quick_start_commands_are_verbatim():

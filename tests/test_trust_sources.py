@@ -69,19 +69,18 @@ def mixed(tmp_path):
     return d
 
 
-def test_a_mixed_directory_is_an_error_that_says_what_it_holds(mixed):
-    with pytest.raises(SourceError) as e:
-        fastfinite.scan(str(mixed))
-    assert str(e.value) == (
-        f"{mixed} is not a Zarr store or a Parquet dataset: it holds 1 .npy file (a.npy), "
-        "1 Zarr store (sub/x.zarr), 1 Parquet file (deep/deeper/t.parquet); scan them one by one"
-    )
+# issue 44 changed the rule: a directory of array files of several kinds is a shard set,
+# each file scanned on its own (it was an error that named them); see test_shard_sets.py
+def test_a_mixed_directory_is_a_set_of_its_array_files(mixed):
+    r = fastfinite.scan(str(mixed))
+    assert list(r.arrays) == ["a.npy", "deep/deeper/t.parquet/a", "sub/x.zarr"]
+    assert (r.nan, r.posinf, r.count, r.skipped) == (1, 1, 3 + 2 + 3, {})
 
 
 def test_a_mixed_directory_on_the_command_line(mixed):
     r = _cli(mixed)
-    assert_one_line_error(r, "not a Zarr store or a Parquet dataset", "a.npy", "sub/x.zarr")
-    assert r.stdout == ""  # no "Parquet (2, 1) OK"
+    assert r.returncode == 1, r.stderr
+    assert "a.npy" in r.stdout and "sub/x.zarr" in r.stdout and r.stderr == ""
 
 
 def test_the_parquet_listing_and_the_open_path_share_the_walker(mixed):
@@ -95,7 +94,8 @@ def test_the_parquet_listing_and_the_open_path_share_the_walker(mixed):
 def test_an_empty_directory(tmp_path):
     (tmp_path / "e").mkdir()
     with pytest.raises(
-        SourceError, match=r"e is not a Zarr store or a Parquet dataset: it is empty$"
+        SourceError,
+        match=r"e is not a Zarr store, a Parquet dataset or a set of array files: it is empty$",
     ):
         fastfinite.scan(str(tmp_path / "e"))
 
@@ -143,19 +143,18 @@ def test_a_file_without_a_suffix_that_is_not_parquet_is_named(tmp_path):
     d = tmp_path / "ds"
     _parquet(d / "a.parquet", v=[1.0])
     (d / "000001_0").write_bytes(b"not parquet at all")
-    with pytest.raises(
-        SourceError, match=r"1 Parquet file \(a\.parquet\), 1 other file \(000001_0\)"
-    ):
-        fastfinite.scan(str(d))
+    r = fastfinite.scan(str(d))  # not a Parquet dataset: a set, the stranger skipped
+    assert list(r.arrays) == ["a.parquet/v"]
+    assert r.skipped == {"000001_0": "not an array file (by its name)"}
 
 
 def test_a_npy_without_a_suffix_is_named_by_its_bytes(tmp_path):
     d = tmp_path / "ds"
     _parquet(d / "a.parquet", v=[1.0])
-    np.save(d / "x.npy", np.zeros(3))
+    np.save(d / "x.npy", np.array([0.0, np.nan, 0.0]))
     os.rename(d / "x.npy", d / "x")
-    with pytest.raises(SourceError, match=r"1 \.npy file \(x\)"):
-        fastfinite.scan(str(d))
+    r = fastfinite.scan(str(d))
+    assert (list(r.arrays), r.nan) == (["a.parquet/v", "x"], 1)
 
 
 def test_a_link_out_of_the_directory_is_never_followed(tmp_path):
@@ -165,9 +164,10 @@ def test_a_link_out_of_the_directory_is_never_followed(tmp_path):
     _parquet(d / "a.parquet", v=[1.0])
     os.symlink(outside / "nan.parquet", d / "b.parquet")
     os.symlink(outside, d / "more")
-    with pytest.raises(SourceError) as e:
-        fastfinite.scan(str(d))
-    assert "2 symbolic links (never followed) (b.parquet, more)" in str(e.value)
+    r = fastfinite.scan(str(d))  # a set: the links listed, never followed
+    assert (list(r.arrays), r.nan) == (["a.parquet/v"], 0)
+    why = "a symbolic link: never followed"
+    assert r.skipped == {"b.parquet": why, "more": why}
 
 
 def test_a_link_to_the_root_of_the_file_system_is_not_walked(tmp_path):
@@ -175,8 +175,7 @@ def test_a_link_to_the_root_of_the_file_system_is_not_walked(tmp_path):
     _parquet(d / "a.parquet", v=[1.0])
     os.symlink("/", d / "root")
     start = time.time()
-    with pytest.raises(SourceError, match=r"symbolic link \(never followed\) \(root\)"):
-        fastfinite.scan(str(d))
+    assert fastfinite.scan(str(d)).skipped == {"root": "a symbolic link: never followed"}
     assert time.time() - start < 5
 
 
@@ -184,8 +183,7 @@ def test_a_link_loop_is_not_a_hang(tmp_path):
     d = tmp_path / "ds"
     _parquet(d / "a.parquet", v=[1.0])
     os.symlink(d, d / "again")
-    with pytest.raises(SourceError, match=r"\(again\)"):
-        fastfinite.scan(str(d))
+    assert list(fastfinite.scan(str(d)).skipped) == ["again"]
 
 
 def test_a_zarr_store_inside_a_parquet_dataset(tmp_path):
@@ -193,14 +191,14 @@ def test_a_zarr_store_inside_a_parquet_dataset(tmp_path):
     _parquet(d / "a.parquet", v=[1.0])
     _parquet(d / "b.parquet", v=[2.0])
     zarr.create_array(store=str(d / "inner" / "z.zarr"), data=np.array([np.nan]))
-    with pytest.raises(SourceError, match=r"1 Zarr store \(inner/z\.zarr\), 2 Parquet files"):
-        fastfinite.scan(str(d))
+    r = fastfinite.scan(str(d))  # not one dataset: a set of two tables and a store
+    assert (list(r.arrays), r.nan) == (["a.parquet/v", "b.parquet/v", "inner/z.zarr"], 1)
 
 
-def test_a_directory_that_holds_one_zarr_store_is_not_one(tmp_path):
+def test_a_directory_that_holds_one_zarr_store_is_a_set_of_one(tmp_path):
     zarr.create_array(store=str(tmp_path / "outer" / "x.zarr"), data=np.array([np.nan]))
-    with pytest.raises(SourceError, match=r"it holds 1 Zarr store \(x\.zarr\); scan them"):
-        fastfinite.scan(str(tmp_path / "outer"))
+    r = fastfinite.scan(str(tmp_path / "outer"))
+    assert (list(r.arrays), r.nan) == (["x.zarr"], 1)
     assert fastfinite.scan(str(tmp_path / "outer" / "x.zarr")).nan == 1
 
 
@@ -209,8 +207,7 @@ def test_a_fifo_in_a_dataset_is_named_and_never_opened(tmp_path):
     _parquet(d / "a.parquet", v=[1.0])
     os.mkfifo(d / "pipe")
     start = time.time()
-    with pytest.raises(SourceError, match=r"1 FIFO, socket or device \(pipe\)"):
-        fastfinite.scan(str(d))
+    assert fastfinite.scan(str(d)).skipped == {"pipe": "a FIFO, socket or device: not a file"}
     assert time.time() - start < 5
 
 
@@ -243,7 +240,7 @@ def test_the_walk_stops_at_its_depth(tmp_path, monkeypatch):
 
 def test_scanning_the_root_of_the_file_system_errs_at_once():
     start = time.time()
-    with pytest.raises(SourceError, match="/ is not a Zarr store or a Parquet dataset"):
+    with pytest.raises(SourceError, match="/ is not a Zarr store, a Parquet dataset"):
         fastfinite.scan("/")
     assert time.time() - start < 30
 
@@ -701,14 +698,15 @@ def test_a_link_named_by_the_user_is_followed_but_none_inside(tmp_path):
 def _cli_case(tmp_path, case):
     if case == "empty directory":
         (tmp_path / "e").mkdir()
-        return tmp_path / "e", ("e is not a Zarr store or a Parquet dataset: it is empty",)
+        return tmp_path / "e", ("e is not a Zarr store, a Parquet dataset or a set of array",)
     if case == "directory of text":
         (tmp_path / "t").mkdir()
         (tmp_path / "t" / "a.csv").write_text("1,2\n")
         return tmp_path / "t", ("1 other file (a.csv)",)
-    if case == "link out of a dataset":
+    if case == "link in a directory of text":  # a link is never followed, even to data
         _parquet(tmp_path / "o" / "x.parquet", v=[np.nan])
-        _parquet(tmp_path / "d" / "a.parquet", v=[1.0])
+        (tmp_path / "d").mkdir()
+        (tmp_path / "d" / "a.txt").write_text("1")
         os.symlink(tmp_path / "o" / "x.parquet", tmp_path / "d" / "x.parquet")
         return tmp_path / "d", ("1 symbolic link (never followed) (x.parquet)",)
     p = tmp_path / "f.h5"
@@ -718,7 +716,8 @@ def _cli_case(tmp_path, case):
 
 
 @pytest.mark.parametrize(
-    "case", ["empty directory", "directory of text", "link out of a dataset", "dangling external"]
+    "case",
+    ["empty directory", "directory of text", "link in a directory of text", "dangling external"],
 )
 def test_reader_errors_on_the_command_line_are_one_line(tmp_path, case):
     target, words = _cli_case(tmp_path, case)

@@ -24,10 +24,10 @@ from fastfinite.compute.blocks import read_only, widen_table
 from fastfinite.compute.positions import record_positions
 from fastfinite.compute.summary import ScanSpec
 from fastfinite.kernels import jit
+from fastfinite.model.cast_forms import scaled_bounds
 from fastfinite.model.casts import TARGETS, source_thresholds
 from fastfinite.model.kinds import N_KINDS
 from fastfinite.model.stats import CHUNK, LANES, SLICE_BLOCK, SUB, TILE
-from fastfinite.passes.scaled import limits_of
 from fastfinite.reference.twins import TWINS, widen
 
 SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -2.5, 1e-300, 7e-46, 1e20, 3e38, 1e300]
@@ -233,7 +233,7 @@ def scaled_counts_args(draw):
     """Values at and beside the scaled thresholds of a target, with the kernel's bounds."""
     target = draw(st.sampled_from(("float8_e4m3fn", "float8_e5m2", "bfloat16", "float16")))
     s = np.float32(draw(st.sampled_from((1.0, 1 / 3, 1000.0, 2.0**-7, 3e38))))
-    lim = limits_of(s, source_thresholds("float32", target), TARGETS[target].smallest_normal)
+    lim = scaled_bounds(s, source_thresholds("float32", target), TARGETS[target].smallest_normal)
     edges = [float(v) * m for v in lim if v > 0 for m in (1, 1 - 1e-7, 1 + 1e-7, -1)]
     vals = draw(st.lists(st.sampled_from(SPECIAL + edges), max_size=600))
     dtype = draw(st.sampled_from(["f4", "f8"]))
@@ -293,6 +293,25 @@ def test_every_kernel_has_a_twin_and_inputs():
     assert set(TWINS) == set(INPUTS)
     assert all(callable(getattr(kernels, name)) for name in TWINS)
     assert {n for group in kernels.GROUPS.values() for n in group} == set(TWINS)
+
+
+def test_every_public_kernel_and_every_kernel_production_picks_is_in_the_table():
+    """The kernels' public names (``kernels.__all__`` but the table's helpers) are the twin
+    table's, and every kernel named where production picks one (``dispatch.pick``, and
+    ``summary._per_slice`` which calls it) is in it: no kernel runs without a twin the
+    test above holds it to."""
+    helpers = {"GROUPS", "KERNEL_DTYPES", "examples", "group_of", "prepare", "cache_directory"}
+    public = {n for n in kernels.__all__ if not n.startswith("_")} - helpers
+    assert public == set(TWINS)
+    picked = set()
+    root = Path(kernels.__file__).parent.parent
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in ("pick", "_per_slice"):  # fmt: skip
+                first = node.args[0] if node.args else None
+                if isinstance(first, ast.Constant):
+                    picked.add(first.value)
+    assert picked and picked <= set(TWINS), picked - set(TWINS)
 
 
 @pytest.mark.parametrize("name", sorted(TWINS))

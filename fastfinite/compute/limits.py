@@ -8,6 +8,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..model.cast_forms import sum_threshold
 from ..model.casts import TARGETS
 from .blocks import component_dtype
 
@@ -48,4 +49,4 @@ def flag_limits(
 def overflow_thresholds(dtypes: tuple[str, ...]) -> np.ndarray:
     """The overflow threshold of each dtype, in float64 (the kernels' argument: shared
     by the calls, never written)."""
-    return np.array([TARGETS[t].overflow_threshold for t in dtypes], np.float64)
+    return np.array([sum_threshold(t) for t in dtypes], np.float64)

@@ -12,20 +12,33 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.kinds import N_KINDS
+from ..model import kinds
+from ..model.cast_forms import float_form
+from ..model.kinds import N_KINDS, slot_target
 
 
 def kind_mask(x: np.ndarray, k: int, thr: np.ndarray) -> np.ndarray:
     """The mask of counter slot ``k`` over ``x``: NaN, +inf, -inf, then per cast target a
     finite ``|x| >= over`` (overflow) and ``0 < |x| <= under`` (underflow), thresholds
     ``thr`` as in the kernels: the NumPy form of their predicates."""
-    if k < 3:
-        return np.isnan(x) if k == 0 else x == (np.inf if k == 1 else -np.inf)
-    with np.errstate(invalid="ignore"):
-        a = np.abs(x)
-        if k % 2:  # overflow: slots 3, 5, 7
-            return (a >= thr[k - 3]) & np.isfinite(x)
-        return (a <= thr[k - 3]) & (a > 0)
+    cast = slot_target(k)
+    if cast is None:
+        if k == kinds.SLOT_NAN:
+            return np.isnan(x)
+        return x == (np.inf if k == kinds.SLOT_POSINF else -np.inf)
+    kind, t = cast
+    over, under = float_form(x, thr[2 * t], thr[2 * t + 1])
+    return over if kind == "overflow:" else under
+
+
+def _unused(k: int, thr: np.ndarray) -> bool:
+    """Whether counter slot ``k`` counts nothing with thresholds ``thr`` (an unused target
+    slot, or a target that cannot overflow or underflow)."""
+    cast = slot_target(k)
+    if cast is None:
+        return False
+    kind, t = cast
+    return thr[2 * t] == np.inf if kind == "overflow:" else thr[2 * t + 1] < 0
 
 
 def record_positions(values, blocks, m, thr, locs, vals, nlocs) -> None:
@@ -39,8 +52,7 @@ def record_positions(values, blocks, m, thr, locs, vals, nlocs) -> None:
             return
         v = values(a, b)
         for k in range(N_KINDS):
-            t = thr[k - 3] if k >= 3 else 0
-            if nlocs[k] >= cap or (k % 2 and k >= 3 and t == np.inf) or (k >= 3 and not k % 2 and t < 0):  # fmt: skip
+            if nlocs[k] >= cap or _unused(k, thr):
                 continue
             at = np.flatnonzero(kind_mask(v, k, thr))[: cap - nlocs[k]]
             if len(at):

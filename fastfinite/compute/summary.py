@@ -17,8 +17,7 @@ from functools import cached_property
 import numpy as np
 
 from ..model import kinds
-from ..model.casts import risk_thresholds
-from ..model.kinds import BASE_KINDS
+from ..model.cast_forms import kernel_thresholds
 from ..model.stats import combine, scaled_moments
 from .blocks import component_dtype
 from .pages import COUNT_ROWS, canvas_buffer, slice_numbers
@@ -47,20 +46,14 @@ class ScanSpec:
     @property
     def kinds(self) -> tuple[str, ...]:
         """Names of the kernel's counter slots; ``""`` for unused target slots."""
-        names = list(BASE_KINDS)
-        for t in (*self.cast, "", "", "")[: kinds.N_TARGET_SLOTS]:
-            names += [f"overflow:{t}", f"underflow:{t}"] if t else ["", ""]
-        return tuple(names)
+        return kinds.slot_names(self.cast)
 
     @cached_property
     def thresholds(self) -> np.ndarray:
         """The six cast thresholds, in the kernel's dtype for this data."""
         comp = component_dtype(self.dtype)
         source = comp if self.dtype.kind == "c" else self.dtype  # integers keep their range
-        thr = [math.inf, -1.0] * kinds.N_TARGET_SLOTS
-        for slot, target in enumerate(self.cast[: kinds.N_TARGET_SLOTS]):
-            thr[2 * slot : 2 * slot + 2] = risk_thresholds(source, target)
-        return np.array(thr, dtype=np.float64 if comp.itemsize == 8 else np.float32)
+        return kernel_thresholds(source, comp, self.cast)
 
 
 @dataclass

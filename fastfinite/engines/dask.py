@@ -46,6 +46,8 @@ def delayed_scan(plan: ScanPlan):
     for m in plan.members():
         reports[m.path] = _member_graph(m, plan)
         plan.groups += [g for g in kernel_groups(m.spec) if g not in plan.groups]
+        if m.path is not None and m.source.reads_in_tasks:  # its tasks open it again
+            m.source.unmap()  # a set of 100,000 .npy files: no map held per file here
     findings = list(plan.findings.values())
     return delayed(finish, pure=True)(plan.layout, reports, dict(plan.skipped), True, findings)
 

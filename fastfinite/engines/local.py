@@ -5,6 +5,8 @@ flight, so memory stays O(workers x region). Summaries are folded as they arrive
 order, by a streaming pairwise merge (O(log n) partial summaries held). An array in RAM has
 nothing to read: runs of its regions are scanned one after the other, each in parts on every
 core (``summarize_parts``), so the Python between regions does not compete with the kernels.
+A group's small members (a checkpoint's tensors, a set's files), each scanned on one
+thread, run side by side, one per core (``_side_by_side``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ..compute.summarize import (
     summarize_parts,
 )
 from ..compute.summary import PairwiseMerger, SliceCanvas
+from ..model.kinds import FIRST_CAST_SLOT
 from ..report.build import build_report, finish, report_meta
 from ..report.model import ScanReport
 from ..sources.base import SMALL_BYTES
@@ -41,18 +44,77 @@ ZARR_REQUESTS = 10  # requests zarr keeps in flight for one region (async.concur
 
 
 def run(plan: ScanPlan) -> ScanReport:
-    """Scan every member of a plan, in turn, and build the report."""
+    """Scan every member of a plan (small ones side by side) and build the report."""
     reports: dict = {}
     stopped = False
-    for member in plan.members():
-        report = reports[member.path] = scan_member(member, plan)
-        if plan.options.fail_fast and (report.nonfinite > 0 or not report.complete):
-            stopped = True
-            why = "not scanned: fail_fast stopped at an earlier array"
-            rest = [p for p, _ in plan.entries if p not in reports and p not in plan.skipped]
-            plan.skipped.update(dict.fromkeys(rest, why))
-            break
+    members, bar = plan.members(), None
+    if plan.options.progress and _counted_whole(plan.target):
+        members = list(members)  # opened first: the bar counts the bytes of the whole set
+        bar = _set_bar(plan.layout.name, sum(m.source.nbytes for m in members))
+        for m in members:  # a .npy maps again when scanned: 100,000 maps at once would not
+            m.source.unmap()
+    try:
+        for member, report in _side_by_side(members, plan, bar):
+            reports[member.path] = report
+            if plan.options.fail_fast and (report.nonfinite > 0 or not report.complete):
+                stopped = True
+                why = "not scanned: fail_fast stopped at an earlier array"
+                rest = [p for p, _ in plan.entries if p not in reports and p not in plan.skipped]
+                plan.skipped.update(dict.fromkeys(rest, why))
+                break
+    finally:
+        if bar is not None:
+            bar.close()
     return finish(plan.layout, reports, plan.skipped, not stopped, list(plan.findings.values()))
+
+
+def _alone(member: Member, opts) -> bool:
+    """Whether a member is scanned on one thread (small and in this process: a tensor of
+    a checkpoint, a file of a set), so that members like it run side by side."""
+    source = member.source
+    return (
+        opts.workers is None
+        and source.in_memory
+        and source.nbytes < SMALL_BYTES
+        and not source.remote
+        and member.spec.by is None
+    )
+
+
+def _side_by_side(members: Iterable[Member], plan: ScanPlan, bar) -> Iterator:
+    """``(member, report)`` in the members' order. Members a thread scans alone
+    (``_alone``: a checkpoint's tensors, a set's small files) are scanned side by side, one
+    per core, at most ``2 * workers`` in flight; the others one at a time, each on every
+    core. Each report is its member's alone, so the reports are those of a scan in turn,
+    to the last bit. In turn when the scan stops early (``fail_fast``), keeps a cache or
+    draws a progress bar (counted from one thread)."""
+    opts = plan.options
+    workers = default_workers()
+    if workers <= 1 or opts.fail_fast or plan.cache is not None or opts.progress:
+        for member in members:
+            yield member, scan_member(member, plan, bar)
+        return
+    pool = shared_pool("member", workers)
+    pending: deque = deque()
+    try:
+        for member in members:
+            if not _alone(member, opts):
+                while pending:
+                    done = pending.popleft()
+                    yield done[0], done[1].result()
+                yield member, scan_member(member, plan, bar)
+                continue
+            pending.append((member, pool.submit(scan_member, member, plan, bar)))
+            if len(pending) >= 2 * workers:
+                done = pending.popleft()
+                yield done[0], done[1].result()
+        while pending:
+            done = pending.popleft()
+            yield done[0], done[1].result()
+    finally:  # stopped early: nothing of this scan runs on after it returns
+        for _, f in pending:
+            f.cancel()
+        wait([f for _, f in pending])
 
 
 def bounded_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
@@ -81,9 +143,23 @@ def bounded_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Itera
             wait(pending)
 
 
-def scan_member(member: Member, plan: ScanPlan) -> ScanReport:
+def _counted_whole(target) -> bool:
+    """A set of files (``shards.ShardSet``): one progress bar counts all of it."""
+    from ..sources.shards import ShardSet
+
+    return isinstance(target, ShardSet)
+
+
+def _set_bar(name: str, total: int):
+    from tqdm.auto import tqdm
+
+    bar = dict(unit="B", unit_scale=True, unit_divisor=1024, dynamic_ncols=True, leave=False)
+    return tqdm(total=total, desc=name, **bar)
+
+
+def scan_member(member: Member, plan: ScanPlan, shared_bar=None) -> ScanReport:
     """Scan one member's regions (those a cache does not recall), merge the summaries and
-    build its report."""
+    build its report; ``shared_bar``: the progress bar of a whole set, counting on."""
     opts, source, spec = plan.options, member.source, member.spec
     for group, dtype in kernel_groups(spec):  # compiled (or loaded) while regions are read
         dispatch.prepare(group, dtype)
@@ -127,7 +203,7 @@ def scan_member(member: Member, plan: ScanPlan) -> ScanReport:
             member.regions(),
             workers,
         )
-    bar = _progress_bar(source, opts.progress)
+    bar = shared_bar if shared_bar is not None else _progress_bar(source, opts.progress)
     failed: list = []
     merger = PairwiseMerger(spec.max_locations, memory.node if memory is not None else None)
     done = 0
@@ -142,13 +218,14 @@ def scan_member(member: Member, plan: ScanPlan) -> ScanReport:
             nbytes = sum(_size(r) for r in scanned) * source.dtype.itemsize
             done += nbytes
             if bar is not None:
-                _describe(bar, source)
+                if bar is not shared_bar:
+                    _describe(bar, source)
                 bar.update(nbytes)
-            if opts.fail_fast and summary.counts[:3].sum():
+            if opts.fail_fast and summary.counts[:FIRST_CAST_SLOT].sum():  # NaN or inf
                 break
     finally:
         results.close()
-        if bar is not None:
+        if bar is not None and bar is not shared_bar:
             bar.close()
         if memory is not None:  # what was scanned is kept, even when the scan stops here
             memory.flush()

@@ -107,15 +107,18 @@ def check_cache_outside(data: Any, cache: str) -> None:
     """An ``InvalidArgumentError`` naming both when the cache folder is inside the input (or
     is it): fastfinite never writes into its input, and a cache inside a Parquet dataset or
     a Zarr store would be read as part of it by the next scan."""
-    root = input_root(data)
-    if root is None:
-        return
-    there = os.path.realpath(cache)
-    if there == root or there.startswith(root.rstrip(os.sep) + os.sep):
-        raise InvalidArgumentError(
-            f"cache={cache!r} is inside the input {os.fspath(data)!r} ({root}): fastfinite "
-            "never writes into its input; give a cache folder outside it"
-        )
+    from ..sources.shards import is_path_list
+
+    for item in data if is_path_list(data) else [data]:  # a list of files: each of them
+        root = input_root(item)
+        if root is None:
+            continue
+        there = os.path.realpath(cache)
+        if there == root or there.startswith(root.rstrip(os.sep) + os.sep):
+            raise InvalidArgumentError(
+                f"cache={cache!r} is inside the input {os.fspath(item)!r} ({root}): "
+                "fastfinite never writes into its input; give a cache folder outside it"
+            )
 
 
 def slice_budget(nbytes: int, budget: int, workers: int | None) -> int:

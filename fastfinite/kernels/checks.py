@@ -50,7 +50,7 @@ def scaled_counts(x, lim, counts, locs, nlocs):
     """A scaled cast's risks over ``x`` (float32 or float64, flat), on ``f = |float32(v)|``
     against ``lim``, float32 ``(over, under, normal)`` such that the scaled value ``f *
     scale`` (in float32) overflows when ``f >= over``, flushes to zero when ``f <= under``
-    and is subnormal below ``normal`` (``scaled.limits_of``: the product is monotone in
+    and is subnormal below ``normal`` (``cast_forms.scaled_bounds``: the product is monotone in
     ``f``). Adds ``(overflow, underflow, subnormal, nonzero)`` to ``counts`` over finite
     non-zero values, and records the first positions of overflows (row 0 of ``locs``) and
     underflows (row 1). Runs of ``RUN`` values are counted branch-free and taken again for

@@ -58,7 +58,18 @@ from .lanes import (
     vmin,
     wide,
 )  # fmt: skip
-from .rows import _NAN, _NEGINF, _POSINF, _found, _risks, _row_start, bounds
+from .rows import (
+    _NAN,
+    _NEGINF,
+    _OVERFLOW,
+    _PER_TARGET,
+    _POSINF,
+    _UNDERFLOW,
+    _found,
+    _risks,
+    _row_start,
+    bounds,
+)
 
 AHEAD = 4096  # bytes of rows asked for ahead of the reads: 4 to 16 rows (a wide tile's rows are pages of their own)
 assert TILE % L == 0  # a tile's chunk accumulators (32 KB) stay in L1
@@ -200,8 +211,8 @@ def _add_rows(x, r0, r1, pitch, c, w, cols, k, c1, c2, cmn, cmx, cnt, thr, targe
         if risky:
             for t in range(targets):
                 co, cu = _risks(x, o, o + w, thr[2 * t], thr[2 * t + 1])
-                listed |= _found(counts, seen, 3 + 2 * t, co, cap)
-                listed |= _found(counts, seen, 4 + 2 * t, cu, cap)
+                listed |= _found(counts, seen, _OVERFLOW + _PER_TARGET * t, co, cap)
+                listed |= _found(counts, seen, _UNDERFLOW + _PER_TARGET * t, cu, cap)
         if listed:
             blocks[0, m] = o
             blocks[1, m] = o + w

@@ -34,6 +34,7 @@ log = logging.getLogger("fastfinite")
 _HERE = Path(__file__).resolve().parent
 # the kernels bake constants of these modules into their machine code
 _SOURCES = sorted(_HERE.glob("*.py")) + [
+    _HERE.parent / "model" / "cast_forms.py",
     _HERE.parent / "model" / "kinds.py",
     _HERE.parent / "model" / "stats.py",
 ]

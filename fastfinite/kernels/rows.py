@@ -33,7 +33,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.kinds import N_KINDS, N_TARGET_SLOTS, NAN, NEGINF, POSINF
+from ..model.cast_forms import extrema_bounds
+from ..model.kinds import (
+    N_KINDS,
+    SLOT_NAN,
+    SLOT_NEGINF,
+    SLOT_OVERFLOW,
+    SLOT_POSINF,
+    SLOT_UNDERFLOW,
+    SLOTS_PER_TARGET,
+)
 from ..model.stats import SUB
 from .jit import helper, kernel
 from .lanes import (
@@ -69,8 +78,14 @@ assert SUB % L == 0
 # short rows at least this long are read four side by side (``_short4``); shorter ones, one
 # from each quarter of the block in turn (rows of 100 float32: 4x faster than side by side)
 SIDE_BY_SIDE = 768
-# the non-finite kinds as int64 globals: literal arguments would compile ``_found`` once each
-_NAN, _POSINF, _NEGINF = np.int64(NAN), np.int64(POSINF), np.int64(NEGINF)
+# the counter slots of the kinds (``model.kinds``) as int64 globals, constants to numba:
+# literal arguments would compile ``_found`` once each. Cast target ``t``'s slots are
+# ``_OVERFLOW + _PER_TARGET * t`` and ``_UNDERFLOW + _PER_TARGET * t``.
+_NAN, _POSINF, _NEGINF = np.int64(SLOT_NAN), np.int64(SLOT_POSINF), np.int64(SLOT_NEGINF)
+_OVERFLOW, _UNDERFLOW = np.int64(SLOT_OVERFLOW), np.int64(SLOT_UNDERFLOW)
+_PER_TARGET = np.int64(SLOTS_PER_TARGET)
+# ``(over, under, targets)`` of a scan's cast thresholds: the extrema form's bounds
+bounds = helper(extrema_bounds)
 
 
 @helper(forceinline=True)
@@ -303,34 +318,14 @@ def _settle(x, a, b, k, p0, lanes, thr, over, under, targets, counts, cap, seen,
     if least(mn) <= -over or greatest(mx) >= over or least(mz) <= under:
         for t in range(targets):
             co, cu = _risks(x, a, b, thr[2 * t], thr[2 * t + 1])
-            listed |= _found(counts, seen, 3 + 2 * t, co, cap)
-            listed |= _found(counts, seen, 4 + 2 * t, cu, cap)
+            listed |= _found(counts, seen, _OVERFLOW + _PER_TARGET * t, co, cap)
+            listed |= _found(counts, seen, _UNDERFLOW + _PER_TARGET * t, cu, cap)
     if listed:
         blocks[0, m] = a
         blocks[1, m] = b
         blocks[2, m] = p0
         m += 1
     return s1, s2, mn, mx, c0, c1, c2, m
-
-
-@helper
-def bounds(thr):
-    """``(over, under, targets)`` of cast thresholds ``thr`` (per slot ``(over, under)``
-    in the data's type, ``(inf, -1)`` for an unused slot): a finite ``|v| >= over`` risks
-    an overflow, ``0 < |v| <= under`` an underflow (``under < 0``: no target can);
-    ``targets``: the slots up to the last one used."""
-    inf = thr.dtype.type(np.inf)
-    over = inf
-    under = thr.dtype.type(-1)
-    targets = np.int64(0)
-    for t in range(N_TARGET_SLOTS):
-        ot = thr[2 * t]
-        ut = thr[2 * t + 1]
-        over = ot if ot < over else over
-        under = ut if ut > under else under
-        if ot < inf or ut >= 0:
-            targets = t + 1
-    return over, under, targets
 
 
 @helper(forceinline=True)

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from ..model.kinds import slice_shift
 from ..model.stats import SLICE_BLOCK, TINY, chan
 from .jit import helper, kernel
 from .lanes import (
@@ -53,6 +54,22 @@ from .lanes import (
 _chan = helper(chan)
 _NO, _YES = np.bool_(False), np.bool_(True)
 BIG = float(np.finfo(np.float64).max)
+# each slice kind's flag bit is ``1 << (base + step * n)`` (``kinds.slice_shift``: ``n`` the
+# dtype's index for the kinds per dtype, the number of dtypes for the others): int64
+# globals, constants to numba
+
+
+def _bit(kind: str) -> tuple[np.int64, np.int64]:
+    base, step = slice_shift(kind)
+    return np.int64(base), np.int64(step)
+
+
+_NONFINITE, _NONFINITE_STEP = _bit("nonfinite")
+_ZERO, _ZERO_STEP = _bit("zero_variance")
+_NEAR, _NEAR_STEP = _bit("near_zero_variance")
+_SUM, _SUM_STEP = _bit("sum_overflow:")
+_VAR, _VAR_STEP = _bit("variance_overflow:")
+_OUTLIER, _OUTLIER_STEP = _bit("outlier")
 
 
 @helper
@@ -210,7 +227,7 @@ def _max_zs(n, mean, std, mn, mx, z):
 
 @helper
 def _flag_block(n, mean, std, z, cnan, cpos, cneg, eps, z_threshold, thresholds, bits):
-    """The finding bits of slices (``anomalies.slice_kinds`` gives their order and
+    """The finding bits of slices (``kinds.slice_kinds`` gives their order and
     meaning) into ``bits``: non-finite values, zero and near-zero variance, each dtype's
     sum and variance overflow, an outlier; in lanes, the overflow bits only when a slice
     reaches the lowest threshold. Returns whether any slice is flagged."""
@@ -222,7 +239,10 @@ def _flag_block(n, mean, std, z, cnan, cpos, cneg, eps, z_threshold, thresholds,
     flagged = False
     over = False
     none, one = splat(np.int64(0)), splat(np.int64(1))
-    b1, b2, bz = splat(np.int64(2)), splat(np.int64(4)), splat(np.int64(1) << (3 + 2 * nt))
+    b0 = splat(np.int64(1) << (_NONFINITE + _NONFINITE_STEP * nt))
+    b1 = splat(np.int64(1) << (_ZERO + _ZERO_STEP * nt))
+    b2 = splat(np.int64(1) << (_NEAR + _NEAR_STEP * nt))
+    bz = splat(np.int64(1) << (_OUTLIER + _OUTLIER_STEP * nt))
     zero, unit, inf, ev, lv, zt = splat(0.0), splat(1.0), splat(math.inf), splat(eps), splat(low), splat(z_threshold)  # fmt: skip
     for i in range(0, m, L):
         q = m - i
@@ -243,7 +263,7 @@ def _flag_block(n, mean, std, z, cnan, cpos, cneg, eps, z_threshold, thresholds,
         near = either(ge(fe, unit), le(sd, t))
         if anyof(both(negate(near), spread)):
             near = either(near, le(mul(sd, vsqrt(sub(unit, fe))), t))
-        f = select(gt(bad, none), one, none)
+        f = select(gt(bad, none), b0, none)
         f = add(f, select(both(spread, eq(sd, zero)), b1, none))
         f = add(f, select(both(both(spread, ne(sd, zero)), both(lt(sd, inf), near)), b2, none))
         f = add(f, select(both(spread, gt(zz, zt)), bz, none))
@@ -262,7 +282,7 @@ def _flag_block(n, mean, std, z, cnan, cpos, cneg, eps, z_threshold, thresholds,
                 has = n[j] > 0
                 total = abs(mean[j] * fn) >= th
                 m2 = std[j] * std[j] * fn >= th
-                bits[j] |= (np.int64(has & total) << (3 + 2 * t)) | (np.int64(has & m2) << (4 + 2 * t))  # fmt: skip
+                bits[j] |= (np.int64(has & total) << (_SUM + _SUM_STEP * t)) | (np.int64(has & m2) << (_VAR + _VAR_STEP * t))  # fmt: skip
     return flagged | over
 
 

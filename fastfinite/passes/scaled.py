@@ -7,8 +7,8 @@ float32, as the recipes compute it, then the cast to the target, whose exact thr
 float32 values ``casts.source_thresholds`` gives. ``scale="amax"`` needs each tensor's (or
 slice's) largest magnitude first: the scan's own statistics give it, so the scaled check is
 a second pass over the data, region by region (memory stays bounded): a kernel on each
-value's float32 magnitude against bounds found once (``limits_of``) for a scale per tensor,
-NumPy's masks for scales per slice and complex data.
+value's float32 magnitude against bounds found once (``cast_forms.scaled_bounds``) for a scale per tensor,
+NumPy's masks (``cast_forms.scaled_form``) for scales per slice and complex data.
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ import numpy as np
 from ..compute.blocks import narrow_format, read_only, widen, widen_table
 from ..compute.summary import _first
 from ..errors import InvalidArgumentError
+from ..model.cast_forms import SCALED_COUNTS, scaled_bounds, scaled_form
 from ..model.casts import FORMATS, source_thresholds
 from ..report.model import CastRisk, DynamicRange, Location, ScanReport
 
-COUNTS = ("overflow", "underflow", "subnormal", "nonzero")
+COUNTS = SCALED_COUNTS
 KERNEL_LOCATIONS = 1024  # positions of each kind a region's kernel call keeps
 
 
@@ -63,7 +64,7 @@ def scaled_source(source, report: ScanReport, targets, scale, by, budget_of, map
     limits = {t: source_thresholds("float32", t) for t in targets}
     fast = not per_slice and np.dtype(source.dtype).kind != "c"
     bounds = {
-        t: limits_of(scales[t], limits[t], FORMATS[t].smallest_normal) for t in targets if fast
+        t: scaled_bounds(scales[t], limits[t], FORMATS[t].smallest_normal) for t in targets if fast
     }
 
     def region_risks(region) -> tuple:
@@ -82,7 +83,7 @@ def scaled_source(source, report: ScanReport, targets, scale, by, budget_of, map
                 if per_slice:  # the region's slices' scales, along the by axes
                     s = s[tuple(region[a] for a in by)]
                     s = s.reshape([data.shape[a] if a in by else 1 for a in range(data.ndim)])
-                masks = _masks(data, s, limits[t], FORMATS[t].smallest_normal)
+                masks = scaled_form(data, s, limits[t], FORMATS[t].smallest_normal)
                 other = tuple(a for a in range(data.ndim) if a not in (by or ()))
                 counts = {c: m.sum(axis=other) if per_slice else int(m.sum()) for c, m in masks.items()}  # fmt: skip
                 local = [np.flatnonzero(masks[c])[:cap] for c in COUNTS[:2]]
@@ -103,33 +104,6 @@ def scaled_source(source, report: ScanReport, targets, scale, by, budget_of, map
                     flat, vals = np.concatenate([kept[0], flat]), np.concatenate([kept[1], vals])
                 first[f"{c}:{t}"] = _first(flat, vals, cap)
     _fill(report, targets, found, first, scales, amax, per_slice, shape, cap)
-
-
-def limits_of(s: np.ndarray, limits: tuple[float, float], normal: float) -> np.ndarray:
-    """``kernels.scaled_counts``'s bounds on ``f = |float32(v)|`` for the float32 scale
-    ``s``: the smallest ``f`` whose product ``f * s`` (rounded in float32) overflows (at
-    least ``over``, or inf), the largest whose product is at most ``under``, and the
-    smallest whose product is normal. The product is monotone in ``f``: each is found by
-    bisection over float32's non-negative bit patterns, in NumPy's own float32 arithmetic."""
-    over, under = limits
-    s = np.float32(s)
-
-    def product(bits: int) -> np.float32:
-        with np.errstate(over="ignore"):
-            return np.uint32(bits).view(np.float32) * s
-
-    def first(holds) -> np.float32:  # the smallest f in [0, inf] where holds(f * s)
-        lo, hi = 0, 0x7F800000
-        while lo < hi:
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if holds(product(mid)) else (mid + 1, hi)
-        return np.uint32(lo).view(np.float32)
-
-    o = first(lambda y: not y < over)  # y >= over, or inf
-    u = first(lambda y: y > max(under, 0.0))  # the first past ``under``: one below is the last
-    n = first(lambda y: y >= normal)
-    below = np.uint32(max(int(np.float32(u).view(np.uint32)) - 1, 0)).view(np.float32)
-    return np.array([o, below if u > 0 else np.float32(-1), n], np.float32)
 
 
 def _flat(data: np.ndarray) -> np.ndarray:
@@ -191,26 +165,6 @@ def _scale(target: str, scale, amax: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", over="ignore"):
         s = np.where(amax > 0, FORMATS[target].max / np.where(amax > 0, amax, 1.0), 1.0)
     return s.astype(np.float32)
-
-
-def _masks(data: np.ndarray, s, limits: tuple[float, float], normal: float) -> dict:
-    """Per element (complex: either part) of ``data`` scaled by ``s``: overflow, underflow,
-    subnormal and finite non-zero masks."""
-    over, under = limits
-    out = {c: np.zeros(data.shape, bool) for c in COUNTS}
-    parts = (data.real, data.imag) if data.dtype.kind == "c" else (data,)
-    for p in parts:
-        with np.errstate(all="ignore"):
-            wide = p.astype(np.float64)  # exact for every format: finite is finite
-            y = np.abs(p.astype(np.float32) * s)
-        nonzero = np.isfinite(wide) & (wide != 0)
-        o = nonzero & ((y >= over) | ~np.isfinite(y))
-        u = nonzero & (y <= max(under, 0.0))
-        out["overflow"] |= o
-        out["underflow"] |= u
-        out["subnormal"] |= nonzero & ~u & (y < normal)
-        out["nonzero"] |= nonzero
-    return out
 
 
 def _fill(report, targets, found, first, scales, amax, per_slice, shape, cap) -> None:

@@ -25,7 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels.slices_numpy import fold, in_order, max_abs_z, rescue_rows, slice_totals
-from ..model.kinds import N_KINDS
+from ..model import kinds
+from ..model.kinds import N_KINDS, N_TARGET_SLOTS, cast_slot
 from ..model.stats import CHUNK, LANES, SUB, TILE, combine
 
 PIECE = 1 << 18  # values a twin holds in float64 temporaries at once (2 MB each)
@@ -69,18 +70,27 @@ def _risks(v: np.ndarray, fin: np.ndarray, clean: bool, thr: np.ndarray) -> list
     value beyond its threshold)."""
     masks: list = [None] * N_KINDS
     if not clean:
-        masks[0], masks[1], masks[2] = np.isnan(v), v == np.inf, v == -np.inf
+        masks[kinds.SLOT_NAN] = np.isnan(v)
+        masks[kinds.SLOT_POSINF], masks[kinds.SLOT_NEGINF] = v == np.inf, v == -np.inf
     a = None
-    for k in range(3, N_KINDS):
-        t = thr[k - 3]
-        if (k % 2 and t == np.inf) or (not k % 2 and t < 0):
-            continue
-        if a is None:
+    for t in range(N_TARGET_SLOTS):
+        over, under = thr[2 * t], thr[2 * t + 1]
+        for kind, unused in (("overflow:", over == np.inf), ("underflow:", under < 0)):
+            if unused:
+                continue
+            if a is None:
+                with np.errstate(invalid="ignore"):
+                    a = np.abs(v)
             with np.errstate(invalid="ignore"):
-                a = np.abs(v)
-        with np.errstate(invalid="ignore"):
-            masks[k] = ((a >= t) & fin) if k % 2 else ((a <= t) & (a > 0))
+                masks[cast_slot(kind, t)] = (
+                    ((a >= over) & fin) if kind == "overflow:" else ((a <= under) & (a > 0))
+                )
     return masks
+
+
+def _nonfinite(masks: list) -> list:
+    """The NaN, +inf and -inf masks of ``_risks``'s."""
+    return [masks[k] for k in (kinds.SLOT_NAN, kinds.SLOT_POSINF, kinds.SLOT_NEGINF)]
 
 
 def _listed(masks, spans, counts, cap, seen, blocks, m) -> int:
@@ -148,7 +158,7 @@ def scan_rows(x, rows, n, thr, counts, cap, seen, blocks, shift, s1, s2, mn, mx,
             spans = np.stack([starts, starts + w, starts], axis=1)
             m = _listed(masks, spans, counts, cap, seen, blocks, m)
             if not clean:
-                for c, mk in zip((cnan, cpos, cneg), masks[:3]):
+                for c, mk in zip((cnan, cpos, cneg), _nonfinite(masks)):
                     c[r0 : r0 + rs] += mk.sum(axis=1)
             with np.errstate(over="ignore", invalid="ignore"):
                 d = v.astype(np.float64) - k[:, None]
@@ -196,7 +206,7 @@ def scan_cols(x, rows, cols, pitch, thr, counts, cap, seen, blocks, shift, s1, s
         spans = np.stack([r * pitch + c, r * pitch + c + w, r * cols + c], axis=1)
         m = _listed(masks, spans, counts, cap, seen, blocks, m)
         if not clean:
-            for out, mk in zip((cnan, cpos, cneg), masks[:3]):
+            for out, mk in zip((cnan, cpos, cneg), _nonfinite(masks)):
                 out[c : c + w] += mk.sum(axis=0)
     acc1, acc2 = np.zeros(cols), np.zeros(cols)
     lo, hi = np.full(cols, np.inf), np.full(cols, -np.inf)
@@ -244,18 +254,26 @@ def moments(length, shift, s1, s2, cnan, cpos, cneg, n, mean, std) -> None:
 
 
 def _bits(count, mean, std, z, bad, eps, z_threshold, thresholds) -> np.ndarray:
-    """``kernels.slices._bits`` elementwise."""
+    """``kernels.slices._flag_block`` elementwise: each slice kind's predicate, at its bit
+    (``kinds.slice_kinds``; a kind without a predicate here is a KeyError)."""
     fn = count.astype(np.float64)
     spread = count > 1
     with np.errstate(all="ignore"):
         r = np.where(fn * eps < 1.0, np.sqrt(1.0 - fn * eps), 0.0)
         near = (fn * eps >= 1.0) | (std * r <= fn * np.abs(mean) * eps)
-        bits = [bad > 0, spread & (std == 0), spread & (std != 0) & (std < np.inf) & near]
+        said = {
+            "nonfinite": bad > 0,
+            "zero_variance": spread & (std == 0),
+            "near_zero_variance": spread & (std != 0) & (std < np.inf) & near,
+            "outlier": spread & (z > z_threshold),
+        }
         total, m2 = np.abs(mean * fn), std * std * fn
-        for t in thresholds:
-            bits += [(count > 0) & (total >= t), (count > 0) & (m2 >= t)]
-        bits.append(spread & (z > z_threshold))
-    return sum(b.astype(np.int64) << j for j, b in enumerate(bits))
+        per = {"sum_overflow:": total, "variance_overflow:": m2}
+        for t, th in enumerate(thresholds):
+            for kind, v in per.items():
+                said[f"{kind}{t}"] = (count > 0) & (v >= th)
+    names = kinds.slice_kinds(range(len(thresholds)))  # the dtypes by their index
+    return sum(said[kind].astype(np.int64) << j for j, kind in enumerate(names))
 
 
 def _flagged(every, where, flags) -> int:
@@ -309,7 +327,7 @@ def slice_columns(n, mean, std, mn, mx, out_mean, out_std, out_min, out_max, out
 
 def slice_flags(count, mean, std, max_z, nan, pos, neg, eps, z_threshold, thresholds, where, flags) -> int:  # fmt: skip
     """``kernels.slices.slice_flags``: the flagged slices' positions and bits (bit ``j``
-    for the ``j``-th kind of ``anomalies.slice_kinds``); returns how many."""
+    for the ``j``-th kind of ``kinds.slice_kinds``); returns how many."""
     bits = _bits(count, mean, std, max_z, nan + pos + neg, eps, z_threshold, thresholds)
     return _flagged(bits, where, flags)
 

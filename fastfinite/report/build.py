@@ -16,7 +16,7 @@ from ..compute.limits import overflow_dtypes, rounding_eps
 from ..compute.parts import in_parts
 from ..compute.summary import ScanSpec, SliceStats, Summary, _as_index, join_slices
 from ..indices import fmt_index
-from ..model.kinds import is_nonfinite
+from ..model.kinds import SLOT_NAN, SLOT_NEGINF, SLOT_POSINF, cast_slot, is_nonfinite
 from .findings import slice_findings
 from .model import CastRisk, Finding, Location, ScanReport, SliceReport
 
@@ -76,11 +76,11 @@ def build_report(
         name=meta["name"],
         shape=tuple(int(d) for d in spec.shape),
         dtype=str(spec.dtype),
-        nan=int(s.counts[0]),
-        posinf=int(s.counts[1]),
-        neginf=int(s.counts[2]),
+        nan=int(s.counts[SLOT_NAN]),
+        posinf=int(s.counts[SLOT_POSINF]),
+        neginf=int(s.counts[SLOT_NEGINF]),
         cast={
-            t: CastRisk(int(s.counts[3 + 2 * i]), int(s.counts[4 + 2 * i]))
+            t: CastRisk(*(int(s.counts[cast_slot(k, i)]) for k in ("overflow:", "underflow:")))
             for i, t in enumerate(spec.cast)
         },
         locations=[t[2] for t in locs],

@@ -11,27 +11,8 @@ import numpy as np
 from ..compute.limits import EPS64, overflow_thresholds
 from ..indices import fmt_index
 from ..model.casts import TARGETS
+from ..model.kinds import slice_kinds, slice_message
 from .model import findings_of
-
-
-def slice_kinds(dtypes: tuple[str, ...]) -> list[str]:
-    """The slice finding kinds in the order of ``kernels.slice_flags``'s bits. A slice with
-    ``n`` finite values, mean ``m``, variance ``v`` (population) has:
-
-    - ``nonfinite``: a NaN or inf;
-    - ``zero_variance``: ``n > 1`` and ``v == 0`` (one value has no variance to speak of);
-    - ``near_zero_variance``: ``n > 1``, ``0 < v <= n * eps * v + (n * m * eps) ** 2``,
-      ``v`` finite (tested on the std, so that stds whose squares underflow count):
-      scikit-learn's test for a constant feature (``_is_constant_feature``), the variance
-      rounding alone produces for that mean and count;
-    - ``sum_overflow:T`` / ``variance_overflow:T``: ``|n * m|`` / ``n * v`` reaches T's
-      overflow threshold, for each dtype T in ``dtypes``;
-    - ``outlier``: ``n > 1`` and the largest |z| exceeds ``z_threshold``.
-    """
-    kinds = ["nonfinite", "zero_variance", "near_zero_variance"]
-    for t in dtypes:
-        kinds += [f"sum_overflow:{t}", f"variance_overflow:{t}"]
-    return kinds + ["outlier"]
 
 
 def slice_findings(
@@ -178,50 +159,10 @@ def _flagged(cols, dtypes, z_threshold, eps, threads) -> tuple[np.ndarray, np.nd
 
 def _messages(kind: str, w: list[str], v: _Gather, z_threshold: float) -> list[str]:
     """The messages of findings of ``kind`` about slices named ``w`` (``_where_texts``),
-    quoting their statistics ``v``."""
-    if kind == "nonfinite":
-        return [
-            f"slice {s} holds {a} NaN, {b} +inf and {c} -inf: its mean, std and every "
-            "standardized value become NaN or inf"
-            for s, a, b, c in zip(w, v("nan"), v("posinf"), v("neginf"))
-        ]
-    if kind == "zero_variance":
-        return [
-            f"all {n} finite values of slice {s} equal {m:.6g}: std is 0, so "
-            "standardizing divides by eps (0/0 = NaN when eps is 0)"
-            for s, n, m in zip(w, v("count"), v("mean"))
-        ]
-    if kind == "near_zero_variance":
-        return [
-            f"slice {s} has std {sd:.3g}, below the rounding noise of its mean "
-            f"{m:.6g} over {n} values (scikit-learn's constant-feature bound): its std "
-            "is numerical noise, and standardizing blows the noise up"
-            for s, sd, m, n in zip(w, v("std"), v("mean"), v("count"))
-        ]
-    if kind.startswith("sum_overflow:"):
-        t = kind.split(":", 1)[1]
-        what = (
-            "x.sum() in float16 overflows to inf (x.mean() does not: NumPy accumulates a "
-            "float16 mean in float32)"
-            if t == "float16"
-            else f"x.sum() and x.mean() in {t} overflow to inf"
-        )
-        return [
-            f"the sum of slice {s} is {total:.4g}, beyond the {t} maximum {TARGETS[t].max:.4g}"
-            f": {what} although every value is finite"
-            for s, total in zip(w, v("total"))
-        ]
-    if kind.startswith("variance_overflow:"):
-        t = kind.split(":", 1)[1]
-        return [
-            f"the sum of squared deviations of slice {s} is {m2:.4g}, beyond the {t} maximum "
-            f"{TARGETS[t].max:.4g}: its std computed in {t} overflows to inf although every "
-            "value is finite"
-            for s, m2 in zip(w, v("m2"))
-        ]
-    return [
-        f"slice {s} has a value {z:.3g} standard deviations from its mean (threshold "
-        f"{z_threshold:g}; min {lo:.6g}, max {hi:.6g}, "
-        f"mean {m:.6g}, std {sd:.6g}): one value dominates the slice's statistics"
-        for s, z, lo, hi, m, sd in zip(w, v("max_z"), v("min"), v("max"), v("mean"), v("std"))
-    ]
+    quoting their statistics ``v``: its message in the table of kinds
+    (``kinds.slice_message``), each field a column of ``v`` but the slice's text ``s``,
+    ``t``, ``t_max`` and ``z_threshold``, written in once."""
+    t = kind.partition(":")[2]
+    given = {"t": t, "t_max": TARGETS[t].max if t else None, "z_threshold": z_threshold}
+    say, fields = slice_message(kind, given)
+    return list(map(say, *(w if f == "s" else v(f) for f in fields)))

@@ -503,6 +503,17 @@ class ScanReport:
         bad = sorted({f.where for f in self.findings if is_slice_kind(f.kind)})
         return [w[0] for w in bad] if len(self.by) == 1 else bad
 
+    def bad_samples(self) -> list:
+        """The keys of the samples or members with an error-severity finding, for a loader
+        to skip or replay: a member's key (a file of a set, a tensor), a WebDataset sample
+        (``"shard-000000.tar/000005"``), ``(table, row)`` for tables, the row index of an
+        array scanned with ``by=0``. A ``samples.BadSamples`` list: ``complete`` is False,
+        and ``notes`` say why, when some rows are not known (more values than
+        ``max_locations``). See :mod:`fastfinite.report.samples`."""
+        from .samples import bad_samples
+
+        return bad_samples(self)
+
     def mask(self) -> np.ndarray:
         """Boolean array over the ``by`` axes, True where a slice is bad (to drop samples)."""
         if self.by is None or self.slices is None:
@@ -804,14 +815,38 @@ class ScanReport:
             add(f.severity, f.kind, 1)
         return {s: kinds for s, kinds in out.items() if kinds}
 
-    def plot(self, path: str, *, axes: tuple[int, int] | None = None) -> str:
+    def plot(
+        self,
+        path: str,
+        *,
+        axes: tuple[int, int] | None = None,
+        also: list[ScanReport] | tuple[ScanReport, ...] = (),
+    ) -> str:
         """Draw where the problems sit and write a PNG (needs matplotlib: the ``plot`` extra).
 
-        See :func:`fastfinite.report.plot.plot_report`.
+        A map over two axes of the array with a marker per recorded location (NaN, inf,
+        cast risks), never-written and unreadable chunks boxed, and with ``by`` a strip of
+        the per-slice findings, one row per kind; the title says what was found. See
+        :func:`fastfinite.report.plot.plot_report`.
+
+        Parameters
+        ----------
+        path : str
+            The PNG to write.
+        axes : (int, int), optional
+            The axes the map spans (x, y); default: the two with most chunks.
+        also : sequence of ScanReport
+            Other scans of the same array with another ``by`` (per feature, say): their
+            per-slice findings get a strip each.
+
+        Returns
+        -------
+        str
+            ``path``.
         """
         from .plot import plot_report
 
-        return plot_report(self, path, axes=axes)
+        return plot_report(self, path, axes=axes, also=also)
 
     def locations_frame(self) -> Any:
         """The recorded locations as a pandas DataFrame (``kind, index, value, labels,

@@ -1,24 +1,25 @@
 """Pictures of a report (matplotlib: the optional extra ``plot``).
 
-Left: a heat map of value findings per chunk over two axes of the array (the two with most
-chunks, or the ones asked for), with never-written chunks hatched and unreadable chunks
-crossed out. Right, when the scan had ``by``: per slice, the count of non-finite values and
-the largest |z|, with bad slices marked. Axes are labelled in array indices. The report is not imported here: it imports this module
-to draw itself.
+``draw`` draws a ``Picture`` (``picture.py``: the data of what is drawn where) with
+matplotlib (Agg); ``plot_report`` builds, draws and writes the PNG. Every artist that marks
+something carries a ``gid``: ``"loc:KIND"`` (a marker per recorded location), ``"box:KIND"``
+and ``"chunk:KIND"`` (a chunk's box and its marker), ``"slice:KIND"`` (a marker per slice in
+a strip), ``"strip"``, ``"tint"``, ``"label"`` or ``"clean"``, so tests check the marks at
+their positions. Markers are a fixed size at any array size: one value in a billion shows.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidArgumentError, SourceError
+from ..errors import SourceError
 from ..indices import fmt_index
-
-MAX_CELLS = 64
-MAX_BINS = 2000  # slices are drawn in at most this many bins
+from .picture import MAX_MARKED, TINT, Label, Picture, Strip, picture, style
 
 
 def _matplotlib():
@@ -32,152 +33,267 @@ def _matplotlib():
     return plt
 
 
-def _cells(report: Any) -> tuple[int, ...]:
-    """Cell size per axis: the storage chunks, or bins of at most ``MAX_CELLS`` per axis."""
-    if report.chunks and len(report.chunks) == len(report.shape):
-        return tuple(max(1, int(c)) for c in report.chunks)
-    return tuple(max(1, math.ceil(n / MAX_CELLS)) for n in report.shape)
-
-
-def choose_axes(report: Any, axes=None) -> tuple[int, int]:
-    ndim = len(report.shape)
-    if axes is not None:
-        given = tuple(axes)
-        axes = tuple(int(a) % max(ndim, 1) for a in given)
-        if len(axes) != 2 or axes[0] == axes[1] or any(not -ndim <= a < ndim for a in given):
-            raise InvalidArgumentError(
-                f"plot axes must be two different axes of the {ndim}-d array, got {given}"
-            )
-        return axes
-    if ndim < 2:
-        return (0, 0)
-    cells = _cells(report)
-    n = [math.ceil(s / c) for s, c in zip(report.shape, cells)]
-    order = sorted(range(ndim), key=lambda a: (-n[a], a))
-    return tuple(sorted(order[:2]))
-
-
-def finding_grid(report: Any, axes: tuple[int, int]) -> tuple[np.ndarray, tuple[int, int]]:
-    """Counts of value findings per cell over ``axes`` (summed over the other axes)."""
-    cells = _cells(report)
-    a0, a1 = axes
-    n0 = math.ceil(report.shape[a0] / cells[a0]) if report.shape else 1
-    n1 = math.ceil(report.shape[a1] / cells[a1]) if len(report.shape) > 1 else 1
-    grid = np.zeros((max(n0, 1), max(n1, 1)))
-    for start, stop, count in report.regions:
-        if not start:
-            grid[0, 0] += count
-            continue
-        r0 = range(
-            start[a0] // cells[a0], max(start[a0] // cells[a0] + 1, -(-stop[a0] // cells[a0]))
+def _place(ax: Any, labels: list[Label], xspan: float, levels: Sequence[float], **kw) -> None:
+    """Labels with arrows, on the first free level (axes fraction) from the top."""
+    ends = [-math.inf] * len(levels)
+    fig = ax.get_figure()
+    width = ax.get_position().width * fig.get_figwidth() * fig.dpi  # pixels, no draw needed
+    for lab in sorted(labels, key=lambda lb: lb.x):
+        frac = lab.x / xspan
+        w = len(lab.text) * 4.6 / width  # about a 7 pt character
+        x0 = frac - w if frac > 0.7 else frac
+        level = next((i for i, e in enumerate(ends) if e < x0), None)
+        if level is None:
+            level = min(range(len(ends)), key=ends.__getitem__)
+        ends[level] = x0 + w + 0.01
+        color = style(lab.kind)[1]
+        ax.annotate(
+            lab.text,
+            xy=(lab.x, lab.y),
+            xycoords="data",
+            xytext=(x0 if frac <= 0.7 else frac, levels[level]),
+            textcoords=("axes fraction", "axes fraction"),
+            ha="right" if frac > 0.7 else "left",
+            va="center",
+            fontsize=7,
+            color=color if color != "#000000" else "black",
+            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": color, "alpha": 0.85},
+            arrowprops={"arrowstyle": "-", "color": color, "lw": 0.7},
+            gid="label",
+            zorder=4.5,  # over the chunks' markers, under the values': no value hidden
+            **kw,
         )
-        r1 = (
-            range(
-                start[a1] // cells[a1], max(start[a1] // cells[a1] + 1, -(-stop[a1] // cells[a1]))
-            )
-            if a1 != a0
-            else range(1)
-        )
-        share = count / (len(r0) * len(r1))
-        for i in r0:
-            for j in r1:
-                grid[min(i, grid.shape[0] - 1), min(j, grid.shape[1] - 1)] += share
-    return grid, (cells[a0], cells[a1] if a1 != a0 else 1)
 
 
-def plot_report(report: Any, path: str, *, axes=None) -> str:
-    """Draw the report into a PNG at ``path`` and return the path."""
+def draw(pic: Picture):
+    """Draw a ``Picture``: a matplotlib Figure (Agg), not yet saved."""
     plt = _matplotlib()
-    from matplotlib.colors import LogNorm
+    from matplotlib.colors import ListedColormap
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch, Rectangle
+    from matplotlib.ticker import MaxNLocator
 
-    if report.arrays:
-        raise InvalidArgumentError("plot one array of a group: report.arrays[path].plot(...)")
-    with_slices = report.slices is not None and report.slices.count.size > 0
-    fig, axs = plt.subplots(
-        1, 2 if with_slices else 1, figsize=(13 if with_slices else 7, 5.5), squeeze=False
+    title = [pic.title, *textwrap.wrap(pic.found, 140)]
+    heights = [4.0 if pic.size[1] > 1 else 1.6] + [
+        0.6 + 0.36 * max(len(s.rows), 1) for s in pic.strips
+    ]
+    top, gap, bottom = 0.2 * len(title) + 0.55, 0.9, 0.55  # inches
+    tall = top + sum(heights) + gap * (len(heights) - 1) + bottom
+    fig = plt.figure(figsize=(13, tall))
+    grid = fig.add_gridspec(
+        len(heights),
+        1,
+        height_ratios=heights,
+        hspace=gap / (sum(heights) / len(heights)),
+        left=0.16,
+        right=0.74,
+        top=1 - top / tall,
+        bottom=bottom / tall,
     )
-    ax = axs[0, 0]
-    ax0, ax1 = choose_axes(report, axes) if len(report.shape) else (0, 0)
-    grid, (c0, c1) = (
-        finding_grid(report, (ax0, ax1)) if report.shape else (np.zeros((1, 1)), (1, 1))
-    )
-    shown = np.ma.masked_equal(grid, 0)
-    extent = (0, grid.shape[1] * c1, grid.shape[0] * c0, 0)
-    im = ax.imshow(
-        shown,
-        cmap="Reds",
-        aspect="auto",
-        interpolation="nearest",
-        extent=extent,
-        norm=LogNorm(vmin=max(grid[grid > 0].min(), 1e-3), vmax=grid.max())
-        if (grid > 0).any()
-        else None,
-    )
-    if (grid > 0).any():
-        fig.colorbar(im, ax=ax, label="value findings (NaN, inf, cast risks)")
-    cells = _cells(report)
-    for f in report.findings:
-        if f.kind not in ("missing_chunk", "unreadable_chunk") or len(f.where) != len(report.shape):
-            continue
-        y = f.where[ax0] * cells[ax0]
-        x = f.where[ax1] * cells[ax1] if ax1 != ax0 else 0
-        w = cells[ax1] if ax1 != ax0 else c1
-        h = cells[ax0]
-        if f.kind == "missing_chunk":
-            ax.add_patch(
-                plt.Rectangle(
-                    (x, y), w, h, fill=False, hatch="///", edgecolor="tab:blue", linewidth=0.8
-                )
-            )
-        else:
-            ax.plot([x, x + w], [y, y + h], color="black", linewidth=1.5)
-            ax.plot([x, x + w], [y + h, y], color="black", linewidth=1.5)
-    ax.set_ylabel(f"axis {ax0} (index)")
-    ax.set_xlabel(f"axis {ax1} (index)" if ax1 != ax0 else "(1-d array)")
-    legend = "hatched: chunk never written" if report.missing_chunks else ""
-    if any(f.kind == "unreadable_chunk" for f in report.findings):
-        legend += ("; " if legend else "") + "crossed: chunk unreadable"
-    ax.set_title(
-        f"findings per {'chunk' if report.chunks else 'block'}" + (f"\n{legend}" if legend else ""),
-        fontsize=10,
-    )
-    if with_slices:
-        sax = axs[0, 1]
-        s = report.slices
-        bad = (s.nan + s.posinf + s.neginf).ravel()
-        width = max(1, -(-bad.size // MAX_BINS))  # slices per bin: a million draw in seconds
-        edges = np.arange(0, bad.size + width, width).clip(max=bad.size)
-        bad, z = (np.maximum.reduceat(a, edges[:-1]) for a in (bad, s.max_z.ravel()))
-        sax.stairs(bad, edges, fill=True, color="tab:red", label="non-finite values")
-        per = "slice" if width == 1 else f"bin of {width} slices (the largest)"
-        sax.set_xlabel(f"slice (flat index over by-axes {report.by}, shape {fmt_index(s.shape)})")
-        sax.set_ylabel(f"non-finite values per {per}", color="tab:red")
-        zax = sax.twinx()
-        zax.stairs(z, edges, color="tab:blue", linewidth=0.8, label="largest |z|")
-        zax.axhline(report.z_threshold, color="tab:blue", linestyle="--", linewidth=0.8)
-        zax.set_ylabel(f"largest |z| (outlier above {report.z_threshold:g})", color="tab:blue")
-        marks = [
-            int(np.ravel_multi_index(w if isinstance(w, tuple) else (w,), s.shape))
-            for w in report.bad_slices()
-        ]
-        if marks:
-            shown = np.unique(np.asarray(marks) // width) * width  # one mark per bin
-            label = f"bad slices ({len(marks)})"
-            sax.plot(shown, np.zeros(len(shown)), "k|", markersize=12, label=label)
-        sax.legend(loc="upper left", fontsize=8)
-        sax.set_title("per slice", fontsize=10)
-    counts = (
-        "; ".join(
-            f"{severity}s: " + ", ".join(f"{k} {n}" for k, n in kinds.items())
-            for severity, kinds in report.severity_counts().items()
+    ax = fig.add_subplot(grid[0])
+    xs, ys = max(pic.size[0], 1), max(pic.size[1], 1)  # an empty array: an empty map
+    ax.set_xlim(-0.01 * xs, 1.01 * xs)  # a mark at either end stays clear of the frame
+    ax.set_ylim(1.02 * ys, -0.02 * ys)
+    if pic.tint is not None and pic.tint.any():
+        ax.imshow(
+            np.ma.masked_equal(pic.tint.astype(np.uint8), 0),
+            cmap=ListedColormap([TINT]),
+            vmin=0,
+            vmax=1,
+            aspect="auto",
+            interpolation="nearest",
+            extent=(0, xs, ys, 0),
+            gid="tint",
         )
-        or "nothing found"
+    handles = []
+    for b in pic.boxes:
+        x0, x1, y0, y1 = b.extent
+        what, color, marker = style(b.kind)
+        missing = b.kind == "missing_chunk"
+        ax.add_patch(
+            Rectangle(
+                (x0, y0),
+                x1 - x0,
+                y1 - y0,
+                facecolor="#dddddd" if missing else "#555555",
+                edgecolor=color,
+                hatch="///" if missing else "xx",
+                linewidth=1.5,
+                alpha=0.8,
+                gid=f"box:{b.kind}",
+            )
+        )
+    for kind in dict.fromkeys(b.kind for b in pic.boxes):
+        mine = [b for b in pic.boxes if b.kind == kind]
+        what, color, marker = style(kind)
+        total = max(pic.chunk_counts.get(kind, 0), len(mine))
+        shown = "" if total == len(mine) else f" (first {len(mine):,} drawn)"
+        centres = np.array(
+            [((b.extent[0] + b.extent[1]) / 2, (b.extent[2] + b.extent[3]) / 2) for b in mine]
+        )
+        ax.scatter(
+            centres[:, 0],
+            centres[:, 1],
+            s=90,
+            marker=marker,
+            facecolor="white" if kind == "missing_chunk" else color,
+            edgecolor=color if kind == "missing_chunk" else "white",
+            linewidths=1.5,
+            zorder=4,
+            gid=f"chunk:{kind}",
+        )
+        handles.append(
+            Line2D(
+                [], [], marker=marker, linestyle="", markersize=9, markerfacecolor="white",
+                markeredgecolor=color, label=f"{kind} ({what}): {total:,}{shown}",
+            )
+        )  # fmt: skip
+    for kind, layer in pic.layers.items():
+        p = layer.positions
+        ax.scatter(
+            p[:, 0],
+            p[:, 1],
+            s=70,
+            marker=layer.marker,
+            color=layer.color,
+            edgecolor="black",
+            linewidths=0.6,
+            zorder=5,
+            gid=f"loc:{kind}",
+        )
+        shown = "" if layer.complete else f" (first {len(p):,} drawn)"
+        handles.append(
+            Line2D(
+                [], [], marker=layer.marker, linestyle="", markersize=8, color=layer.color,
+                markeredgecolor="black", label=f"{kind}: {layer.count:,}{shown}",
+            )
+        )  # fmt: skip
+    if pic.tint is not None and pic.tint.any():
+        handles.append(Patch(color=TINT, label="holds values not drawn"))
+    if pic.clean:
+        ax.text(
+            0.5, 0.5, "no problems found", transform=ax.transAxes, ha="center", va="center",
+            fontsize=16, color="#2ca02c", gid="clean",
+        )  # fmt: skip
+    ax.set_xlabel(pic.xlabel)
+    ax.set_ylabel(pic.ylabel)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # indices: no tick at 0.5
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    if pic.size[1] <= 1:  # a 1-d array: one row, no y ticks
+        ax.set_yticks([])
+    ax.set_title("where the values and chunks with problems sit", fontsize=10)
+    if handles:
+        ax.legend(
+            handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
+            title="kinds", title_fontsize=8, frameon=False,
+        )  # fmt: skip
+    fig.suptitle("\n".join(title), fontsize=11, y=1 - 0.1 / tall, va="top")
+    _place(ax, pic.labels, xs, [0.94, 0.82, 0.70, 0.58, 0.46, 0.34, 0.22, 0.10])
+    for i, strip in enumerate(pic.strips):
+        sax = fig.add_subplot(grid[i + 1], sharex=ax if strip.shares_x else None)
+        _draw_strip(sax, strip)
+    return fig
+
+
+def _draw_strip(sax: Any, strip: Strip) -> None:
+    from matplotlib.lines import Line2D
+
+    n, rows = max(strip.n, 1), strip.rows
+    sax.set_ylim(max(len(rows), 1), 0)
+    if not strip.shares_x:
+        from matplotlib.ticker import MaxNLocator
+
+        sax.set_xlim(-0.01 * n, 1.01 * n)
+        sax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    sax.set_title(strip.title, fontsize=9, loc="left")
+    if not rows:
+        sax.text(
+            0.5, 0.5, "no slice findings", transform=sax.transAxes, ha="center", va="center",
+            fontsize=9, color="#2ca02c",
+        )  # fmt: skip
+        sax.set_yticks([])
+        return
+    from matplotlib.colors import to_rgba
+
+    nb = rows[0].bins.size
+    img = np.zeros((len(rows), nb, 4))
+    for i, row in enumerate(rows):
+        img[i, row.bins] = to_rgba(row.color, 0.55)
+    sax.imshow(
+        img, aspect="auto", interpolation="nearest", extent=(0, n, len(rows), 0), gid="strip"
     )
-    fig.suptitle(
-        f"{report.name or 'array'}: {report.dtype} {fmt_index(report.shape)}\n{counts}",
-        fontsize=11,
+    handles = []
+    for i, row in enumerate(rows):
+        if len(row.slices) <= MAX_MARKED:
+            sax.scatter(
+                row.slices + 0.5,
+                np.full(len(row.slices), i + 0.5),
+                s=160,
+                marker="|",
+                color=row.color,
+                linewidths=2,
+                zorder=4,
+                gid=f"slice:{row.kind}",
+            )
+        handles.append(
+            Line2D([], [], marker="|", linestyle="", markersize=10, markeredgewidth=2,
+                   color=row.color, label=f"{row.kind} ({row.what})")
+        )  # fmt: skip
+    sax.set_yticks(np.arange(len(rows)) + 0.5, [f"{r.kind} ({len(r.slices):,})" for r in rows])
+    sax.tick_params(axis="y", labelsize=8)
+    for lab in strip.labels:
+        sax.annotate(
+            lab.text, xy=(lab.x, lab.y), xytext=(6, 0), textcoords="offset points",
+            fontsize=7, va="center", color=style(lab.kind)[1], gid="label", zorder=6,
+            bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
+        )  # fmt: skip
+    sax.set_xlabel(
+        "slice index"
+        + ("" if strip.shares_x else f" (flat, C order over shape {fmt_index(strip.shape)})"),
+        fontsize=8,
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    sax.legend(
+        handles=handles,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.05),
+        fontsize=7,
+        frameon=False,
+        labelspacing=0.3,
+        borderaxespad=0,
+    )
+
+
+def plot_report(report: Any, path: str, *, axes=None, also: Sequence[Any] = ()) -> str:
+    """Draw the report into a PNG at ``path`` and return the path.
+
+    Parameters
+    ----------
+    report : ScanReport
+        One array's report.
+    path : str
+        The PNG to write.
+    axes : (int, int), optional
+        The axes the map spans (x, y); default: the two with most chunks.
+    also : sequence of ScanReport
+        Other scans of the same array with another ``by``: a strip each.
+
+    Returns
+    -------
+    str
+        ``path``.
+
+    Raises
+    ------
+    SourceError
+        matplotlib is not installed (the ``plot`` extra).
+    InvalidArgumentError
+        See ``picture``.
+    """
+    _matplotlib()
+    pic = picture(report, axes=axes, also=also)
+    fig = draw(pic)
+    fig.savefig(path, dpi=100)
+    import matplotlib.pyplot as plt
+
     plt.close(fig)
     return path

@@ -7,12 +7,13 @@ import os
 import stat
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from ..compute.blocks import Region
-from ..errors import SourceError
+from ..errors import FastFiniteError, SourceError
 
 REGION_BYTES = 4 << 20  # regions of a store, in whole storage units, when the scan sets none
 SMALL_BYTES = 32 << 20  # an array in this process smaller than this is one region, one thread
@@ -89,6 +90,11 @@ class Source(ABC):
     def read(self, region: Region) -> np.ndarray:
         """The values of one region."""
 
+    def unmap(self) -> None:
+        """Let go of what the source holds open (a file's memory map) until it is read
+        again; by default nothing."""
+        return None
+
     def release(self, region: Region) -> None:
         """Called after a region is scanned (a memory map unmaps its pages)."""
         return None
@@ -127,3 +133,19 @@ class Source(ABC):
         """Grid coordinates of the units the store does not hold (C order); None when the
         source cannot tell."""
         return None
+
+
+@contextmanager
+def reader_errors(name: str, member: str | None = None) -> Iterator[None]:
+    """The one place where an exception of a reader becomes a ``SourceError`` naming what
+    failed: ``cannot read NAME, member MEMBER: KeyError: ...``. fastfinite's own errors,
+    which name it already, and ``MemoryError`` pass as they are."""
+    try:
+        yield
+    except (FastFiniteError, MemoryError):
+        raise
+    except Exception as e:
+        where = name if member is None else f"{name}, member {member}"
+        text = str(e)
+        text = text if len(text) <= 300 else text[:300] + "..."
+        raise SourceError(f"cannot read {where}: {type(e).__name__}: {text}") from e

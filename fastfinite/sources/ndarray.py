@@ -47,6 +47,11 @@ class ArraySource(Source):
             self._array = open_npy(self.path, self.name, self.raw_dtype).array
         return self._array
 
+    def unmap(self) -> None:
+        """A ``.npy`` file's map is let go; ``array`` maps it again."""
+        if self.path is not None:
+            self._array = None
+
     def verify(self) -> None:
         """The file is still there, and holds what the scan was planned on."""
         if (self.array.shape, self.array.dtype) != (self.shape, self.dtype):

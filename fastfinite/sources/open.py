@@ -4,16 +4,15 @@ contents, and ``group_name`` names the inputs that open as groups."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..errors import FastFiniteError, SourceError
+from ..errors import SourceError
 from ..options import ScanOptions
-from .base import Source, of_type
-from .walk import PARQUET_SUFFIXES, is_zarr_store
+from .base import Source, of_type, reader_errors
+from .walk import ARROW_SUFFIXES, PARQUET_SUFFIXES, TAR_SUFFIXES, is_zarr_store, walk
 
 STORES = ("FsspecStore", "LocalStore", "ZipStore", "ObjectStore", "MemoryStore")
 
@@ -26,8 +25,11 @@ def open_source(data: Any, options: ScanOptions | None = None) -> Target:
 
     Accepts numpy arrays and memmaps, dask arrays, ``.npy`` paths, Zarr arrays and groups and
     paths or URLs to them, h5py datasets and groups and ``"file.h5:/dataset"`` paths, xarray
-    DataArrays and Datasets, pandas DataFrames and Series, Parquet files and datasets, and
-    tensors of any framework (``__dlpack__``, ``__array__``).
+    DataArrays and Datasets, pandas DataFrames and Series, Parquet files and datasets,
+    tensors of any framework (``__dlpack__``, ``__array__``), checkpoints (``.safetensors``
+    and their ``*.index.json`` or its directory, ``.gguf``, ``.npz``, PyTorch ``.pt``,
+    ``.pth``, ``.bin``: one member per tensor, ``files.open_file``) and dicts (nested too)
+    of arrays, keyed ``"layers.0.w"``.
 
     Whatever a reader raises while the input or a member of it is opened (h5py, zarr,
     pandas, pyarrow...) is a ``SourceError`` naming the input and the member
@@ -41,22 +43,6 @@ def open_source(data: Any, options: ScanOptions | None = None) -> Target:
     return target
 
 
-@contextmanager
-def reader_errors(name: str, member: str | None = None) -> Iterator[None]:
-    """The one place where an exception of a reader becomes a ``SourceError`` naming what
-    failed: ``cannot read NAME, member MEMBER: KeyError: ...``. fastfinite's own errors,
-    which name it already, and ``MemoryError`` pass as they are."""
-    try:
-        yield
-    except (FastFiniteError, MemoryError):
-        raise
-    except Exception as e:
-        where = name if member is None else f"{name}, member {member}"
-        text = str(e)
-        text = text if len(text) <= 300 else text[:300] + "..."
-        raise SourceError(f"cannot read {where}: {type(e).__name__}: {text}") from e
-
-
 def _named(factory: Callable[[], Any], name: str, member: str) -> Callable[[], Any]:
     def opened():
         with reader_errors(name, member):
@@ -66,13 +52,19 @@ def _named(factory: Callable[[], Any], name: str, member: str) -> Callable[[], A
 
 
 def _open(data: Any, options: ScanOptions | None) -> Target:
-    from . import dask, dlpack, hdf5, tables, xarray, zarr
+    from . import dask, dlpack, hdf5, shards, tables, xarray, zarr
     from .ndarray import ArraySource, as_raw_dtype
 
     if isinstance(data, Source):
         return data
     if isinstance(data, (str, os.PathLike)):
         return _open_path(os.fspath(data), options or ScanOptions())
+    if shards.is_path_list(data):  # a list of files: a shard set
+        return shards.open_list(list(data), options or ScanOptions())
+    if isinstance(data, dict):  # nested dicts too, keyed "layers.0.w", as ``guard`` takes
+        from .tensors import dict_members
+
+        return dict_members(data, options, _open)
     if of_type(data, "zarr", *STORES):  # a store object: what it holds, named by its URL
         from .remote import store_url
 
@@ -121,16 +113,30 @@ def _open(data: Any, options: ScanOptions | None) -> Target:
 
 
 def _open_path(path: str, options: ScanOptions) -> Target:
-    from . import hdf5, tables, zarr
-    from .ndarray import open_npy
+    from . import hdf5, shards, tables, zarr
+    from .files import open_file
     from .remote import LOCAL_PROTOCOLS, protocol, storage_defaults, without_secrets
 
     if "://" not in path:
-        if path.endswith(".npy"):
-            return open_npy(path, raw_dtype=options.raw_dtype)
-        if path.lower().endswith(PARQUET_SUFFIXES) or (
-            os.path.isdir(path) and not is_zarr_store(path)
-        ):  # a directory: a Parquet dataset, else an error saying what it holds (``walk``)
+        if shards.is_glob(path):
+            return shards.open_glob(path, options)
+        target = open_file(path, options)  # .npy, .npz, checkpoints (``files``)
+        if target is not None:
+            return target
+        lower = path.lower()
+        if lower.endswith(TAR_SUFFIXES):
+            from .tars import open_tar
+
+            base = os.path.basename(path.rstrip("/"))
+            members = [(f"{base}/{k}", f) for k, f in open_tar(path, options)]
+            return shards.ShardSet(members, [os.path.abspath(path)])
+        if lower.endswith(ARROW_SUFFIXES):
+            from .arrow import open_arrow
+
+            return open_arrow(path)
+        if os.path.isdir(path) and not is_zarr_store(path):
+            return _open_directory(path, options)
+        if lower.endswith(PARQUET_SUFFIXES):
             return tables.open_parquet(path)
         h5 = hdf5.split_h5_path(path)
         if h5 is not None:
@@ -142,6 +148,22 @@ def _open_path(path: str, options: ScanOptions) -> Target:
     if of_type(node, "zarr", "Group"):
         return zarr.group_members(node, path.rstrip("/"), url, sent)
     return zarr.ZarrSource(node, path, url, sent)
+
+
+def _open_directory(path: str, options: ScanOptions) -> Target:
+    """A directory: a Parquet dataset, a Hugging Face ``datasets`` folder, a shard set,
+    else an error saying what it holds (``walk``'s rule)."""
+    from . import shards, tables
+    from .arrow import is_datasets_folder, open_datasets_folder
+
+    contents = walk(path)
+    if contents.is_parquet_dataset:
+        return tables.open_parquet(path)
+    if is_datasets_folder(path, contents):
+        return open_datasets_folder(path, contents)
+    if contents.is_shard_set:
+        return shards.open_directory(path, contents, options)
+    raise SourceError(contents.describe())
 
 
 def input_root(data: Any) -> str | None:
@@ -157,6 +179,10 @@ def input_root(data: Any) -> str | None:
     path = os.fspath(data)
     if "://" in path:
         return None
+    from .shards import glob_prefix, is_glob
+
+    if is_glob(path):  # a glob: the folder it matches below
+        path = glob_prefix(path)[0]
     h5 = hdf5.split_h5_path(path)
     zip_path = zarr.split_zip(path)[0]
     path = h5[0] if h5 is not None else zip_path or path
@@ -173,6 +199,10 @@ def group_name(data: Any) -> str:
     """The name of an input that opens as a group (its path, store or file name)."""
     if isinstance(data, (str, os.PathLike)):
         return os.fspath(data)
+    from .shards import is_path_list, list_name
+
+    if is_path_list(data):
+        return list_name(data)
     if of_type(data, "pandas", "DataFrame"):  # a column may be named "name"
         return "DataFrame"
     for attr in ("store_path", "filename", "name"):  # zarr, h5py, other

@@ -1,17 +1,20 @@
 """The one walk of a directory given as input: what it holds, without ever leaving it.
 
-The rule (the README's "What is an error"): a directory is scanned when it is one Zarr store
-(``zarr.json``, ``.zgroup`` or ``.zarray`` at its top: zarr reads it) or one Parquet
-dataset: every file below it is Parquet (by its suffix, or by its magic bytes ``PAR1`` for
-files without one, as Hive writes them). Names starting with ``.`` or ``_`` are not data, as
+The rule (the README's "What is an error"): a directory is scanned as one Zarr store
+(``zarr.json``, ``.zgroup`` or ``.zarray`` at its top: zarr reads it), as one Parquet
+dataset when every file below it is Parquet (by its suffix, or by its magic bytes ``PAR1``
+for files without one, as Hive writes them), else as a shard set (``shards``) when it holds
+array files of any kind (``ARRAY_KINDS``): each scanned on its own, the other entries listed
+in ``skipped`` with what they are. Names starting with ``.`` or ``_`` are not data, as
 pyarrow reads a dataset (``_SUCCESS``, ``_common_metadata``, ``.crc`` files, Spark's
-``_temporary``). Anything else is an error that says what the directory holds, never a scan
-of a part of it. The walk:
+``_temporary``). A directory that holds no array file is an error that says what it holds.
+The walk:
 
 - never leaves the directory: symbolic links are not followed (a link is not a Parquet file
   of the dataset, whatever it points to), nor are the insides of the Zarr stores it meets;
 - is bounded: past ``MAX_ENTRIES`` files and directories, or ``MAX_DEPTH`` levels, it stops
-  and the directory is an error (``fastfinite scan /`` answers at once).
+  and the directory is an error (``fastfinite scan /`` answers at once), never a scan of
+  the part it saw.
 """
 
 from __future__ import annotations
@@ -21,17 +24,30 @@ import stat
 from dataclasses import dataclass, field
 
 from ..errors import SourceError
+from .files import ARRAY_FILE_SUFFIXES
 from .hdf5 import H5_SUFFIXES
 
 MAX_ENTRIES = 100_000  # files and directories looked at
 MAX_DEPTH = 32
 ZARR_MARKERS = ("zarr.json", ".zgroup", ".zarray")
 PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
+ARROW_SUFFIXES = (".arrow", ".feather", ".ipc")
+TAR_SUFFIXES = (".tar",)
+# checkpoints read by ``files.open_file`` (safetensors, GGUF, PyTorch); not a sharded
+# checkpoint's index, whose shards a set scans as files of their own
+CHECKPOINT_SUFFIXES = tuple(
+    s for s in ARRAY_FILE_SUFFIXES if s not in (".npy", ".npz", ".index.json")
+)
 _MAGIC = {b"PAR1": "Parquet file", b"\x93NUM": ".npy file", b"\x89HDF": "HDF5 file"}
+# the kinds a shard set scans (a ``.zip`` may be a zipped Zarr store: scanned alone, by path)
+ARRAY_KINDS = frozenset({
+    ".npy file", ".npz file", "HDF5 file", "Zarr store", "Parquet file", "Arrow file",
+    ".tar file", "checkpoint file",
+})  # fmt: skip
 _SHOWN = 3  # paths named per kind in a message
 KINDS = (  # what the error names, in this order
     ".npy file", ".npz file", "HDF5 file", "Zarr store", ".zip file", "Parquet file",
-    "other file", "symbolic link (never followed)", "FIFO, socket or device",
+    "Arrow file", ".tar file", "checkpoint file", "other file", "symbolic link (never followed)", "FIFO, socket or device",
     "directory it cannot read", "file it cannot read", "entry it cannot read",
 )  # fmt: skip
 
@@ -55,14 +71,28 @@ class DirContents:
     def is_parquet_dataset(self) -> bool:
         return bool(self.parquet) and not self.other and not self.stopped
 
+    @property
+    def is_shard_set(self) -> bool:
+        """It holds array files (``ARRAY_KINDS``) of which some are not Parquet, or others
+        beside its Parquet files: each is scanned on its own (``shards``)."""
+        arrays = self.parquet or any(k in ARRAY_KINDS for k in self.other)
+        return bool(arrays) and not self.is_parquet_dataset and not self.stopped
+
+    def items(self) -> list[tuple[str, str]]:
+        """``(path, kind)`` of every entry it holds (directories but Zarr stores walked
+        into), sorted by path."""
+        held = dict(self.other, **{"Parquet file": self.parquet})
+        return sorted((p, kind) for kind, paths in held.items() for p in paths)
+
     def holdings(self) -> list[str]:
         """What it holds, kind by kind: ``["1 .npy file (a.npy)", "2 Parquet files (...)"]``."""
         held = dict(self.other, **{"Parquet file": self.parquet})
         return [_count(kind, held[kind]) for kind in KINDS if held.get(kind)]
 
     def describe(self) -> str:
-        """The error of a directory that is not one Zarr store or Parquet dataset."""
-        head = f"{self.root} is not a Zarr store or a Parquet dataset"
+        """The error of a directory that is not one Zarr store, Parquet dataset or shard
+        set."""
+        head = f"{self.root} is not a Zarr store, a Parquet dataset or a set of array files"
         parts = self.holdings()
         if self.stopped:
             seen = f": it holds at least {', '.join(parts)}" if parts else ""
@@ -74,7 +104,7 @@ class DirContents:
             if not self.entries:
                 return f"{head}: it is empty"
             return f"{head}: it holds only names starting with . or _, which are not data"
-        return f"{head}: it holds {', '.join(parts)}; scan them one by one"
+        return f"{head}: it holds {', '.join(parts)}"
 
 
 def _count(kind: str, paths: list[str]) -> str:
@@ -97,10 +127,10 @@ def _plural(kind: str) -> str:
     return _PLURALS.get(kind, kind + "s")  # ".npy file", "Zarr store", "HDF5 file"...
 
 
-def walk(root: str) -> DirContents:
+def walk(root: str, levels: int | None = None) -> DirContents:
     """What the directory ``root`` holds, by the rule of this module (never following a
     link, never entering a Zarr store, at most ``MAX_ENTRIES`` entries and ``MAX_DEPTH``
-    levels)."""
+    levels); ``levels``: look only that many levels down (a glob without ``**``)."""
     out = DirContents(root)
 
     def note(kind: str, rel: str) -> None:
@@ -129,6 +159,8 @@ def walk(root: str) -> DirContents:
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             kind = path_kind(entry.path, bool(out.other))
             if kind == "directory":
+                if levels is not None and depth + 1 >= levels:
+                    continue
                 if depth + 1 >= MAX_DEPTH:
                     out.stopped = f"{MAX_DEPTH} levels of directories ({rel})"
                     return out
@@ -171,13 +203,18 @@ def path_kind(path: str, mixed: bool = False) -> str:
 
 def name_kind(name: str) -> str:
     """What a file is by its name's suffix: ``"Parquet file"``, ``".npy file"``, ``".npz
-    file"``, ``".zip file"``, ``"HDF5 file"``, else ``"other file"``."""
+    file"``, ``".zip file"``, ``".tar file"``, ``"HDF5 file"``, ``"Arrow file"``,
+    ``"checkpoint file"``, else ``"other file"``."""
     name = name.lower()
     if name.endswith(PARQUET_SUFFIXES):
         return "Parquet file"
     suffix = os.path.splitext(name)[1]
-    if suffix in (".npy", ".npz", ".zip"):
+    if suffix in (".npy", ".npz", ".zip", ".tar"):
         return suffix + " file"
+    if suffix in ARROW_SUFFIXES:
+        return "Arrow file"
+    if suffix in CHECKPOINT_SUFFIXES:
+        return "checkpoint file"
     if suffix in H5_SUFFIXES:
         return "HDF5 file"
     return "other file"

@@ -1,0 +1,178 @@
+"""Sample skip-lists: the keys of the samples or members of a report with an error-severity
+finding (``ScanReport.bad_samples``), for a loader to skip or replay.
+
+A key is, by what was scanned:
+
+- a member of a group (a file of a shard set, a tensor of a checkpoint, an array of a
+  store): its key in ``report.arrays`` (``"train/a.npy"``, ``"layers.0.attn.w"``);
+- a member of a WebDataset tar: its sample, the member's path up to the first dot of its
+  file name (``"shard-000000.tar/000005"`` for ``000005.x.npy`` and ``000005.y.npz/a``);
+- a value in a table (Parquet, Arrow, a DataFrame), alone or in a set: ``(table, row)``,
+  the table's name or key and the row;
+- an array scanned with ``by=0``: its row index (an ``int``), or ``(key, row)`` in a group
+  (a table scanned with ``by=0``: ``(table, row)``);
+- an array alone, without ``by``: its name.
+
+Rows come from the per-slice findings of ``by=0`` (every slice is listed), or else from the
+recorded locations; when a kind has more values than locations recorded
+(``max_locations``), the rows of the others are unknown: the list is then not
+``complete``, and ``notes`` say which member and how to get them all (``by=0``, or a larger
+``max_locations``). Never truncated without saying so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..model.kinds import ERROR, severity_of
+
+Key = Any  # str, int, or (str, int)
+REST_OF_TAR = "(the rest of the tar)"  # the key of what follows a corrupt header (tars.py)
+
+
+class BadSamples(list):
+    """The bad samples' keys, in the order of the report, each once; ``complete`` False
+    (with ``notes`` saying why) when some could not be listed."""
+
+    def __init__(self, keys=(), notes: list[str] | None = None):
+        super().__init__(keys)
+        self.notes = list(notes or [])
+
+    @property
+    def complete(self) -> bool:
+        return not self.notes
+
+
+def bad_samples(report) -> BadSamples:
+    """The keys of the samples with an error-severity finding in ``report`` (see the
+    module's docstring)."""
+    keys: list[Key] = []
+    notes: list[str] = []
+    if not report.complete:
+        notes.append(f"{report.name}: the scan stopped early (fail_fast); the rest is unchecked")
+    if report.arrays or report.skipped or report.dtype == "group":
+        table = len(report.shape) == 2  # a table's columns (a group's shape is ())
+        for key, sub in report.arrays.items():
+            if table:
+                keys += [(report.name, row) for row in _rows(sub, key, notes)]
+            else:
+                keys += _member_keys(key, sub, notes)
+        keys += _unreadable_members(report)
+    else:
+        keys += _array_keys(report, notes)
+    return BadSamples(_unique(keys), notes)
+
+
+def _unique(keys: list[Key]) -> list[Key]:
+    seen: set = set()
+    out = []
+    for k in keys:
+        if k not in seen:
+            seen.add(k)
+            out.append(k)
+    return out
+
+
+def _errors(report) -> bool:
+    """Whether a report (a member's, not its group's) has anything of severity error."""
+    return not report.ok
+
+
+def _array_keys(report, notes: list[str]) -> list[Key]:
+    """An array alone: its rows with ``by=0``, else its name."""
+    if not _errors(report):
+        return []
+    if report.by == (0,):
+        rows = _rows(report, report.name, notes)
+        return [(report.name, r) for r in rows] if _is_table_column(report) else rows
+    return [report.name]
+
+
+def _member_keys(key: str, sub, notes: list[str]) -> list[Key]:
+    if not _errors(sub):
+        return []
+    tar = _tar_sample(key)
+    if tar is not None:
+        return [tar]
+    if sub.by == (0,) or _is_table_column(sub):
+        table = key.rsplit("/", 1)[0] if _is_table_column(sub) and "/" in key else key
+        return [(table, row) for row in _rows(sub, key, notes)]
+    return [key]
+
+
+def _is_table_column(report) -> bool:
+    return any(loc.labels and "row" in loc.labels for loc in report.locations)
+
+
+def write_keys(keys: BadSamples, path: str) -> None:
+    r"""``--bad-samples FILE``: one key a line; ``(table, row)`` as ``table<TAB>row``; a
+    backslash, tab or newline in a key written ``\\``, ``\t``, ``\n``."""
+
+    def text(k: Key) -> str:
+        if isinstance(k, tuple):
+            return "\t".join(text(p) for p in k)
+        s = str(k)
+        return s.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(text(k) + "\n" for k in keys)
+
+
+def _tar_sample(key: str) -> str | None:
+    """``"shard.tar/dir/000005.x.npz/a"`` -> ``"shard.tar/dir/000005"``; None for a key
+    not in a tar."""
+    if ".tar/" not in key:
+        return None
+    tar, _, rest = key.partition(".tar/")
+    parts = rest.split("/")
+    i = next((i for i, p in enumerate(parts) if "." in p), len(parts) - 1)
+    return "/".join([tar + ".tar", *parts[:i], parts[i].split(".", 1)[0]])
+
+
+def _rows(report, key: str, notes: list[str]) -> list[int]:
+    """The rows of an array or table column with an error: from its per-row findings
+    (``by=0``: every row is listed) and its recorded locations; a note when some kind has
+    more values than locations recorded (and no per-row finding covers it)."""
+    rows: set[int] = set()
+    covered: set[str] = set()
+    if report.by == (0,):
+        for f in report.findings:
+            if f.severity == ERROR and f.where:
+                rows.add(int(f.where[0]))
+        covered = {"nan", "posinf", "neginf"}  # the ``nonfinite`` rows: all of them
+    for f in report.findings:
+        if f.severity == ERROR and not f.where and report.by != (0,):
+            notes.append(f"{key}: {f.kind} ({f.message}): which rows, unknown")
+    recorded: dict[str, int] = {}
+    for loc in report.locations:
+        if severity_of(loc.kind) != ERROR:
+            continue
+        recorded[loc.kind] = recorded.get(loc.kind, 0) + 1
+        if loc.index:
+            rows.add(int(loc.labels["row"]) if loc.labels and "row" in loc.labels else loc.index[0])
+    for kind, n in report.counts().items():
+        if n and severity_of(kind) == ERROR and kind not in covered and recorded.get(kind, 0) < n:
+            notes.append(
+                f"{key}: {n} {kind} values, {recorded.get(kind, 0)} locations recorded "
+                f"(max_locations={report.max_locations}): the rows of the others are not "
+                "listed; scan with by=0 or a larger max_locations"
+            )
+    for f in report.findings:  # unreadable chunks: rows unknown
+        if f.severity == ERROR and f.kind in ("unreadable_chunk", "missing_chunk"):
+            notes.append(f"{key}: {f.kind} at {tuple(f.where)}: its rows are not listed")
+    return sorted(rows)
+
+
+def _unreadable_members(report) -> list[str]:
+    """Skipped members that could not be read (an error finding of the group's own, whose
+    message starts with the member's key)."""
+    out = []
+    for f in report.findings:
+        if f.severity != ERROR or f.array is not None or f.kind == "nothing_scanned":
+            continue
+        for key in report.skipped:
+            if f.message.startswith(f"{key}: "):
+                rest = key.endswith(REST_OF_TAR)  # no sample to name: the key itself
+                out.append(key if rest else _tar_sample(key) or key)
+                break
+    return out

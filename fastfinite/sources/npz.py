@@ -1,0 +1,160 @@
+"""NumPy ``.npz`` archives, one member per array: a member stored uncompressed
+(``np.savez``) is memory-mapped at its data's offset in the file (the zip's local header
+parsed here), a compressed one (``np.savez_compressed``) is read whole when its turn comes,
+one at a time. Members are keyed as ``np.load`` names them (``"x"`` for ``x.npy``)."""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+from typing import Any
+
+import numpy as np
+
+from ..errors import SkippedMemberError, SourceError, UnsupportedDtypeError
+from .base import regular_file
+from .ndarray import ArraySource, as_raw_dtype
+from .tensors import (
+    HeldMember,
+    MappedTensor,
+    Members,
+    checked_group,
+    failing,
+    file_data_start,
+    member_bytes,
+    member_error,
+)
+
+MAX_HEADER = 1 << 20  # the largest .npy header read (NumPy's default is 10 kB)
+
+
+def npy_header(f, name: str) -> tuple[np.dtype, tuple[int, ...], bool, int]:
+    """``(dtype, shape, fortran_order, header_length)`` of the ``.npy`` at ``f``'s position,
+    the header checked: a ``SourceError`` naming ``name`` when it is not one."""
+    start = f.tell()
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = fmt.read_array_header_1_0(f, max_header_size=MAX_HEADER)
+        elif version == (2, 0):
+            shape, fortran, dtype = fmt.read_array_header_2_0(f, max_header_size=MAX_HEADER)
+        else:
+            from numpy.lib import _format_impl
+
+            shape, fortran, dtype = _format_impl._read_array_header(f, version, MAX_HEADER)
+    except Exception as e:
+        raise SourceError(f"{name} is not a valid .npy: {e}") from None
+    if dtype.hasobject:
+        raise UnsupportedDtypeError(f"cannot scan {name}: it holds Python objects")
+    return dtype, tuple(shape), bool(fortran), f.tell() - start
+
+
+def _raw(dtype: np.dtype, options: Any, name: str) -> np.dtype:
+    raw = getattr(options, "raw_dtype", None)
+    return as_raw_dtype(np.empty(0, dtype), raw, name).dtype if raw else dtype
+
+
+def open_npz(path: str, name: str, options: Any = None) -> Members:
+    """The arrays of the ``.npz`` file ``path`` as a group ``[(key, factory), ...]``
+    (``name``: what the report calls the file)."""
+    path = regular_file(path, name)
+    size = os.path.getsize(path)
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = zf.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
+        raise SourceError(f"{name} is not a valid .npz (zip) file: {e}") from None
+    members, problems = [], {}
+    for info in infos:
+        key = _key(info.filename)
+        where = f"{name}, member {info.filename}"
+        if info.is_dir():
+            continue
+        if not info.filename.endswith(".npy"):
+            members.append((key, _skipped(f"{info.filename} is not a .npy member")))
+        elif info.flag_bits & 1:
+            members.append((key, None))
+            problems[key] = f"cannot read {where}: it is encrypted"
+        elif info.compress_type == zipfile.ZIP_STORED:
+            try:
+                members.append((key, _stored(path, info, size, where, options)))
+            except UnsupportedDtypeError as e:
+                members.append((key, failing(e)))
+            except SourceError as e:
+                members.append((key, None))
+                problems[key] = str(e)
+        else:
+            members.append((key, lambda i=info, w=where: _inflated(path, i, w, options)))
+    return checked_group(members, problems, options)
+
+
+def _key(filename: str) -> str:
+    return filename[:-4] if filename.endswith(".npy") else filename
+
+
+def _skipped(why: str):
+    return failing(SkippedMemberError(why))
+
+
+def _stored(path: str, info: zipfile.ZipInfo, size: int, where: str, options: Any):
+    """The factory of a stored member, its headers checked now: the local header's offset
+    and the ``.npy`` header inside, the array within the member and the file."""
+    start = file_data_start(path, info, size, where)
+    with open(path, "rb") as f:
+        f.seek(start)
+        dtype, shape, fortran, head = npy_header(f, where)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if head + nbytes != info.file_size:
+        raise SourceError(f"cannot read {where}: its header says {dtype} {shape} "
+                          f"({nbytes} bytes), the member holds {info.file_size - head}")  # fmt: skip
+    name = where.replace(", member ", ":")
+    dtype = _raw(dtype, options, name)
+    order = "F" if fortran else "C"
+    return lambda: MappedTensor(path, start + head, dtype, shape, name, order, "npz", info.filename)
+
+
+def _inflated(path: str, info: zipfile.ZipInfo, where: str, options: Any) -> HeldMember:
+    """A compressed member, read whole (it is the one member in memory)."""
+    try:
+        with zipfile.ZipFile(path) as zf, zf.open(info) as f:
+            data = f.read()
+    except Exception as e:  # a corrupt stream, a bad CRC, a file cut short
+        raise member_error(options, f"cannot read {where}: {type(e).__name__}: {e}") from None
+    source = npy_bytes(data, where.replace(", member ", ":"), options)
+    return HeldMember(source.array, source.name, path, info.filename, "npz")
+
+
+def npy_bytes(data: bytes | memoryview, name: str, options: Any = None) -> ArraySource:
+    """An array from the bytes of a ``.npy`` (a member in memory), viewed in place."""
+    f = io.BytesIO(data)
+    dtype, shape, fortran, head = npy_header(f, name)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if head + nbytes != len(data):
+        raise SourceError(f"{name}: its header says {dtype} {shape} ({nbytes} bytes), it "
+                          f"holds {len(data) - head}")  # fmt: skip
+    arr = np.frombuffer(data, dtype, int(np.prod(shape, dtype=np.int64)), head)
+    arr = arr.reshape(shape, order="F" if fortran else "C")
+    if getattr(options, "raw_dtype", None):
+        arr = as_raw_dtype(arr, options.raw_dtype, name)
+    return ArraySource(arr, name=name)
+
+
+def npz_bytes(data: bytes | memoryview, name: str, options: Any = None) -> Members:
+    """The arrays of a ``.npz`` held in memory (a member of a tar), one at a time: stored
+    members viewed in place, compressed ones read out."""
+    view = memoryview(data)
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(view))
+        infos = [i for i in zf.infolist() if not i.is_dir()]
+    except (zipfile.BadZipFile, ValueError, EOFError) as e:
+        raise SourceError(f"{name} is not a valid .npz (zip) file: {e}") from None
+
+    def opened(info):
+        where = f"{name}:{info.filename}"
+        if not info.filename.endswith(".npy"):
+            raise SkippedMemberError(f"{info.filename} is not a .npy member")
+        return npy_bytes(member_bytes(view, zf, info, where, options), where, options)
+
+    return [(_key(i.filename), lambda i=i: opened(i)) for i in infos]

@@ -1,0 +1,263 @@
+"""Shard sets: a directory, a glob (``"parts/*.npy"``, ``"train/**/*.npy"``) or a list of
+paths of array files of any kind, scanned as one dataset.
+
+Each file is a member, keyed by its path relative to the directory (to the glob's fixed
+prefix: the components before the first one with ``*``, ``?`` or ``[``; to the listed
+files' common folder); a file of several arrays (``.npz``, safetensors, HDF5, a Zarr group,
+a table's columns, a tar shard's members) gives one member per array, keyed
+``"rel/path.npz/name"`` (``"rel/path.h5:/group/x"`` for HDF5, as fastfinite names a
+dataset in a file). Entries that are not array files are members whose factory raises
+``SkippedMemberError`` saying what they are: ``report.skipped`` lists them. The walk is
+``walk``'s: bounded, links never followed, Zarr stores never entered.
+
+A file that cannot be opened is a ``SourceError`` naming it; with ``on_error="report"`` a
+member listed in ``skipped`` with an ``unreadable_member`` finding, and the rest is scanned.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from fnmatch import fnmatchcase
+from typing import Any
+
+from ..errors import FastFiniteError, InvalidArgumentError, SkippedMemberError, SourceError
+from .walk import ARRAY_KINDS, path_kind, walk
+
+GLOB_CHARS = "*?["
+
+Members = list[tuple[str, Any]]  # [(key, factory), ...]
+
+
+class ShardSet(list):
+    """The ``(key, factory)`` members of a shard set (its type tells the local engine to
+    count progress over the whole set), and ``paths``, the local array files it reads."""
+
+    def __init__(self, members, paths: list[str]):
+        super().__init__(members)
+        self.paths = paths
+
+
+def is_glob(path: str) -> bool:
+    """A local path with glob characters that names no file as it is."""
+    return "://" not in path and any(c in path for c in GLOB_CHARS) and not os.path.exists(path)
+
+
+def is_path_list(data: Any) -> bool:
+    """A non-empty list or tuple of paths (``str`` or ``os.PathLike``)."""
+    return (
+        isinstance(data, (list, tuple))
+        and bool(data)
+        and all(isinstance(p, (str, os.PathLike)) for p in data)
+    )
+
+
+def list_name(paths: list) -> str:
+    """The name of a list of paths: their common folder and how many they are."""
+    try:
+        common = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in paths])
+    except ValueError:
+        common = "?"
+    return f"{common} ({len(paths)} paths)"
+
+
+def glob_prefix(pattern: str) -> tuple[str, list[str]]:
+    """The fixed folder of a glob (its components before the first with a glob
+    character) and the pattern's components below it."""
+    parts = pattern.split("/")
+    i = next(i for i, p in enumerate(parts) if any(c in p for c in GLOB_CHARS))
+    root = "/".join(parts[:i]) or ("/" if pattern.startswith("/") else ".")
+    return root, [p for p in parts[i:] if p not in ("", ".")]
+
+
+def _matches(parts: list[str], pats: list[str]) -> bool:
+    """Whether path components match pattern components (``**``: any number of folders;
+    ``*``, ``?``, ``[...]`` never cross a ``/``)."""
+    if not pats:
+        return not parts
+    if pats[0] == "**":
+        return _matches(parts, pats[1:]) or (bool(parts) and _matches(parts[1:], pats))
+    return bool(parts) and fnmatchcase(parts[0], pats[0]) and _matches(parts[1:], pats[1:])
+
+
+def open_glob(pattern: str, options) -> ShardSet:
+    """The members of the files and Zarr stores a glob matches, below its fixed prefix;
+    a ``SourceError`` when it matches nothing."""
+    root, pats = glob_prefix(pattern)
+    if not os.path.isdir(root):
+        raise SourceError(f"no file matches {pattern}: {root} is not a directory")
+    levels = None if "**" in pats else len(pats)
+    contents = walk(root, levels)
+    if contents.stopped:
+        raise SourceError(
+            f"{pattern}: fastfinite stopped looking after {contents.stopped} in {root}; "
+            "give a narrower pattern"
+        )
+    items = [(rel, kind) for rel, kind in contents.items() if _matches(rel.split("/"), pats)]
+    if not items:
+        raise SourceError(f"no file matches {pattern}")
+    return _set(root, items, options)
+
+
+def open_directory(root: str, contents, options) -> ShardSet:
+    """The members of a directory that ``walk`` found to be a shard set."""
+    return _set(root, contents.items(), options)
+
+
+def open_list(paths: list, options) -> ShardSet:
+    """The members of listed files, stores and directories, keyed by their path relative to
+    their common folder."""
+    given = [os.fspath(p) for p in paths]
+    for p in given:
+        if "://" in p:
+            raise InvalidArgumentError(
+                f"a list of paths holds the URL {p}: list local files, or scan a URL alone"
+            )
+        if not os.path.lexists(p):
+            raise SourceError(f"no such file: {p}")
+    absolute = [os.path.abspath(p) for p in given]
+    seen: dict[str, str] = {}
+    for p, a in zip(given, absolute):
+        real = os.path.realpath(a)
+        if real in seen:
+            raise InvalidArgumentError(f"{p} is listed twice (also as {seen[real]})")
+        seen[real] = p
+    common = os.path.commonpath([os.path.dirname(a) for a in absolute])
+    items = []
+    for a in absolute:
+        rel = os.path.relpath(a, common).replace(os.sep, "/")
+        kind = path_kind(a)
+        if kind == "directory":
+            contents = walk(a)
+            if contents.stopped:
+                raise SourceError(contents.describe())
+            items += [(f"{rel}/{r}", k) for r, k in contents.items()]
+        else:
+            items.append((rel, kind))
+    return _set(common, items, options)
+
+
+def _set(root: str, items: list[tuple[str, str]], options) -> ShardSet:
+    out, paths = [], []
+    for rel, kind in items:
+        path = os.path.join(root, *rel.split("/"))
+        if kind in ARRAY_KINDS:
+            paths.append(path)
+            out += file_members(path, rel, kind, options)
+        else:
+            out.append((rel, _skip(_WHY.get(kind, f"{_article(kind)}"), _kind_of(kind))))
+    return ShardSet(out, paths)
+
+
+_WHY = {  # why an entry of a set is not scanned, by its ``walk`` kind
+    "other file": "not an array file (by its name)",
+    ".zip file": "a .zip file: not scanned in a set (a zipped Zarr store: scan it alone)",
+    "symbolic link (never followed)": "a symbolic link: never followed",
+    "FIFO, socket or device": "a FIFO, socket or device: not a file",
+    "directory it cannot read": "a directory fastfinite cannot read",
+    "file it cannot read": "a file fastfinite cannot read",
+    "entry it cannot read": "an entry fastfinite cannot read",
+}
+
+
+def _kind_of(kind: str) -> str | None:
+    """The finding a skipped entry gets: none for a file that holds no array, or a link
+    (never followed, on purpose); ``unreadable_member`` for one that could not be read."""
+    return "unreadable_member" if "cannot read" in kind else None
+
+
+def _article(kind: str) -> str:
+    return ("an " if kind[0] in "aeiou" else "a ") + kind
+
+
+def _skip(why: str, kind: str | None = None) -> Callable[[], Any]:
+    def skipped():
+        raise SkippedMemberError(why, kind)
+
+    return skipped
+
+
+def join(rel: str, inner: str) -> str:
+    """The key of the array ``inner`` of the file ``rel``: ``rel:/x`` for an HDF5 path,
+    else ``rel/inner`` (``report.member`` finds either)."""
+    return f"{rel}:{inner}" if inner.startswith("/") else f"{rel}/{inner.strip('/')}"
+
+
+def file_members(path: str, rel: str, kind: str, options) -> Members:
+    """The members of one array file or store of a set, keyed below ``rel``; a file that
+    cannot be opened is an error naming it, or with ``on_error="report"`` one member whose
+    factory raises ``SkippedMemberError`` (an ``unreadable_member`` finding)."""
+    from .base import reader_errors
+
+    if kind == ".npy file":  # one array: mapped when its member is scanned, not before
+        from .ndarray import open_npy
+
+        raw = getattr(options, "raw_dtype", None)
+        return [(rel, _guarded(lambda: open_npy(path, raw_dtype=raw), path, None, options))]
+    try:
+        with reader_errors(path):
+            target = _open_file(path, kind, options)
+    except SkippedMemberError as e:
+        return [(rel, _skip(str(e), e.kind))]
+    except FastFiniteError as e:
+        if options is None or options.on_error != "report":
+            raise
+        return [(rel, _skip(f"cannot be read: {e}", "unreadable_member"))]
+    if target is None:
+        return [(rel, _skip(f"{_article(kind)} that fastfinite cannot read"))]
+    if isinstance(target, list):
+        members = [
+            (join(rel, key), _guarded(factory, path, key, options)) for key, factory in target
+        ]
+        return members or [(rel, _skip("it holds no array"))]
+    return [(rel, lambda: target)]
+
+
+def _guarded(factory, path: str, key: str | None, options) -> Callable[[], Any]:
+    """A member's factory whose errors name the file and the member, and which, with
+    ``on_error="report"``, makes them a skipped member with an ``unreadable_member``
+    finding."""
+    from ..errors import UnsupportedDtypeError
+    from .base import reader_errors
+
+    def opened():
+        try:
+            with reader_errors(path, key):
+                return factory()
+        except (UnsupportedDtypeError, SkippedMemberError):
+            raise
+        except FastFiniteError as e:
+            if options is None or options.on_error != "report":
+                raise
+            raise SkippedMemberError(f"cannot be read: {e}", "unreadable_member") from None
+
+    return opened
+
+
+def _open_file(path: str, kind: str, options) -> Any:
+    """What one file of a set opens as: a source, ``[(key, factory), ...]``, or None."""
+    from . import hdf5, tables
+
+    if kind == "Parquet file":
+        return list(tables.open_parquet(path))
+    if kind == "Arrow file":
+        from .arrow import open_arrow
+
+        return list(open_arrow(path))
+    if kind == ".tar file":
+        from .tars import open_tar
+
+        return open_tar(path, options)
+    if kind == "HDF5 file":
+        return hdf5.open_h5(path, None)
+    if kind == "Zarr store":
+        from . import zarr
+        from .base import of_type
+
+        node = zarr.open_zarr(path, None)
+        if of_type(node, "zarr", "Group"):
+            return zarr.group_members(node, path)
+        return zarr.ZarrSource(node, path)
+    from . import files
+
+    return files.open_file(path, options)

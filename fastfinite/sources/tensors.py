@@ -1,0 +1,244 @@
+"""What the checkpoint readers share: a tensor stored raw at an offset of a file, read in
+place through a memory map (``MappedTensor``), or read whole from a compressed member
+(``HeldMember``); where a zip member's bytes start (``zip_data_start``, ``member_bytes``:
+in place in a buffer); the errors of a tensor that cannot be read (``member_error``: a
+``SourceError``, or with ``on_error="report"`` a member listed in ``skipped`` with an
+``unreadable_member`` finding); a group of members checked at once (``checked_group``); and
+a nested ``dict`` of arrays as a group (``dict_members``)."""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from ..errors import SkippedMemberError, SourceError, UnsupportedDtypeError
+from .base import Source
+from .ndarray import ArraySource
+
+Members = list  # [(key, factory), ...]: the group mechanism of ``open.Target``
+
+
+class MappedTensor(ArraySource):
+    """One array stored raw (C or Fortran order, or by ``strides`` in elements: a view of a
+    PyTorch storage) at byte ``offset`` of the file ``path``, read in place through a
+    read-only memory map of its bytes alone; it pickles as where it is and maps them again
+    where it is unpickled (a Dask task)."""
+
+    def __init__(
+        self,
+        path: str,
+        offset: int,
+        dtype: np.dtype,
+        shape: tuple[int, ...],
+        name: str,
+        order: str = "C",
+        kind: str = "tensor",
+        member: str = "",
+        strides: tuple[int, ...] | None = None,
+    ):
+        self.offset, self.order, self.kind, self.strides = int(offset), order, kind, strides
+        self.member = member or str(self.offset)  # its name in the file
+        self._planned = (np.dtype(dtype), tuple(int(n) for n in shape))
+        array = _mapped(path, offset, dtype, shape, order, strides)
+        super().__init__(array, name=name, path=path)
+
+    def __reduce__(self):  # mapped again where it is unpickled
+        return (_remapped, (self.__dict__ | {"_array": None},))
+
+    @property
+    def array(self) -> np.ndarray:
+        if self._array is None:
+            self._array = _mapped(self.path, self.offset, *self._planned, self.order, self.strides)
+        return self._array
+
+    def verify(self) -> None:
+        """The file is still there and still holds the tensor's bytes."""
+        dtype, shape = self._planned
+        end = self.offset + _span(shape, self.strides) * dtype.itemsize
+        try:
+            size = os.stat(self.path).st_size
+        except OSError as e:
+            raise SourceError(f"cannot read {self.name}: {e.strerror or e}") from None
+        if size < end:
+            raise SourceError(f"{self.name}: the file is now {size} bytes, shorter than {end}")
+
+    @property
+    def location(self) -> str:
+        """The file and the tensor's name in it: tensors of one file are other arrays to a
+        cache and to Dask's keys."""
+        return f"{os.path.abspath(self.path)}:{self.member}"
+
+    def identity(self) -> dict:
+        dtype, shape = self._planned
+        return {"kind": self.kind, "path": os.path.abspath(self.path), "offset": self.offset,
+                "dtype": dtype.str, "shape": list(shape), "order": self.order,
+                "strides": self.strides and list(self.strides),
+                "location": self.location}  # fmt: skip
+
+
+class HeldMember(ArraySource):
+    """An array read whole from a compressed member of the file ``path`` (a member of a
+    ``.npz`` of ``np.savez_compressed``), held in RAM while it is scanned; a cache knows it
+    by the file and the member."""
+
+    def __init__(self, array: np.ndarray, name: str, path: str, member: str, kind: str):
+        super().__init__(array, name=name)
+        self.file, self.member, self.kind = os.path.abspath(path), member, kind
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.member}"
+
+    def identity(self) -> dict:
+        return {"kind": self.kind, "path": self.file, "member": self.member,
+                "dtype": self.dtype.str, "shape": list(self.shape),
+                "location": self.location}  # fmt: skip
+
+    def fingerprints(self):
+        from .fingerprints import whole_file
+
+        return whole_file(self.file)
+
+
+def _remapped(state: dict) -> MappedTensor:
+    source = MappedTensor.__new__(MappedTensor)
+    source.__dict__.update(state)
+    return source
+
+
+def _span(shape, strides) -> int:
+    """Elements from the first a tensor reaches to its last, inclusive (0 when empty)."""
+    if 0 in shape:
+        return 0
+    if strides is None:
+        return int(np.prod(shape, dtype=np.int64))
+    return 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+
+
+def _mapped(path: str, offset: int, dtype, shape, order: str, strides=None) -> np.ndarray:
+    dtype = np.dtype(dtype)
+    if _span(shape, strides) == 0 or dtype.itemsize == 0:
+        return np.zeros(shape, dtype)  # nothing to map (mmap refuses a length of 0)
+    if strides is None:
+        return np.memmap(path, dtype, "r", offset=offset, shape=tuple(shape), order=order)
+    base = np.memmap(path, dtype, "r", offset=offset, shape=(_span(shape, strides),))
+    step = tuple(s * dtype.itemsize for s in strides)
+    return np.lib.stride_tricks.as_strided(base, tuple(shape), step, writeable=False)
+
+
+_LOCAL = struct.Struct("<4s22xHH")  # a zip local header: signature ... name and extra lengths
+
+
+def zip_data_start(head: bytes, info: Any, size: int, where: str) -> int:
+    """Where the bytes of the zip member ``info`` start, from ``head`` (the bytes at its
+    local header's offset, at least 30), in a zip of ``size`` bytes; a ``SourceError``
+    naming ``where`` when the header is not there or the bytes run past the end."""
+    if len(head) < _LOCAL.size or bytes(head[:4]) != b"PK\x03\x04":
+        raise SourceError(f"cannot read {where}: the local zip header of {info.filename} is "
+                          f"not at offset {info.header_offset}")  # fmt: skip
+    n, m = _LOCAL.unpack(bytes(head[: _LOCAL.size]))[1:]
+    start = info.header_offset + _LOCAL.size + n + m
+    if start + info.file_size > size:
+        raise SourceError(f"cannot read {where}: {info.filename}'s {info.file_size} bytes at "
+                          f"offset {start} run past the end of the file ({size} bytes)")  # fmt: skip
+    return start
+
+
+def file_data_start(path: str, info: Any, size: int, where: str) -> int:
+    """``zip_data_start`` of a member of the zip file ``path``."""
+    with open(path, "rb") as f:
+        f.seek(info.header_offset)
+        return zip_data_start(f.read(_LOCAL.size), info, size, where)
+
+
+def member_bytes(view: memoryview, zf: Any, info: Any, where: str, options: Any):
+    """The bytes of a member of a zip held in ``view``: a slice of it when the member is
+    stored (in place, never copied), else read out (``member_error`` when it cannot be)."""
+    import zipfile
+
+    try:
+        if info.compress_type == zipfile.ZIP_STORED and not info.flag_bits & 1:
+            start = zip_data_start(
+                view[info.header_offset :][: _LOCAL.size], info, len(view), where
+            )
+            return view[start : start + info.file_size]
+        return zf.read(info)
+    except SourceError as e:
+        raise member_error(options, str(e)) from None
+    except Exception as e:  # a corrupt stream, a bad CRC
+        raise member_error(options, f"cannot read {where}: {type(e).__name__}: {e}") from None
+
+
+def member_error(options: Any, message: str) -> SourceError:
+    """The error of a member that cannot be read (``message`` names the file and the
+    member): a ``SourceError``, or with ``on_error="report"`` a ``SkippedMemberError`` that
+    a group's plan lists in ``skipped`` with an ``unreadable_member`` finding, the other
+    members scanned."""
+    if options is not None and getattr(options, "on_error", "raise") == "report":
+        return SkippedMemberError(message, "unreadable_member")
+    return SourceError(message)
+
+
+def failing(error: Exception) -> Callable[[], Source]:
+    """A member's factory that raises ``error``."""
+
+    def opened():
+        raise error
+
+    return opened
+
+
+def checked_group(members: Members, problems: dict[str, str], options: Any) -> Members:
+    """``members`` (``(key, factory)``, in their order) with those in ``problems`` (key ->
+    message naming the file and the member) failing: at once, on the first, unless
+    ``on_error="report"``, where each is listed in ``skipped`` with an
+    ``unreadable_member`` finding and the rest are scanned."""
+    for message in problems.values():
+        error = member_error(options, message)
+        if not isinstance(error, SkippedMemberError):
+            raise error
+    return [(k, failing(member_error(options, problems[k])) if k in problems else f)
+            for k, f in members]  # fmt: skip
+
+
+def nested_items(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """``(key, value)`` of the leaves of nested dicts, keys joined with ``.``
+    (``{"layers": {"0": {"w": x}}}`` -> ``("layers.0.w", x)``)."""
+    for k, v in obj.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, dict):
+            yield from nested_items(v, key)
+        else:
+            yield key, v
+
+
+def dict_members(data: dict, options: Any, open_value: Callable[[Any, Any], Any]) -> Members:
+    """A ``dict`` (and nested dicts) of arrays as a group keyed by their path
+    (``"layers.0.w"``), in the dict's order; ``open_value(value, options)`` opens one.
+    Two values of one key (``{"a.b": x, "a": {"b": y}}``) are an error."""
+    out: Members = []
+    seen: set[str] = set()
+    for key, value in nested_items(data):
+        if key in seen:
+            raise SourceError(f"the dict has two arrays under the key {key!r} (nested keys are "
+                              "joined with '.')")  # fmt: skip
+        seen.add(key)
+
+        def opened(value=value, key=key):
+            if value is None or isinstance(value, (str, bytes)):
+                raise UnsupportedDtypeError(f"{key} is {type(value).__name__}, not an array")
+            if isinstance(value, np.ndarray) and not (options is not None and options.raw_dtype):
+                return ArraySource(value, name=key)
+            source = open_value(value, options)
+            if isinstance(source, list):
+                raise SourceError(f"{key} is a group of arrays: scan it on its own")
+            if not getattr(source, "name", ""):
+                source.name = key
+            return source
+
+        out.append((key, opened))
+    return out
