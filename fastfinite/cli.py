@@ -1,7 +1,7 @@
 """The ``fastfinite`` command: ``scan``, ``merge``, ``diff``, ``compile`` and ``demo``.
 
 Exit codes: 0 no error found (warnings are printed), 1 an error found (with ``--fail-on``,
-something of those kinds), 2 usage or read error.
+something of those kinds), 2 usage or read error, 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -10,13 +10,39 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from . import options
-from .errors import FastFiniteError, InvalidArgumentError, SourceError
+from .errors import (
+    FastFiniteError,
+    InvalidArgumentError,
+    SourceError,
+    close_matches,
+    did_you_mean,
+)
 
 EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
+
+# What ``scan PATH`` reads, as ``--help`` lists it: (name, examples, what), one line each. A
+# new kind of input (``sources/open.py``) adds its line here.
+INPUT_KINDS: tuple[tuple[str, str, str], ...] = (
+    ("NumPy", "file.npy, arrays.npz", "a .npy file (memory-mapped), or the arrays of a .npz"),
+    ("Zarr", "data.zarr, data.zarr/train/x, data.zip/train/x",
+     "a Zarr v2/v3 store (a directory or a zip), or an array or group in it"),
+    ("HDF5", "file.h5, file.h5:/group/dataset, file.nc",
+     "an HDF5 or NetCDF4 file (.h5 .hdf5 .hdf .he5 .nc .nc4), or a dataset or group in it"),
+    ("Parquet", "t.parquet, t.pq, t.parq, folder/", "a Parquet file, or a folder of them"),
+    ("Arrow", "t.arrow, t.feather, t.ipc", "an Arrow IPC (Feather v2) file"),
+    ("checkpoints", "model.safetensors, model.safetensors.index.json, model.gguf, model.pt",
+     "safetensors (one or sharded), GGUF (needs gguf), PyTorch .pt/.pth/.bin (without torch)"),
+    ("shards", "shard-000.tar, 'train/**/*.npy', folder/, a.npy b.npy",
+     "WebDataset .tar shards, a quoted glob, a folder or several paths: one set of files"),
+    ("object stores", "s3://bucket/data.zarr, gs://..., file://..., memory://...",
+     "a Zarr store by fsspec URL (reached with --storage-option KEY=VALUE)"),
+)  # fmt: skip
 
 
 def _arg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -128,10 +154,48 @@ def _directory(flag: str) -> Callable[[str], Any]:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with a usage error on one line (exit code 2)."""
+    """argparse, with a usage error on one line (exit code 2), and "did you mean" for a
+    mistyped subcommand, choice or flag (argparse has it from Python 3.14 only)."""
+
+    commands: dict[str, argparse.ArgumentParser] = {}  # the subcommands' parsers, by name
 
     def error(self, message: str):
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see --help)\n")
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        # argparse's own check of a value against ``choices`` (3.10 to 3.14 alike)
+        choices = action.choices
+        if choices is None or value in choices or not isinstance(value, str):
+            return super()._check_value(action, value)
+        names = ", ".join(map(str, choices))
+        raise argparse.ArgumentError(
+            action,
+            f"invalid choice: {value!r}{did_you_mean(value, choices)}; choose from {names}",
+        )
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:
+        ns, extra = self.parse_known_args(args, namespace)
+        if extra:
+            parser = self.commands.get(getattr(ns, "command", None), self)
+            flags = [f for a in parser._actions for f in a.option_strings if f.startswith("--")]
+            typos = [t.partition("=")[0] for t in extra if t.startswith("--")]
+            hints = dict.fromkeys(c[0] for t in typos if (c := close_matches(t, flags)))
+            hint = f" (did you mean {' or '.join(hints)}?)" if hints else ""
+            self.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+        return ns
+
+
+def _scan_description() -> str:
+    """``scan --help``'s description: every kind of input, from ``INPUT_KINDS``."""
+    width = max(len(name) for name, _, _ in INPUT_KINDS) + 4
+    lines = [
+        f"  {name:<{width - 2}}{what}\n{'':<{width}}{examples}"
+        for name, examples, what in INPUT_KINDS
+    ]
+    return (
+        "Scan PATH (or several: one set of files) and print a summary. PATH is one of:\n"
+        + "\n".join(lines)
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -142,19 +206,18 @@ def build_parser() -> argparse.ArgumentParser:
         description="Find NaN, inf and cast overflows in large arrays, in one streaming pass.",
         epilog="Exit codes: 0 no error found (warnings are printed), 1 an error found: NaN, "
         "inf, a cast overflow, an unreadable chunk... (with --fail-on, something of those "
-        "kinds), 2 usage or read error.",
+        "kinds), 2 usage or read error, 130 interrupted (Ctrl-C).",
     )
     p.add_argument("--version", action="version", version=f"fastfinite {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
+    p.commands = sub.choices
+    kinds = ", ".join(name for name, _, _ in INPUT_KINDS)
     s = sub.add_parser(
         "scan",
-        help="scan an array file or store and print what was found",
-        description="Scan PATH and print a summary. PATH is a .npy file, a Zarr store or an "
-        "array or group inside it (data.zarr, data.zarr/train/x, data.zip, s3://...), an "
-        "HDF5 dataset (file.h5:/group/dataset) or file, a Parquet or Arrow file, a .tar "
-        "shard, a directory or a quoted glob ('parts/*.npy') of array files; several PATHs "
-        "are one set of files.",
+        help=f"scan an array file or store ({kinds}) and print what was found",
+        description=_scan_description(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     s.add_argument("path", metavar="PATH", nargs="+", help="what to scan")
     s.add_argument(
@@ -297,11 +360,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="unreadable chunk, or tensor of a checkpoint: stop with exit code 2 (raise), "
         "or report it and scan the rest (report)",
     )
-    s.add_argument(
+    _add_output(
+        s,
         "--cache",
-        type=_directory("--cache"),
+        directory=True,
         metavar="DIR",
-        default=None,
         help="keep the summaries of what was scanned in DIR: the next scan reads only the "
         "chunks that changed, resumes an interrupted scan, and says what is new",
     )
@@ -318,22 +381,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="show a progress bar, or never (default: when stderr is a terminal)",
     )
     _output_options(s)
-    s.add_argument(
-        "--plot",
-        type=_output("--plot"),
-        metavar="PNG",
-        help="draw where the problems sit into PNG (needs matplotlib)",
+    _add_output(
+        s, "--plot", metavar="PNG", help="draw where the problems sit into PNG (needs matplotlib)"
     )
-    s.add_argument(
+    _add_output(
+        s,
         "--html",
-        type=_output("--html"),
         metavar="FILE",
         help="write the report as one self-contained HTML page: summary, picture (with "
         "matplotlib), findings, locations and per-slice statistics as tables",
     )
-    s.add_argument(
+    _add_output(
+        s,
         "--bad-samples",
-        type=_output("--bad-samples"),
         metavar="FILE",
         help="write the keys of the samples or members with an error to FILE, one a line "
         "(a table's rows as TABLE<TAB>ROW), for a loader to skip or replay",
@@ -368,9 +428,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("old", metavar="OLD.json")
     c.add_argument("new", metavar="NEW.json")
-    c.add_argument(
+    _add_output(
+        c,
         "--json",
-        type=_output("--json", stdout=True),
+        stdout=True,
         metavar="FILE",
         help="also write the changes as JSON to FILE ('-' for stdout)",
     )
@@ -423,8 +484,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_directory("--dir"),
         metavar="DIR",
         default=None,
-        help="where to write the data (default: a fresh temporary directory); a second run "
-        "reuses the data there",
+        help="where to write the data and the reports (default: a fresh temporary "
+        "directory); a later run there reuses data kept by --keep",
     )
     d.add_argument(
         "--size-mb",
@@ -433,14 +494,46 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MB",
         help="size of the demo training set (default: 1024)",
     )
-    d.add_argument("--no-progress", action="store_true", help="no progress bars")
+    d.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the data written (by default removed at the end, after an error or a "
+        "Ctrl-C too; the reports stay)",
+    )
+    d.add_argument(
+        "--full-report",
+        action="store_true",
+        help="write report.json whole, with the per-slice statistics of every sample (5.5 "
+        "MB for 1 GB; by default they are left out)",
+    )
+    d.add_argument(
+        "--no-progress", action="store_true", help="no progress bars (default: on a terminal)"
+    )
     return p
 
 
+def _add_output(
+    p: argparse.ArgumentParser,
+    flag: str,
+    *,
+    stdout: bool = False,
+    directory: bool = False,
+    **kwargs: Any,
+) -> None:
+    """Add a flag that writes a file (or, ``directory``, in a directory): its value is checked
+    as it is parsed (``options.parse_output_file``: a file that can be written, ``-`` for
+    stdout where ``stdout``; ``options.parse_directory``), and the flag joins the outputs
+    ``_check_outputs`` checks together before any work. Every output flag is added here."""
+    check = _directory(flag) if directory else _output(flag, stdout=stdout)
+    action = p.add_argument(flag, type=check, default=None, **kwargs)
+    p.set_defaults(outputs=(*(p.get_default("outputs") or ()), (flag, action.dest)))
+
+
 def _output_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
+    _add_output(
+        p,
         "--json",
-        type=_output("--json", stdout=True),
+        stdout=True,
         metavar="FILE",
         help="also write the report as JSON to FILE ('-' for stdout)",
     )
@@ -450,7 +543,8 @@ def _output_options(p: argparse.ArgumentParser) -> None:
         "--color",
         choices=("auto", "always", "never"),
         default="auto",
-        help="colour the summary (default: when stdout is a terminal)",
+        help="colour the summary (default: when stdout is a terminal, unless the "
+        "environment sets NO_COLOR; FORCE_COLOR colours it elsewhere too)",
     )
 
 
@@ -466,6 +560,66 @@ def _fail_on_option(p: argparse.ArgumentParser) -> None:
         "error (NaN, inf, cast overflow, unreadable chunks...), warning (everything: "
         f"warnings and errors), {kinds_help()}",
     )
+
+
+def use_color(choice: str = "auto", stream: Any = None) -> bool:
+    """Whether to colour what is printed to ``stream`` (stdout by default): ``--color
+    always`` or ``never`` as given; ``auto`` by the environment, as no-color.org and
+    force-color.org say, then by the terminal. ``NO_COLOR`` set to anything but the empty
+    string turns colour off, ``FORCE_COLOR`` so set turns it on where the stream is not a
+    terminal (``NO_COLOR`` wins when both are, as in CPython's own colours); otherwise
+    colour when the stream is a terminal that is not ``TERM=dumb``."""
+    if choice != "auto":
+        return choice == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    stream = sys.stdout if stream is None else stream
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):  # no isatty, or closed
+        tty = False
+    return tty and os.environ.get("TERM") != "dumb"
+
+
+@contextmanager
+def _writing(path: str) -> Iterator[str]:
+    """Where to write the file ``path``: a new file beside it, renamed onto it once written
+    (with the old file's permissions), so that a failed or interrupted write (Ctrl-C) leaves
+    no half-written file and the old one, if any, as it was. A special file (``/dev/stdout``)
+    or a file in a folder one cannot add to is written in place."""
+    import secrets
+
+    real = os.path.realpath(path)  # a symbolic link stays one: its target is replaced
+    folder, name = os.path.split(real)
+    if (os.path.exists(real) and not os.path.isfile(real)) or not os.access(
+        folder, os.W_OK | os.X_OK
+    ):
+        yield path
+        return
+    # the same suffix: matplotlib picks the picture's format by it
+    tmp = os.path.join(folder, f".{name}.{secrets.token_hex(4)}{os.path.splitext(name)[1]}")
+    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # the umask's mode
+    try:
+        yield tmp
+        if os.path.exists(real):
+            import shutil
+
+            shutil.copymode(real, tmp)
+        os.replace(tmp, real)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _write_text(path: str, text: str) -> None:
+    """Write ``text`` and a newline to the file ``path`` (``_writing``)."""
+    with _writing(os.fspath(path)) as where, open(where, "w") as f:
+        f.write(text + "\n")
 
 
 def _failed(found: set[str], fail_on: frozenset[str] | None) -> int:
@@ -486,8 +640,7 @@ def _finish(report, args: argparse.Namespace) -> int:
     to_stdout = args.json == "-"
     changes = report.changes
     if not args.quiet and not to_stdout:
-        color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
-        print(render(report, color=color))
+        print(render(report, color=use_color(args.color)))
         if changes is not None:
             print(changes)
     if args.json:
@@ -498,14 +651,15 @@ def _finish(report, args: argparse.Namespace) -> int:
         if to_stdout:
             print(text)
         else:
-            with open(os.fspath(args.json), "w") as f:
-                f.write(text + "\n")
+            _write_text(args.json, text)
     if getattr(args, "plot", None):
-        report.plot(args.plot, axes=tuple(args.plot_axes) if args.plot_axes else None)
+        with _writing(args.plot) as path:
+            report.plot(path, axes=tuple(args.plot_axes) if args.plot_axes else None)
         if not args.quiet:
             print(f"plot written to {args.plot}", file=sys.stderr if to_stdout else sys.stdout)
     if getattr(args, "html", None):
-        report.to_html(args.html)
+        with _writing(args.html) as path:
+            report.to_html(path)
         if not args.quiet:
             print(f"html written to {args.html}", file=sys.stderr if to_stdout else sys.stdout)
     found = changes.new_kinds() if getattr(args, "fail_on_new", False) else report.kinds_found()
@@ -580,6 +734,7 @@ def _text(head: bytes) -> bool:
 def _merge(args: argparse.Namespace) -> int:
     from .report.merge import merge_reports
 
+    _check_outputs(args, [(p, p) for p in args.reports])
     return _finish(merge_reports([read_report(p) for p in args.reports]), args)
 
 
@@ -588,6 +743,7 @@ def _diff(args: argparse.Namespace) -> int:
 
     from .cache.changes import diff_reports
 
+    _check_outputs(args, [(args.old, args.old), (args.new, args.new)])
     changes = diff_reports(read_report(args.old), read_report(args.new))
     text = json.dumps(changes.to_dict(), indent=2) if args.json else ""
     if args.json == "-":
@@ -595,8 +751,7 @@ def _diff(args: argparse.Namespace) -> int:
     elif not args.quiet:
         print(changes)
     if args.json and args.json != "-":
-        with open(os.fspath(args.json), "w") as f:
-            f.write(text + "\n")
+        _write_text(args.json, text)
     return _failed(changes.new_kinds(), args.fail_on)
 
 
@@ -609,8 +764,31 @@ def _error(msg: str) -> int:
     return EXIT_ERROR
 
 
+def _interrupted(leave: bool) -> int:
+    """Ctrl-C: one line on stderr, exit code 130. From the command line (``leave``) the
+    process ends at once (``os._exit``, what was being written already removed): Python's
+    own exit would wait for each thread of the scan to finish its region, and a read that
+    hangs (a store that does not answer, a dead mount) would keep it from ever ending."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    wipe = "\r\033[K" if sys.stderr.isatty() and os.environ.get("TERM") != "dumb" else ""
+    print(f"{wipe}fastfinite: interrupted", file=sys.stderr, flush=True)  # over a bar's line
+    if leave:
+        os._exit(EXIT_INTERRUPTED)
+    return EXIT_INTERRUPTED
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit code."""
+    """Run the command line (``argv``, by default ``sys.argv[1:]``); return the exit code."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return _interrupted(leave=argv is None)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "scan":
@@ -627,13 +805,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             from .demo import run_demo
 
-            return run_demo(args.dir, size_mb=args.size_mb, progress=not args.no_progress)
+            progress = not args.no_progress and sys.stderr.isatty()
+            return run_demo(
+                args.dir,
+                size_mb=args.size_mb,
+                progress=progress,
+                keep=args.keep,
+                full_report=args.full_report,
+            )
     except FastFiniteError as e:
         return _error(str(e))
     except OSError as e:
         return _error(f"{e.strerror or e}: {e.filename}" if e.filename else str(e))
-    except KeyboardInterrupt:
-        return _error("interrupted")
     except Exception as e:  # a failure nothing above names: still one line and exit 2
         if os.environ.get("FASTFINITE_DEBUG"):
             raise
@@ -678,33 +861,38 @@ def _check_scan(args: argparse.Namespace) -> None:
         raise InvalidArgumentError("--plot-axes chooses the axes of --plot PNG: give both")
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         raise InvalidArgumentError("--plot needs matplotlib: pip install 'fastfinite[plot]'")
-    given = (
-        ("--json", args.json),
-        ("--plot", args.plot),
-        ("--html", args.html),
-        ("--bad-samples", args.bad_samples),
-        ("--cache", args.cache),
-    )
-    outputs = [(flag, value) for flag, value in given if value and value != "-"]
-    real = {f: os.path.realpath(v) for f, v in outputs}
-    files = [(f, r) for f, r in real.items() if f != "--cache"]
-    for i, (flag, there) in enumerate(files):
-        for other, elsewhere in files[i + 1 :]:
-            if there == elsewhere:
-                raise InvalidArgumentError(f"{flag} and {other} both write {dict(outputs)[flag]}")
+    from .sources.open import input_root
     from .sources.shards import glob_prefix, is_glob
 
+    inputs = []
     for path in args.path if isinstance(args.path, list) else [args.path]:
-        source = path if os.path.exists(path) else path.rpartition(":")[0]
-        if is_glob(path):
-            source = glob_prefix(path)[0]
-        if "://" not in path and source and os.path.exists(source):
-            for flag, value in outputs:
-                if _inside(real[flag], os.path.realpath(source)):
-                    raise InvalidArgumentError(
-                        f"{flag} {value} would write into the input {path}: fastfinite "
-                        "never modifies its input"
-                    )
+        root = glob_prefix(path)[0] if is_glob(path) else input_root(path)
+        if root and os.path.exists(root):
+            inputs.append((path, root))
+    _check_outputs(args, inputs)
+
+
+def _check_outputs(args: argparse.Namespace, inputs: Sequence[tuple[str, str]]) -> None:
+    """Every output flag given (``_add_output``), checked together before any work: no two
+    write the same file, and none writes into an input (``inputs``: each as given, and
+    the file or folder it is read from): ``InvalidArgumentError`` naming the flag and the
+    path."""
+    roots = [(path, os.path.realpath(root)) for path, root in inputs]
+    seen: dict[str, str] = {}
+    for flag, dest in getattr(args, "outputs", ()):
+        value = getattr(args, dest, None)
+        if not value or value == "-":
+            continue
+        real = os.path.realpath(value)
+        if real in seen:
+            raise InvalidArgumentError(f"{seen[real]} and {flag} both write {value}")
+        seen[real] = flag
+        for path, root in roots:
+            if _inside(real, root):
+                raise InvalidArgumentError(
+                    f"{flag} {value} would write into the input {path}: fastfinite never "
+                    "modifies its input"
+                )
 
 
 def _scan(args: argparse.Namespace) -> int:
@@ -757,7 +945,8 @@ def _write_bad_samples(report, path: str) -> None:
     from .report.samples import write_keys
 
     keys = report.bad_samples()
-    write_keys(keys, path)
+    with _writing(path) as where:
+        write_keys(keys, where)
     if not keys.complete:
         more = f" (+{len(keys.notes) - 1} more)" if len(keys.notes) > 1 else ""
         print(f"fastfinite: warning: {path} is incomplete: {keys.notes[0]}{more}", file=sys.stderr)

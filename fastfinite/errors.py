@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from .indices import fmt_index
 
 
@@ -83,3 +86,18 @@ class NonFiniteError(FastFiniteError, ValueError):
 
     def __reduce__(self):
         return (type(self), (str(self), self.report))
+
+
+def close_matches(word: str, names: Iterable[Any]) -> list[str]:
+    """The names close to a mistyped ``word`` (``difflib``'s ratio of at least 0.6), the
+    closest first; at most three."""
+    import difflib
+
+    return difflib.get_close_matches(word, [str(n) for n in names], n=3)
+
+
+def did_you_mean(word: Any, names: Iterable[Any]) -> str:
+    """``" (did you mean nonfinite?)"`` for a ``word`` close to one of ``names``, else
+    ``""``: what an error about an unknown name adds after the name."""
+    close = close_matches(str(word), names) if isinstance(word, str) else []
+    return f" (did you mean {close[0]}?)" if close else ""

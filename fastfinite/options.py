@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, did_you_mean
 from .model.casts import TARGETS
 from .model.kinds import (
     BASE_KINDS,
@@ -55,6 +55,7 @@ def parse_choice(name: str, v: Any, choices: Sequence[str]) -> str:
     if not isinstance(v, str) or v not in choices:
         raise InvalidArgumentError(
             f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {v!r}"
+            f"{did_you_mean(v, choices)}"
         )
     return v
 
@@ -89,7 +90,8 @@ def parse_cast(cast: Any) -> tuple[str, ...]:
         name = c if isinstance(c, str) and c in TARGETS else _dtype_name(c)
         if name not in TARGETS:
             raise InvalidArgumentError(
-                f"cast target {c!r} is not supported; choose from {sorted(TARGETS)}"
+                f"cast target {c!r} is not supported{did_you_mean(c, TARGETS)}; choose from "
+                f"{sorted(TARGETS)}"
             )
         if name not in names:
             names.append(name)
@@ -157,7 +159,8 @@ def parse_kinds(kinds: Any) -> frozenset[str] | None:
     for name in sorted(names, key=str):
         if name not in known:
             raise InvalidArgumentError(
-                f"unknown kind {name!r}; the kinds are {', '.join(dict.fromkeys(known))}"
+                f"unknown kind {name!r}{did_you_mean(name, known)}; the kinds are "
+                f"{', '.join(dict.fromkeys(known))}"
             )
     if not names:
         raise InvalidArgumentError("expected at least one kind")

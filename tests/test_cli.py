@@ -91,4 +91,5 @@ def test_console_script_and_demo(tmp_path):
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "every planted problem was found" in r.stdout
-    assert (tmp_path / "train.zarr").is_dir() and (tmp_path / "report.json").exists()
+    assert (tmp_path / "report.json").exists()
+    assert not (tmp_path / "train.zarr").exists()  # removed at the end (no --keep)

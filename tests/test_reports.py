@@ -215,7 +215,7 @@ def test_plot_png(tmp_path):
 
 
 def test_demo_small_and_reused(tmp_path):
-    r = run("demo", "--dir", str(tmp_path), "--size-mb", "16", "--no-progress")
+    r = run("demo", "--dir", str(tmp_path), "--size-mb", "16", "--no-progress", "--keep")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "every planted problem was found" in r.stdout
     assert (tmp_path / "report.json").exists()

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, did_you_mean
 from ..kernels.compilers import ForkedCompiler, HelperCompiler, cached, compile_here
 
 FLOATS = ("float32", "float64")
@@ -68,7 +68,8 @@ def groups_of(modes: Iterable[str] | None = None, dtypes: Iterable[str] = FLOATS
     bad = [m for m in names if m not in MODES]
     if bad:
         known = ", ".join([*MODES, *ALIASES])
-        raise InvalidArgumentError(f"unknown compile mode {bad[0]!r}: one of {known}")
+        hint = did_you_mean(bad[0], [*MODES, *ALIASES])
+        raise InvalidArgumentError(f"unknown compile mode {bad[0]!r}{hint}: one of {known}")
     dts = list(dtypes)
     wrong = [d for d in dts if d not in FLOATS]
     if wrong:

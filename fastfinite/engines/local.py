@@ -125,6 +125,7 @@ def bounded_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Itera
         return
     pool = shared_pool("region", workers)
     pending: deque = deque()
+    interrupted = False
     try:
         for item in items:
             pending.append(pool.submit(fn, item))
@@ -132,10 +133,14 @@ def bounded_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Itera
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:  # stopped early: nothing of this scan runs on after it returns
         for f in pending:
             f.cancel()
-        wait(pending)
+        if not interrupted:  # Ctrl-C: not waiting for a read that may hang
+            wait(pending)
 
 
 def _counted_whole(target) -> bool:

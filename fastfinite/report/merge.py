@@ -152,6 +152,12 @@ def _concatenate(reports: list[ScanReport], name: str) -> ScanReport:
 def _merge_slices(reports: list[ScanReport]) -> SliceReport:
     by = reports[0].by
     parts = [r.slices for r in reports]
+    for r, p in zip(reports, parts):
+        if p is None:  # a report written without them (the demo's report.json)
+            raise InvalidArgumentError(
+                f"{r.name or 'a report'} holds no per-slice statistics (by={list(by)}): "
+                "reports scanned with by merge only with them"
+            )
     if 0 in by:  # slices along axis 0 are new slices: concatenate
         return SliceReport(
             by,
