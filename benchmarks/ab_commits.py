@@ -61,9 +61,9 @@ print(json.dumps(out))
 """
 
 
-def worktree(commit: str, where: str) -> str:
-    """A checkout of ``commit`` under ``where`` (a git worktree, detached)."""
-    path = os.path.join(where, commit.replace("/", "_"))
+def worktree(commit: str, where: str, i: int) -> str:
+    """A checkout of ``commit`` under ``where`` (a git worktree, detached), the ``i``-th."""
+    path = os.path.join(where, f"tree{i}")
     subprocess.run(["git", "-C", ROOT, "worktree", "add", "-q", "--detach", path, commit], check=True)  # fmt: skip
     return path
 
@@ -90,7 +90,7 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="fastfinite-ab-")
     trees: list[str] = []
     try:
-        trees = [worktree(c, tmp) for c in (args.before, args.after)]
+        trees = [worktree(c, tmp, i) for i, c in enumerate((args.before, args.after))]
         store = os.path.join(tmp, "x.zarr")
         make_store(store, n)
         best: list[dict[str, float]] = [{}, {}]
