@@ -122,7 +122,7 @@ def main() -> None:
                 f"best of {args.repeat} in a fresh process per commit and round, best over "
                 "the rounds); the store in the page cache."
             )
-            write_section("ab_commits.py", results_section("Before and after a change", rows, about))  # fmt: skip
+            write_section("ab_commits.py", results_section("## Before and after a change (issue 43)", rows, about))  # fmt: skip
     finally:
         for tree in trees:
             subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", tree], check=False)  # fmt: skip
