@@ -26,8 +26,8 @@ import numpy as np
 
 from ..compute.blocks import Region, check_dtype
 from ..errors import SourceError, UnsupportedDtypeError
-from .base import Source, regular_file
-from .tables import TableColumns
+from .base import regular_file
+from .tables import FileColumn, TableColumns
 
 DATASETS_MARKERS = ("dataset_info.json", "state.json")
 _SHARD = re.compile(r"-\d{5}-of-\d{5}$")
@@ -63,7 +63,7 @@ def _batches(path: str) -> list:
         raise SourceError(f"{path} is not a valid Arrow IPC file or stream: {e}") from None
 
 
-class ArrowColumnSource(Source):
+class ArrowColumnSource(FileColumn):
     """One column of an Arrow table (one file, or the files of a split), read record batch
     by record batch; lists of numbers as rows x values."""
 
@@ -80,19 +80,6 @@ class ArrowColumnSource(Source):
         self.name = name
         self.shown = shown
         self._local = threading.local()
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        del state["_local"]
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._local = threading.local()
-
-    def verify(self) -> None:
-        for f in self.files:
-            regular_file(f, f)
 
     def identity(self) -> dict | None:
         return {"kind": "arrow", "files": list(self.files), "column": self.shown,
@@ -143,13 +130,8 @@ class ArrowColumnSource(Source):
             raise ValueError(f"record batches hold {out.shape[0]} rows, the plan {self.shape}")
         return out
 
-    def _file(self, index: int) -> list:
-        files = getattr(self._local, "files", None)
-        if files is None:
-            files = self._local.files = {}
-        if index not in files:
-            files[index] = _batches(self.files[index])
-        return files[index]
+    def _open(self, path: str) -> list:
+        return _batches(path)
 
     def _values(self, fi: int, bi: int) -> np.ndarray:
         col = self._file(fi)[bi].column(self.column)

@@ -215,7 +215,41 @@ def parquet_files(path: str) -> list[str]:
     return [path]
 
 
-class ParquetColumnSource(Source):
+class FileColumn(Source):
+    """A column read from ``files``: each file opened once per thread (``_open``, by the
+    subclass), never pickled (a Dask task opens its own)."""
+
+    files: list[str]
+    _local: threading.local
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_local", None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._local = threading.local()
+
+    def verify(self) -> None:
+        """Every file of the column is still there."""
+        for f in self.files:
+            regular_file(f, f)
+
+    def _open(self, path: str) -> Any:
+        raise NotImplementedError
+
+    def _file(self, index: int) -> Any:
+        """File ``index`` of ``files``, opened by this thread."""
+        files = getattr(self._local, "files", None)
+        if files is None:
+            files = self._local.files = {}
+        if index not in files:
+            files[index] = self._open(self.files[index])
+        return files[index]
+
+
+class ParquetColumnSource(FileColumn):
     """One numeric column of a Parquet file or dataset, or one numeric field nested in it
     (in structs: ``"s.a"``; in lists: their values, flattened in row order), read one row
     group at a time. Nulls count as NaN, as they read in pandas."""
@@ -233,20 +267,6 @@ class ParquetColumnSource(Source):
         self.name = name
         self.shown = shown  # the column's name in labels
         self._local = threading.local()
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        del state["_local"]
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._local = threading.local()
-
-    def verify(self) -> None:
-        """Every file of the column is still there."""
-        for f in self.files:
-            regular_file(f, f)
 
     def labels(self, position: tuple[int, ...]) -> dict[str, Any]:
         """The row (a position in the file or dataset) and column of a value, and for values
@@ -276,13 +296,8 @@ class ParquetColumnSource(Source):
             raise ValueError(f"row group holds {len(values)} values, the plan {self.shape}")
         return values
 
-    def _file(self, index: int):
-        files = getattr(self._local, "files", None)
-        if files is None:
-            files = self._local.files = {}
-        if index not in files:
-            files[index] = _pyarrow().ParquetFile(self.files[index])
-        return files[index]
+    def _open(self, path: str):
+        return _pyarrow().ParquetFile(path)
 
     def _values(self, group, parents: bool = False) -> np.ndarray:
         """The values of one row group (or, with ``parents``, the row of each value)."""

@@ -17,6 +17,7 @@ import io
 import os
 import struct
 import zipfile
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -153,41 +154,50 @@ def open_torch(path: str, name: str, options: Any = None) -> Members:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
         raise SourceError(f"{name} is not a valid PyTorch (zip) checkpoint: {e}") from None
+    starts: dict[str, int] = {}
+
+    def factory(key, ref, info, dtype, span, member, where):
+        if info.compress_type != zipfile.ZIP_STORED:
+            return _inflating(path, info, ref, dtype, f"{name}:{key}", options)
+        if member not in starts:
+            starts[member] = file_data_start(path, info, size, where)
+        return _mapping(path, starts[member], ref, dtype, span, f"{name}:{key}")
+
     with zf:
-        infos, prefix, byteorder, tensors = _zip_contents(zf, name)
-        members, problems, starts = [], {}, {}
-        for key, ref in tensors:
-            key = key or "tensor"
-            if isinstance(ref, UnreadTensor):
-                members.append((key, _unread(name, key, ref)))
-                continue
-            where = f"{name}, tensor {key}"
-            member = f"{prefix}data/{ref.storage.key}"
-            try:
-                info = infos.get(member)
-                if info is None:
-                    raise SourceError(
-                        f"cannot read {where}: its storage {member} is not in the zip"
-                    )
-                dtype = storage_dtype(ref, byteorder, where)
-                span = tensor_span(ref, where, dtype)
-                if ref.storage.nbytes > info.file_size:
-                    raise SourceError(
-                        f"cannot read {where}: its storage {member} holds {info.file_size} "
-                        f"bytes, not the {ref.storage.nbytes} it says"
-                    )
-                if info.compress_type != zipfile.ZIP_STORED:
-                    factory = _inflating(path, info, ref, dtype, f"{name}:{key}", options)
-                else:
-                    if member not in starts:
-                        starts[member] = file_data_start(path, info, size, where)
-                    factory = _mapping(path, starts[member], ref, dtype, span, f"{name}:{key}")
-            except UnsupportedDtypeError as e:
-                factory = failing(e)
-            except SourceError as e:
-                problems[key] = str(e)
-                factory = None
-            members.append((key, factory))
+        return _zip_members(zf, name, options, factory)
+
+
+def _zip_members(zf: zipfile.ZipFile, name: str, options: Any, factory: Callable) -> Members:
+    """The group of a zip checkpoint's tensors: each checked against its storage's member
+    (there, of a dtype fastfinite reads, within its bytes), then opened by
+    ``factory(key, ref, info, dtype, span, member, where)``."""
+    infos, prefix, byteorder, tensors = _zip_contents(zf, name)
+    members, problems = [], {}
+    for key, ref in tensors:
+        key = key or "tensor"
+        if isinstance(ref, UnreadTensor):
+            members.append((key, _unread(name, key, ref)))
+            continue
+        where = f"{name}, tensor {key}"
+        member = f"{prefix}data/{ref.storage.key}"
+        try:
+            info = infos.get(member)
+            if info is None:
+                raise SourceError(f"cannot read {where}: its storage {member} is not in the zip")
+            dtype = storage_dtype(ref, byteorder, where)
+            span = tensor_span(ref, where, dtype)
+            if ref.storage.nbytes > info.file_size:
+                raise SourceError(
+                    f"cannot read {where}: its storage {member} holds {info.file_size} "
+                    f"bytes, not the {ref.storage.nbytes} it says"
+                )
+            opened = factory(key, ref, info, dtype, span, member, where)
+        except UnsupportedDtypeError as e:
+            opened = failing(e)
+        except SourceError as e:
+            problems[key] = str(e)
+            opened = None
+        members.append((key, opened))
     return checked_group(members, problems, options)
 
 
@@ -235,40 +245,20 @@ def torch_bytes(data: bytes | memoryview, name: str, options: Any = None) -> Mem
     view = memoryview(data)
     try:
         zf = zipfile.ZipFile(io.BytesIO(view))
-        infos, prefix, byteorder, tensors = _zip_contents(zf, name)
     except (zipfile.BadZipFile, ValueError, EOFError) as e:
         raise SourceError(f"{name} is not a valid PyTorch (zip) checkpoint: {e}") from None
-    members, problems = [], {}
-    for key, ref in tensors:
-        key = key or "tensor"
-        if isinstance(ref, UnreadTensor):
-            members.append((key, _unread(name, key, ref)))
-            continue
-        where = f"{name}, tensor {key}"
-        member = f"{prefix}data/{ref.storage.key}"
-        try:
-            info = infos.get(member)
-            if info is None:
-                raise SourceError(f"cannot read {where}: its storage {member} is not in the zip")
-            dtype = storage_dtype(ref, byteorder, where)
-            tensor_span(ref, where, dtype)
-            if ref.storage.nbytes > info.file_size:
-                raise SourceError(f"cannot read {where}: its storage {member} holds "
-                                  f"{info.file_size} bytes")  # fmt: skip
-        except UnsupportedDtypeError as e:
-            members.append((key, failing(e)))
-            continue
-        except SourceError as e:
-            problems[key] = str(e)
-            members.append((key, None))
-            continue
 
-        def opened(info=info, ref=ref, dtype=dtype, key=key):
-            raw = member_bytes(view, zf, info, f"{name}, tensor {key}", options)
+    def factory(key, ref, info, dtype, span, member, where):
+        def opened():
+            raw = member_bytes(view, zf, info, where, options)
             return ArraySource(_from_bytes(raw, ref, dtype), name=f"{name}:{key}")
 
-        members.append((key, opened))
-    return checked_group(members, problems, options)
+        return opened
+
+    try:
+        return _zip_members(zf, name, options, factory)
+    except (zipfile.BadZipFile, ValueError, EOFError) as e:
+        raise SourceError(f"{name} is not a valid PyTorch (zip) checkpoint: {e}") from None
 
 
 def open_legacy(path: str, name: str, options: Any = None) -> Members:
