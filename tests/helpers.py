@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 import os
+import select
 import subprocess
 import sys
 import textwrap
+import time
 from contextlib import contextmanager
 
 import numpy as np
@@ -120,3 +122,22 @@ def run_cli(*args, timeout: float = 120, cwd=None) -> subprocess.CompletedProces
         capture_output=True, text=True, timeout=timeout, cwd=cwd,
         env=dict(os.environ, PYTHONPATH=root),
     )  # fmt: skip
+
+
+def read_terminal(master: int, timeout: float) -> bytes:
+    """What a process wrote to the pseudo-terminal whose master end is ``master``, until it
+    closed its side or ``timeout`` seconds passed; ``master`` is closed."""
+    out = b""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not select.select([master], [], [], 1)[0]:
+            continue
+        try:
+            chunk = os.read(master, 1 << 16)
+        except OSError:  # EIO: the other side is closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    return out

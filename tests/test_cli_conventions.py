@@ -28,7 +28,7 @@ import fastfinite
 from fastfinite import cli
 from fastfinite.errors import InvalidArgumentError
 
-from .helpers import assert_one_line_error
+from .helpers import assert_one_line_error, read_terminal
 
 RED = "\033[1;31m"  # the summary's PROBLEMS
 
@@ -62,20 +62,7 @@ def _on_a_terminal(*args, env) -> tuple[int, str]:
         env=env,
     )
     os.close(slave)
-    out = b""
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        ready, _, _ = select.select([master], [], [], 1)
-        if not ready:
-            continue
-        try:
-            chunk = os.read(master, 1 << 16)
-        except OSError:  # EIO: the other side is closed
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(master)
+    out = read_terminal(master, 120)
     return p.wait(timeout=60), out.decode()
 
 

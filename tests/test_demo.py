@@ -11,7 +11,6 @@ import fcntl
 import json
 import os
 import pty
-import select
 import signal
 import struct
 import subprocess
@@ -24,7 +23,7 @@ import pytest
 from fastfinite import ScanReport
 from fastfinite.demo import bad_samples_line
 
-from .helpers import assert_one_line_error
+from .helpers import assert_one_line_error, read_terminal
 
 SMALL = ("--size-mb", "16")  # 512 samples, two chunks, one never written: 261 bad samples
 
@@ -78,19 +77,7 @@ def test_progress_bars_on_a_terminal(tmp_path):
         stderr=slave,
     )
     os.close(slave)
-    seen = b""
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        if not select.select([master], [], [], 1)[0]:
-            continue
-        try:
-            chunk = os.read(master, 1 << 16)
-        except OSError:  # EIO: the other side is closed
-            break
-        if not chunk:
-            break
-        seen += chunk
-    os.close(master)
+    seen = read_terminal(master, 300)
     assert p.wait(timeout=60) == 0
     assert b"writing demo data" in seen
 
