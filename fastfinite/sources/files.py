@@ -10,6 +10,7 @@ tar): ``.npy``, ``.npz``, ``.safetensors``, ``.pt``/``.pth``.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from typing import Any
@@ -26,87 +27,44 @@ def _npy(path: str, name: str, options: ScanOptions) -> Target:
     return open_npy(path, name, options.raw_dtype)
 
 
-def _npz(path: str, name: str, options: ScanOptions) -> Target:
-    from .npz import open_npz
+def _lazy(module: str, function: str) -> Callable[..., Target]:
+    """``module.function``, its module imported on the first call (the readers import
+    numpy's zip, json, gguf... only when a file of their kind is opened)."""
 
-    return open_npz(path, name, options)
+    def call(*args: Any) -> Target:
+        return getattr(importlib.import_module(f".{module}", __package__), function)(*args)
 
-
-def _safetensors(path: str, name: str, options: ScanOptions) -> Target:
-    from .safetensors import open_safetensors
-
-    return open_safetensors(path, name, options)
-
-
-def _index(path: str, name: str, options: ScanOptions) -> Target:
-    from .safetensors import open_index
-
-    return open_index(path, name, options)
+    call.__name__ = function
+    return call
 
 
-def _folder(path: str, name: str, options: ScanOptions) -> Target:
-    from .safetensors import open_folder
-
-    return open_folder(path, name, options)
-
-
-def _torch(path: str, name: str, options: ScanOptions) -> Target:
-    from .torch_zip import open_torch
-
-    return open_torch(path, name, options)
-
-
-def _gguf(path: str, name: str, options: ScanOptions) -> Target:
-    from .gguf import open_gguf
-
-    return open_gguf(path, name, options)
+_torch = _lazy("torch_zip", "open_torch")
 
 
 OPENERS: dict[str, Callable[[str, str, ScanOptions], Target]] = {
     ".npy": _npy,
-    ".npz": _npz,
-    ".safetensors": _safetensors,
-    ".index.json": _index,
+    ".npz": _lazy("npz", "open_npz"),
+    ".safetensors": _lazy("safetensors", "open_safetensors"),
+    ".index.json": _lazy("safetensors", "open_index"),
     ".pt": _torch,
     ".pth": _torch,
     ".bin": _torch,
-    ".gguf": _gguf,
+    ".gguf": _lazy("gguf", "open_gguf"),
 }
 
 # a directory: a sharded checkpoint when it holds one index, else None
-DIR_OPENERS: dict[str, Callable[[str, str, ScanOptions], Target]] = {"dir": _folder}
+DIR_OPENERS: dict[str, Callable[[str, str, ScanOptions], Target]] = {
+    "dir": _lazy("safetensors", "open_folder")
+}
 
-BUFFER_OPENERS: dict[str, Callable[[bytes | memoryview, str, Any], Target]] = {}
-
-
-def _npy_buffer(data, name, options):
-    from .npz import npy_bytes
-
-    return npy_bytes(data, name, options)
-
-
-def _npz_buffer(data, name, options):
-    from .npz import npz_bytes
-
-    return npz_bytes(data, name, options)
-
-
-def _safetensors_buffer(data, name, options):
-    from .safetensors import safetensors_bytes
-
-    return safetensors_bytes(data, name, options)
-
-
-def _torch_buffer(data, name, options):
-    from .torch_zip import torch_bytes
-
-    return torch_bytes(data, name, options)
-
-
-BUFFER_OPENERS.update(
-    {".npy": _npy_buffer, ".npz": _npz_buffer, ".safetensors": _safetensors_buffer,
-     ".pt": _torch_buffer, ".pth": _torch_buffer}
-)  # fmt: skip
+_torch_bytes = _lazy("torch_zip", "torch_bytes")
+BUFFER_OPENERS: dict[str, Callable[[bytes | memoryview, str, Any], Target]] = {
+    ".npy": _lazy("npz", "npy_bytes"),
+    ".npz": _lazy("npz", "npz_bytes"),
+    ".safetensors": _lazy("safetensors", "safetensors_bytes"),
+    ".pt": _torch_bytes,
+    ".pth": _torch_bytes,
+}
 
 ARRAY_FILE_SUFFIXES: tuple[str, ...] = tuple(OPENERS)
 

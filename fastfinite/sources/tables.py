@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+from abc import abstractmethod
 from typing import Any
 
 import numpy as np
@@ -236,8 +237,9 @@ class FileColumn(Source):
         for f in self.files:
             regular_file(f, f)
 
+    @abstractmethod
     def _open(self, path: str) -> Any:
-        raise NotImplementedError
+        """File ``path`` opened for reading (a ``ParquetFile``, an Arrow file's batches)."""
 
     def _file(self, index: int) -> Any:
         """File ``index`` of ``files``, opened by this thread."""
