@@ -361,3 +361,70 @@ def test_kernels_compile_in_a_helper_process_or_here_when_it_cannot_start(tmp_pa
     else:
         assert {"scan_rows", "_finish"} <= set(got["compiled"])
     assert list((tmp_path / "cache").rglob("rows.scan_rows-*.nbi"))
+
+
+_RACE_KERNELS = """
+import numpy as np
+
+from fastfinite.kernels.jit import helper, kernel
+
+
+@helper
+def _twice(v):
+    return v * 2
+
+
+@kernel
+def total(a):
+    out = np.empty_like(a)
+    for i in range(a.size):
+        out[i] = _twice(a[i])
+    return out
+"""
+
+_RACE_CHILD = """
+import sys, time
+import numpy as np
+from numba.core.caching import IndexDataCacheFile
+
+load = IndexDataCacheFile._load_index
+
+
+def slow(self):  # widens the window between reading the index and writing it
+    found = load(self)
+    time.sleep(1.0)
+    return found
+
+
+IndexDataCacheFile._load_index = slow
+import racekern
+
+racekern.total(np.arange(3, dtype=sys.argv[1]))
+"""
+
+
+def test_processes_compiling_into_one_cache_at_once_keep_each_others_kernels(tmp_path):
+    """Two processes compile one kernel (and its helper) for float32 and float64 into one
+    empty cache at once. Numba alone named both data files ``total.1.nbc`` and the index
+    of one pointed at the other's code (numba/numba#10128): a later process loaded a
+    float32 kernel for float64. Here the next process finds both, compiles nothing, and
+    each gives its own dtype's answer."""
+    (tmp_path / "racekern.py").write_text(_RACE_KERNELS)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(tmp_path))
+    env["PYTHONPATH"] += os.pathsep + os.environ.get("PYTHONPATH", "")
+    children = [
+        subprocess.Popen([sys.executable, "-c", _RACE_CHILD, dtype], env=env, cwd=tmp_path)
+        for dtype in ("float32", "float64")
+    ]
+    assert [c.wait(timeout=120) for c in children] == [0, 0]
+    check = textwrap.dedent("""
+        import numpy as np, racekern
+        a = racekern.total(np.array([1.5, 2.25], dtype="float64"))
+        b = racekern.total(np.array([1.5, 2.25], dtype="float32"))
+        print(a.dtype, a.tolist(), b.dtype, b.tolist(), len(racekern.total.stats.cache_misses))
+    """)
+    out = subprocess.run(
+        [sys.executable, "-c", check], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["float64", "[3.0,", "4.5]", "float32", "[3.0,", "4.5]", "0"]

@@ -13,9 +13,11 @@ where nothing can be written, nowhere (each process compiles again), said once t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
+import pickle
 import tempfile
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from numba.core import config
 from numba.core.caching import (
     CompileResultCacheImpl,
     FunctionCache,
+    IndexDataCacheFile,
     InTreeCacheLocator,
     UserProvidedCacheLocator,
     UserWideCacheLocator,
@@ -116,8 +119,60 @@ class _Impl(CompileResultCacheImpl):
     _locator_classes = [_Given, _Beside, _Users, _Temporary]
 
 
+@contextlib.contextmanager
+def _locked(path: str):
+    """An advisory lock on ``path`` (POSIX ``flock``), held for the block; where there is
+    none (Windows, a file system refusing it) the block runs unlocked."""
+    try:
+        import fcntl
+
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+class _SharedFile(IndexDataCacheFile):
+    """Numba's index and data files, safe for processes compiling into one cache at once
+    (numba/numba#10128). Numba numbers a function's data files from the index it read, so
+    two processes that read the same index both wrote ``f.1.nbc``, each for its own
+    signature: the index of one then pointed at the other's machine code, and a later
+    process loaded a float32 kernel for float64 (a TypingError at best). Here a data file is
+    named by a digest of its key (two processes compiling one signature write the same file,
+    two compiling different ones never do), and the index is read, extended and written
+    under a lock, so no process drops another's entry."""
+
+    def __init__(self, cache_path, filename_base, source_stamp):
+        super().__init__(cache_path, filename_base, source_stamp)
+        self._base = filename_base
+
+    def save(self, key, data):
+        name = f"{self._base}.{hashlib.sha256(pickle.dumps(key)).hexdigest()[:16]}.nbc"
+        self._save_data(name, data)  # before the index names it
+        with _locked(self._index_path + ".lock"):
+            overloads = self._load_index()
+            if overloads.get(key) != name:
+                overloads[key] = name
+                self._save_index(overloads)
+
+
 class _Cache(FunctionCache):
     _impl_class = _Impl
+
+    def __init__(self, py_func):
+        super().__init__(py_func)
+        f = self._cache_file
+        self._cache_file = _SharedFile(
+            f._cache_path, f._index_name[: -len(".nbi")], f._source_stamp
+        )
 
 
 _said: set[str] = set()
