@@ -254,6 +254,36 @@ def test_an_array_of_a_narrow_format_unpickled_where_zarr_never_heard_of_it():
     np.testing.assert_array_equal(np.frombuffer(out.stdout, x.dtype).reshape(x.shape), x)
 
 
+def test_a_store_of_core_types_never_imports_ml_dtypes_and_one_of_bfloat16_does(tmp_path):
+    """Importing ml_dtypes takes about a second; a fresh process scanning a float32 store
+    must not pay it, and one scanning a bfloat16 store reads it as bfloat16."""
+    import subprocess
+    import sys
+
+    import zarr
+
+    from fastfinite.sources.zarr_dtypes import register
+
+    assert register()
+    plain, narrow = str(tmp_path / "f4.zarr"), str(tmp_path / "bf16.zarr")
+    zarr.create_array(store=plain, data=np.array([1.0, np.nan], "f4"))
+    x = np.array([1.5, np.inf, 3e38], ml.bfloat16)
+    zarr.create_array(store=narrow, shape=x.shape, dtype=x.dtype)[:] = x
+    code = (
+        "import sys, fastfinite\n"
+        "r = fastfinite.scan(sys.argv[1])\n"
+        "print(r.dtype, r.nan, r.posinf, 'ml_dtypes' in sys.modules)"
+    )
+    outs = [
+        subprocess.run([sys.executable, "-c", code, p], capture_output=True, text=True)
+        for p in (plain, narrow)
+    ]
+    assert [o.stdout.split() for o in outs] == [
+        ["float32", "1", "0", "False"],
+        ["bfloat16", "0", "1", "True"],
+    ], [o.stderr for o in outs]
+
+
 def test_a_store_written_by_tensorstore(tmp_path):
     ts = pytest.importorskip("tensorstore")
     x = np.array([1, np.nan, 500, 2**-12], ml.float8_e5m2)

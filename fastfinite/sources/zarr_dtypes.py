@@ -3,12 +3,15 @@
 Zarr 3 names them as zarr-extensions and other implementations (tensorstore, zarrs) write
 them: ``"data_type": "bfloat16"``, ``"float8_e4m3fn"``, ... zarr-python 3 has no such types
 of its own; ``register()`` adds them to its registry, backed by ml_dtypes' NumPy dtypes (the
-only ones there are), once per process. Fill values are JSON numbers, ``"NaN"``,
+only ones there are), once per process; ml_dtypes itself is imported only when a store of
+one of them is read (its import takes about a second, which every Zarr scan paid). Fill values are JSON numbers, ``"NaN"``,
 ``"Infinity"``, ``"-Infinity"`` or hex strings of the bits, as for the core float types.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -25,14 +28,12 @@ def register() -> bool:
     global _done
     if _done:
         return True
-    try:
-        import ml_dtypes
-    except ImportError:
+    if importlib.util.find_spec("ml_dtypes") is None:
         return False
     from zarr.core.dtype import Float16, data_type_registry
 
     for name in NARROW:
-        cls = _zdtype(Float16, name, np.dtype(getattr(ml_dtypes, name)))
+        cls = _zdtype(Float16, name)
         globals()[cls.__name__] = cls  # pickled by name: an array goes to Dask workers
         if name not in data_type_registry.contents:
             data_type_registry.register(name, cls)
@@ -48,12 +49,19 @@ def __getattr__(attr: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
 
 
-def _zdtype(base: type, name: str, dtype: np.dtype) -> type:
-    """A zarr data type class for ``dtype``, named ``name`` in Zarr 3 metadata."""
+def _zdtype(base: type, name: str) -> type:
+    """A zarr data type class for ml_dtypes' ``name``, so named in Zarr 3 metadata."""
+
+    @functools.cache
+    def native() -> np.dtype:
+        import ml_dtypes
+
+        dtype = np.dtype(getattr(ml_dtypes, name))
+        Narrow.dtype_cls = type(dtype)
+        return dtype
 
     @dataclass(frozen=True, kw_only=True)
     class Narrow(base):  # type: ignore[misc, valid-type]
-        dtype_cls = type(dtype)
         _zarr_v3_name = name
         _zarr_v2_names: ClassVar[tuple[str, ...]] = (name,)
 
@@ -62,6 +70,7 @@ def _zdtype(base: type, name: str, dtype: np.dtype) -> type:
             return isinstance(d, np.dtype) and d.name == name
 
         def to_native_dtype(self) -> np.dtype:
+            dtype = native()
             return (
                 dtype
                 if dtype.itemsize == 1 or self.endianness != "big"
@@ -70,7 +79,7 @@ def _zdtype(base: type, name: str, dtype: np.dtype) -> type:
 
         @property
         def item_size(self) -> int:
-            return dtype.itemsize
+            return native().itemsize
 
         def to_json(self, zarr_format: int) -> Any:
             if zarr_format == 2:
