@@ -32,19 +32,16 @@ def pytest_configure(config):
 
 
 def _compile_once() -> None:
-    """Every kernel compiled into the cache once, before the tests, in this process (about
-    20 s on an empty cache, nothing on a warm one): otherwise each test worker, and each
-    command-line process the tests start, compiles the same kernels again while the cache
-    is empty. Tests of the cold start use caches of their own. ``FASTFINITE_TEST_COMPILE=0``
-    leaves it to the tests."""
+    """Every kernel compiled into the cache once, before the tests (about 10 s on an empty
+    cache, in processes of its own on every core; nothing on a warm one): otherwise each
+    test worker, and each command-line process the tests start, compiles the same kernels
+    again while the cache is empty. Tests of the cold start use caches of their own.
+    ``FASTFINITE_TEST_COMPILE=0`` leaves it to the tests."""
     if os.environ.get("FASTFINITE_TEST_COMPILE", "1") == "0":
         return
     import fastfinite
 
-    # in this process alone: two processes compiling into one empty cache at once failed a
-    # group in one CI run out of four (numba's TypingError on a helper compiled for the
-    # other dtype), and the workers then compiled it again, racing the same way
-    report = fastfinite.compile(processes=1)
+    report = fastfinite.compile()
     for (group, dtype), error in report.failed.items():  # the tests will say it again
         print(f"fastfinite compile: {group} {dtype} failed: {error}", file=sys.stderr)
 
