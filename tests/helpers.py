@@ -114,14 +114,92 @@ def peak_growth(target: str, kwargs: str = "", setup: str = "") -> tuple[int, in
     return int(out[0]), int(out[1]), int(out[2])
 
 
-def run_cli(*args, timeout: float = 120, cwd=None) -> subprocess.CompletedProcess:
-    """``python -m fastfinite ARGS`` in a fresh process that imports this checkout."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return subprocess.run(
-        [sys.executable, "-m", "fastfinite", *map(str, args)],
-        capture_output=True, text=True, timeout=timeout, cwd=cwd,
-        env=dict(os.environ, PYTHONPATH=root),
-    )  # fmt: skip
+def run_cli(*args, timeout: float = 300, cwd=None, env=None, fresh: bool = False):
+    """``fastfinite ARGS`` as a user runs it: a ``CompletedProcess`` (exit code, stdout and
+    stderr as text).
+
+    By default in this process: ``fastfinite.cli.main``, the function the console script
+    runs, with its output captured, ``env`` (a whole environment) as ``os.environ`` and
+    ``cwd`` as the working directory for the run, warnings printed as a fresh process
+    prints them, and what the command changes of the process's state put back. A fresh
+    interpreter costs a second (NumPy, Numba and the kernels loaded again) on every call.
+    With ``fresh`` (or ``FASTFINITE_TEST_CLI=process`` for all): ``python -m fastfinite`` in
+    a process of its own that imports this checkout, ended after ``timeout`` seconds. What
+    only a process shows (Ctrl-C, a terminal, the console script, a cold cache, a hung read)
+    is tested in processes."""
+    args = [str(a) for a in args]
+    if fresh or os.environ.get("FASTFINITE_TEST_CLI") == "process":
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ if env is None else env)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+        return subprocess.run(
+            [sys.executable, "-m", "fastfinite", *args],
+            capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,
+        )  # fmt: skip
+    return _run_cli_here(args, cwd, env)
+
+
+# CPython's warning filters in a fresh process (``python -W`` unset), last applied first
+_FRESH_FILTERS = [
+    ("ignore", ResourceWarning),
+    ("ignore", ImportWarning),
+    ("ignore", PendingDeprecationWarning),
+    ("ignore", DeprecationWarning),
+]
+
+
+def _run_cli_here(args: list[str], cwd, env) -> subprocess.CompletedProcess:
+    import io
+    import logging
+    import tempfile
+    import traceback
+    import warnings
+
+    from fastfinite import cli
+
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+    saved_env = dict(os.environ)
+    saved_cwd = os.getcwd()
+    saved = sys.stdout, sys.stderr, sys.unraisablehook, tempfile.tempdir
+    loggers = [logging.getLogger(), *logging.root.manager.loggerDict.values()]
+    levels = [(g, g.level) for g in loggers if isinstance(g, logging.Logger)]
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+            tempfile.tempdir = None  # found again from TMPDIR, as a new process would
+        if cwd is not None:
+            os.chdir(cwd)
+        sys.stdout, sys.stderr = out, err
+        with warnings.catch_warnings():
+            warnings.resetwarnings()
+            for action, category in _FRESH_FILTERS:
+                warnings.filterwarnings(action, category=category)
+            warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
+            warnings.showwarning = show
+            try:
+                code = cli.main(args)
+            except SystemExit as e:  # argparse's errors and --help
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+                if isinstance(e.code, str):
+                    err.write(e.code + "\n")
+            except Exception:  # what a process would print before it died
+                err.write(traceback.format_exc())
+                code = 1
+    finally:
+        sys.stdout, sys.stderr, sys.unraisablehook, tempfile.tempdir = saved
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        for logger, level in levels:
+            logger.setLevel(level)
+    text = [b.buffer.getvalue().decode("utf-8", "replace") for b in (out, err)]
+    return subprocess.CompletedProcess(["fastfinite", *args], code, text[0], text[1])
 
 
 def read_terminal(master: int, timeout: float) -> bytes:

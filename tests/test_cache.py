@@ -26,7 +26,7 @@ from fastfinite import InvalidArgumentError
 from fastfinite.cache.store import FILENAME
 from fastfinite.compute.summary_bytes import from_bytes, to_bytes
 
-from .helpers import assert_matches_oracle, assert_one_line_error
+from .helpers import assert_matches_oracle, assert_one_line_error, run_cli
 
 # the kernels, as in this process (conftest): the NumPy twins' statistics may differ in the
 # last bit, so a cache keeps the twins' and the kernels' apart
@@ -399,10 +399,9 @@ def test_the_command_line_fails_on_new_findings_only(tmp_path):
     path = str(tmp_path / "x.zarr")
     a = _store(path, x)
     cache = str(tmp_path / "cache")
-    cli = [sys.executable, "-m", "fastfinite", "scan", path, "--cache", cache, "--fail-on-new"]
 
     def run(*more):
-        return subprocess.run([*cli, *more], env=ENV, capture_output=True, text=True, timeout=300)
+        return run_cli("scan", path, "--cache", cache, "--fail-on-new", *more)
 
     first = run()
     assert first.returncode == 1 and "all is new" in first.stdout  # nothing to compare with
@@ -416,11 +415,7 @@ def test_the_command_line_fails_on_new_findings_only(tmp_path):
     assert run("--fail-on", "nan").returncode == 0  # nothing new of that kind
     a[61, 0] = np.nan
     assert run("--fail-on", "nan").returncode == 1
-    no_cache = subprocess.run(
-        [sys.executable, "-m", "fastfinite", "scan", path, "--fail-on-new"],
-        env=ENV, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert_one_line_error(no_cache, "--cache")
+    assert_one_line_error(run_cli("scan", path, "--fail-on-new"), "--cache")
 
 
 def test_an_object_store_is_fingerprinted_by_etag(tmp_path, s3, s3_endpoint):

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -20,7 +18,7 @@ from hypothesis import strategies as st
 import fastfinite
 from fastfinite import InvalidArgumentError, ScanReport, diff_reports
 
-from .helpers import assert_one_line_error
+from .helpers import assert_one_line_error, run_cli
 
 ENV = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__)))
 
@@ -185,10 +183,7 @@ def test_groups_compare_array_by_array(tmp_path):
 
 
 def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "fastfinite", *map(str, args)],
-        capture_output=True, text=True, timeout=120, env=ENV,
-    )  # fmt: skip
+    return run_cli(*args)
 
 
 def test_cli_exit_codes_and_json(tmp_path):

@@ -12,15 +12,11 @@ import sys
 import numpy as np
 import pytest
 
+from .helpers import run_cli
+
 
 def run(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "fastfinite", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=300,
-    )
+    return run_cli(*args, cwd=cwd)
 
 
 @pytest.fixture

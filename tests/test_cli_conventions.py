@@ -28,19 +28,13 @@ import fastfinite
 from fastfinite import cli
 from fastfinite.errors import InvalidArgumentError
 
-from .helpers import assert_one_line_error, read_terminal
+from .helpers import assert_one_line_error, read_terminal, run_cli
 
 RED = "\033[1;31m"  # the summary's PROBLEMS
 
 
 def _cli(*args, env=None, timeout=120):
-    return subprocess.run(
-        [sys.executable, "-m", "fastfinite", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
+    return run_cli(*args, env=env, timeout=timeout)
 
 
 def _env(**settings):

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -18,16 +16,11 @@ import pandas as pd
 import pytest
 import zarr
 
-from .helpers import assert_one_line_error
+from .helpers import assert_one_line_error, run_cli
 
 
 def _cli(*args, timeout=120):
-    return subprocess.run(
-        [sys.executable, "-m", "fastfinite", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_cli(*args, timeout=timeout)
 
 
 @pytest.fixture

@@ -7,16 +7,15 @@ Part: ``fastfinite/engines/dask.py`` and the sources a worker opens.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import zarr
 
 import fastfinite
+
+from .helpers import run_cli
 
 distributed = pytest.importorskip("distributed")
 
@@ -68,14 +67,7 @@ def test_a_npy_file_replaced_by_another_is_an_error(dask_address, in_data_dir):
 
 
 def test_cli_relative_path_on_a_cluster(dask_address, in_data_dir):
-    r = subprocess.run(
-        [sys.executable, "-m", "fastfinite", "scan", "x.zarr", "--scheduler", dask_address]
-        + ["--json", "-", "--no-progress"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__))),
-    )
+    r = run_cli("scan", "x.zarr", "--scheduler", dask_address, "--json", "-", "--no-progress")
     assert r.returncode == 1, r.stderr
     import json
 

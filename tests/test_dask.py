@@ -10,8 +10,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
 
 import dask.array as da
@@ -25,7 +23,7 @@ from hypothesis import strategies as st
 import fastfinite
 from fastfinite import ChunkReadError
 
-from .helpers import assert_matches_oracle
+from .helpers import assert_matches_oracle, run_cli
 
 
 def _data(shape, seed=0):
@@ -234,12 +232,7 @@ def test_worker_killed_mid_scan_result_still_exact(local_cluster, tmp_path):
 
 
 def _cli(*args, timeout=300):
-    return subprocess.run(
-        [sys.executable, "-m", "fastfinite", "scan", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_cli("scan", *args, timeout=timeout)
 
 
 def _free_port() -> int:

@@ -23,19 +23,13 @@ import pytest
 from fastfinite import ScanReport
 from fastfinite.demo import bad_samples_line
 
-from .helpers import assert_one_line_error, read_terminal
+from .helpers import assert_one_line_error, read_terminal, run_cli
 
 SMALL = ("--size-mb", "16")  # 512 samples, two chunks, one never written: 261 bad samples
 
 
 def _demo(*args, env=None, timeout=300):
-    return subprocess.run(
-        [sys.executable, "-m", "fastfinite", "demo", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
+    return run_cli("demo", *args, env=env, timeout=timeout)
 
 
 def _tmpdir_env(tmp_path):
@@ -109,17 +103,11 @@ def test_report_json_is_sized_for_reading_and_whole_with_full_report(tmp_path):
         k: v for k, v in d.items() if k != "slices"
     }
     # a report without them does not merge by concatenation: an error saying why
-    merged = subprocess.run(
-        [sys.executable, "-m", "fastfinite", "merge", str(path), str(path)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    merged = run_cli("merge", path, path)
     assert merged.returncode == 1 and merged.stderr == ""  # the whole one does (its NaN: 1)
     a = tmp_path / "slim.json"
     a.write_text(json.dumps(d))
-    bad = subprocess.run(
-        [sys.executable, "-m", "fastfinite", "merge", str(a), str(a)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    bad = run_cli("merge", a, a)
     assert_one_line_error(bad, "holds no per-slice statistics")
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import fastfinite
 from fastfinite.model.casts import FORMATS, NARROW, TARGETS, cast_dtype, source_thresholds
 
-from .helpers import assert_matches_oracle, twin_max
+from .helpers import assert_matches_oracle, run_cli, twin_max
 
 ml = pytest.importorskip("ml_dtypes")
 
@@ -465,8 +465,6 @@ def test_npy_of_raw_bytes_with_raw_dtype(tmp_path, fmt):
     an error that says so; with it, the scan of the array, in every engine and after the
     source travels to a worker (pickled)."""
     import pickle
-    import subprocess
-    import sys
 
     x = np.array([[1.0, np.nan, 3.0], [-np.inf, 0.5, 1e-9]], np.float32)
     if fmt == "float8_e4m3fn":
@@ -489,8 +487,8 @@ def test_npy_of_raw_bytes_with_raw_dtype(tmp_path, fmt):
         fastfinite.scan(x, raw_dtype=fmt)  # float32 data is never reinterpreted
     with pytest.raises(fastfinite.InvalidArgumentError, match="raw_dtype must be one of"):
         fastfinite.scan(str(path), raw_dtype="bfloat17")
-    run = [sys.executable, "-m", "fastfinite", "scan", str(path), "--json", "-"]
-    r = subprocess.run([*run, "--raw-dtype", fmt], capture_output=True, text=True)
+    run = ["scan", str(path), "--json", "-"]
+    r = run_cli(*run, "--raw-dtype", fmt)
     assert r.returncode == 1 and '"nan"' in r.stdout, r.stderr
-    r = subprocess.run(run, capture_output=True, text=True)
+    r = run_cli(*run)
     assert r.returncode == 2 and "--raw-dtype" in r.stderr and "Traceback" not in r.stderr

@@ -5,8 +5,6 @@ Part: ``fastfinite/guard.py`` and ``fastfinite/sources/tables.py``.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import warnings
 
 import numpy as np
@@ -15,7 +13,7 @@ import pytest
 import fastfinite
 from fastfinite import BadBatchWarning, NonFiniteError, guard
 
-from .helpers import peak_growth
+from .helpers import peak_growth, run_cli
 
 
 def _batches(n=6, bad=4, kind="dict"):
@@ -233,12 +231,7 @@ def test_parquet_file_and_dataset(tmp_path):
     )
     r2 = fastfinite.scan(str(ds), max_locations=5)
     assert r2.counts() == r.counts() and r2.locations == r.locations
-    out = subprocess.run(
-        [sys.executable, "-m", "fastfinite", "scan", str(tmp_path / "a.parquet"), "--no-progress"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    out = run_cli("scan", tmp_path / "a.parquet", "--no-progress")
     assert out.returncode == 1 and "(999, 1)" in out.stdout
 
 

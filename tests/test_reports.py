@@ -10,8 +10,6 @@ import dataclasses
 import json
 import math
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,6 +17,8 @@ import zarr
 
 import fastfinite
 from fastfinite import ScanReport, merge_reports
+
+from .helpers import run_cli
 
 
 def _fields_equal(a, b):
@@ -129,13 +129,7 @@ def test_summary_fits_100_columns(tmp_path):
 
 
 def run(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "fastfinite", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-    )
+    return run_cli(*args, cwd=cwd)
 
 
 def test_cli_exit_codes_fail_on_quiet_and_merge(tmp_path):

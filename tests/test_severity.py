@@ -27,7 +27,7 @@ from fastfinite.model.kinds import SEVERITY, severity_of
 from fastfinite.options import known_kinds, parse_kinds
 from fastfinite.report.model import Finding, Location, ScanReport
 
-from .helpers import assert_one_line_error
+from .helpers import assert_one_line_error, run_cli
 
 ENV = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__)))
 
@@ -323,10 +323,7 @@ def test_cast_underflow_fails_only_when_asked(tmp_path, capsys):
 
 def test_the_severity_groups_are_listed_and_a_typo_is_refused(tmp_path):
     path = _save(tmp_path, "x.npy", np.zeros(3))
-    r = subprocess.run(
-        [sys.executable, "-m", "fastfinite", "scan", path, "--fail-on", "warnings"],
-        capture_output=True, text=True, timeout=120, env=ENV,
-    )  # fmt: skip
+    r = run_cli("scan", path, "--fail-on", "warnings")
     assert_one_line_error(r, "unknown kind 'warnings'", "error, warning")
     assert parse_kinds("warning") == {"warning", "error"}
     assert parse_kinds("error") == {"error"}

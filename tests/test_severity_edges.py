@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from contextlib import contextmanager
 
@@ -30,7 +28,7 @@ from fastfinite.options import parse_output_file
 from fastfinite.report.build import failure_message
 from fastfinite.report.model import Finding, ScanReport
 
-from .helpers import assert_one_line_error
+from .helpers import assert_one_line_error, run_cli
 
 ENV = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__)))
 
@@ -325,10 +323,7 @@ def test_merge_of_a_report_that_disagrees_names_the_file_and_field(tmp_path):
     d = fastfinite.scan(np.array([np.nan, 1.0])).to_dict()
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(_with(d, "locations.0.kind", "nanx")))
-    r = subprocess.run(
-        [sys.executable, "-m", "fastfinite", "merge", str(bad)],
-        capture_output=True, text=True, env=ENV,
-    )  # fmt: skip
+    r = run_cli("merge", bad)
     assert_one_line_error(
         r, str(bad), "not a fastfinite JSON report", "locations[0].kind is 'nanx'"
     )
@@ -495,10 +490,7 @@ def test_from_json_gives_back_every_field_and_labels_as_documented():
 def test_the_command_line_scheduler_refuses_local_names_before_any_work(tmp_path, name):
     path = str(tmp_path / "x.npy")
     np.save(path, np.array([np.nan]))
-    r = subprocess.run(
-        [sys.executable, "-m", "fastfinite", "scan", path, "--scheduler", name],
-        capture_output=True, text=True, env=ENV,
-    )  # fmt: skip
+    r = run_cli("scan", path, "--scheduler", name)
     assert_one_line_error(
         r, "--scheduler takes the address of a running Dask scheduler", repr(name), "--threads",
         "--workers",

@@ -12,8 +12,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
-import sys
 import tarfile
 
 import numpy as np
@@ -23,7 +21,7 @@ import zarr
 import fastfinite
 from fastfinite import InvalidArgumentError, SourceError
 
-from .helpers import assert_one_line_error
+from .helpers import assert_one_line_error, run_cli
 
 pa = pytest.importorskip("pyarrow")
 h5py = pytest.importorskip("h5py")
@@ -31,11 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _cli(*args, cwd=None):
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    return subprocess.run(
-        [sys.executable, "-m", "fastfinite", "scan", *map(str, args)],
-        capture_output=True, text=True, timeout=180, env=env, cwd=cwd,
-    )  # fmt: skip
+    return run_cli("scan", *args, cwd=cwd)
 
 
 def _stats(values: list[np.ndarray]):

@@ -9,8 +9,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,7 +17,7 @@ import zarr
 import fastfinite
 from fastfinite import ChunkReadError
 
-from .helpers import assert_matches_oracle, peak_growth
+from .helpers import assert_matches_oracle, peak_growth, run_cli
 
 
 def _data(shape, seed=0, dtype="f4"):
@@ -302,12 +300,7 @@ def test_cli_on_stores(tmp_path):
         f.create_dataset("d", data=np.ones(5))
 
     def run(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "fastfinite", "scan", *args],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        return run_cli("scan", *args)
 
     assert run(str(tmp_path / "a.zarr")).returncode == 1
     assert run(clean).returncode == 0

@@ -12,8 +12,6 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -23,7 +21,7 @@ import fastfinite
 from fastfinite import InvalidArgumentError
 from fastfinite.options import parse_bool
 
-from .helpers import assert_one_line_error
+from .helpers import assert_one_line_error, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, PYTHONPATH=ROOT, FASTFINITE_NUMPY_TWIN_MAX="0")
@@ -31,14 +29,7 @@ NOT_BOOLS = ["no", "yes", "false", "True", 1.5, None, 0, 1, [], np.float64(1.0)]
 
 
 def _cli(*args, cwd=None, timeout=300):
-    return subprocess.run(
-        [sys.executable, "-m", "fastfinite", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=ENV,
-        cwd=cwd,
-    )
+    return run_cli(*args, cwd=cwd, timeout=timeout)
 
 
 @pytest.fixture

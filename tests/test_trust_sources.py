@@ -26,7 +26,7 @@ import fastfinite
 from fastfinite import InvalidArgumentError, SourceError
 from fastfinite.sources import walk
 
-from .helpers import assert_one_line_error
+from .helpers import assert_one_line_error, run_cli
 
 h5py = pytest.importorskip("h5py")
 pytest.importorskip("pyarrow")
@@ -34,11 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _cli(*args, timeout=120, cwd=None):
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    return subprocess.run(
-        [sys.executable, "-m", "fastfinite", "scan", *map(str, args)],
-        capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd,
-    )  # fmt: skip
+    return run_cli("scan", *args, timeout=timeout, cwd=cwd)
 
 
 def _parquet(path, **columns):
