@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..compute.blocks import Region
-from ..compute.summary import Summary, node_key
+from ..compute.digests import tree_keys
+from ..compute.summary import Summary
 from ..compute.summary_bytes import from_bytes, to_bytes
 from ..errors import InvalidArgumentError
 from .store import ScanCache
@@ -76,7 +77,7 @@ class MemberMemory:
         self.akey, self.rebuilt = cache.array_key(self.name, identity, options_key(member))
         cache.update_racy(self.akey, *self.fingerprints.settle(cache.racy(self.akey)))
         self.regions = list(member.regions())
-        self.levels = _tree([self.fingerprints.of(r) for r in self.regions])
+        self.levels = tree_keys([self.fingerprints.of(r) for r in self.regions])
         self.known = cache.node_keys(self.akey)
         self._pending: list[tuple[bytes, bytes, int, bytes]] = []
         self._flushed = time.monotonic()
@@ -174,16 +175,6 @@ class MemberMemory:
             else:
                 seen.update(dict.fromkeys(grid.units_in(r)))
         return sorted(seen)
-
-
-def _tree(leaves: list[bytes]) -> list[list[bytes]]:
-    """Keys of every aligned subtree: ``levels[j][m]`` covers leaves ``m*2**j`` to
-    ``(m+1)*2**j``."""
-    levels = [leaves]
-    while len(levels[-1]) > 1:
-        below = levels[-1]
-        levels.append([node_key(below[i], below[i + 1]) for i in range(0, len(below) - 1, 2)])
-    return levels
 
 
 def record(plan: Any, report: Any, target: str) -> None:
