@@ -74,11 +74,14 @@ class MemberMemory:
         self.source = source
         self.fingerprints = source.fingerprints()  # before any unit is read
         self.name = identity.get("location") or identity.get("path") or source.name
-        self.akey, self.rebuilt = cache.array_key(self.name, identity, options_key(member))
+        options = options_key(member)
+        # what the cache holds of this array
+        self.akey, self.rebuilt = cache.array_key(self.name, identity, options)
         cache.update_racy(self.akey, *self.fingerprints.settle(cache.racy(self.akey)))
+        self.known = cache.node_keys(self.akey)
+        # this scan's tree
         self.regions = list(member.regions())
         self.levels = tree_keys([self.fingerprints.of(r) for r in self.regions])
-        self.known = cache.node_keys(self.akey)
         self._pending: list[tuple[bytes, bytes, int, bytes]] = []
         self._flushed = time.monotonic()
         self.scanned: list[Region] = []
