@@ -97,14 +97,9 @@ def _dict(data: dict, options: ScanOptions | None) -> Target:
 
 
 def _zarr_store(store: Any, options: ScanOptions | None) -> Target:
-    """A store object: what it holds, named by its URL."""
-    from .remote import store_url
-    from .zarr import ZarrSource, group_members, open_store_node
+    from .zarr import open_store
 
-    node, name = open_store_node(store), store_url(store)
-    if of_type(node, "zarr", "Group"):
-        return group_members(node, name)
-    return ZarrSource(node, name)
+    return open_store(store)
 
 
 def _ndarray(array: np.ndarray, options: ScanOptions | None) -> Target:
@@ -268,47 +263,6 @@ def _h5_path(path: str, options: ScanOptions) -> Target:
     return hdf5.open_h5(*hdf5.split_h5_path(path))
 
 
-# The local paths, in the order they are asked; a row whose opener gives None passes the
-# path on (``files.open_file`` of a directory that holds no checkpoint). A path no row
-# takes, and every URL, is a Zarr store or array (``_zarr_path``).
-PATH_OPENERS: tuple[Opener, ...] = (
-    Opener("a glob: a shard set", _is_glob, _glob),
-    Opener("an array or checkpoint file (files.OPENERS)", _could_be_array_file, open_file),
-    Opener("a tar: a shard set", _has_suffix(*TAR_SUFFIXES), _tar),
-    Opener("an Arrow file", _has_suffix(*ARROW_SUFFIXES), _arrow),
-    Opener("a directory", _is_directory, lambda path, options: _open_directory(path, options)),
-    Opener("a Parquet file", _has_suffix(*PARQUET_SUFFIXES), _parquet),
-    Opener("an HDF5 file, or a dataset or group in one", _is_h5_path, _h5_path),
-)
-
-
-def _open_path(path: str, options: ScanOptions) -> Target:
-    """``path`` opened by the first row of ``PATH_OPENERS`` that recognizes it and opens it;
-    a URL, or a path no row takes, as Zarr."""
-    if "://" not in path:
-        for row in PATH_OPENERS:
-            if row.recognizes(path):
-                target = row.open(path, options)
-                if target is not None:
-                    return target
-    return _zarr_path(path, options)
-
-
-def _zarr_path(path: str, options: ScanOptions) -> Target:
-    """A Zarr store, group or array at a local path or a URL, read with the scan's
-    storage options (credentials sent to Dask workers only when asked)."""
-    from .remote import LOCAL_PROTOCOLS, protocol, storage_defaults, without_secrets
-    from .zarr import ZarrSource, group_members, open_zarr
-
-    storage = storage_defaults(path, options.storage_options, options.concurrency, options.timeout)
-    node = open_zarr(path, storage)
-    url = path.rstrip("/") if protocol(path) not in LOCAL_PROTOCOLS else None
-    sent = storage if options.send_credentials else without_secrets(storage)
-    if of_type(node, "zarr", "Group"):
-        return group_members(node, path.rstrip("/"), url, sent)
-    return ZarrSource(node, path, url, sent)
-
-
 def _open_directory(path: str, options: ScanOptions) -> Target:
     """A directory: a Parquet dataset, a Hugging Face ``datasets`` folder, a shard set,
     else an error saying what it holds (``walk``'s rule)."""
@@ -323,6 +277,34 @@ def _open_directory(path: str, options: ScanOptions) -> Target:
     if contents.is_shard_set:
         return shards.open_directory(path, contents, options)
     raise SourceError(contents.describe())
+
+
+# The local paths, in the order they are asked; a row whose opener gives None passes the
+# path on (``files.open_file`` of a directory that holds no checkpoint). A path no row
+# takes, and every URL, is a Zarr store, group or array (``zarr.open_path``).
+PATH_OPENERS: tuple[Opener, ...] = (
+    Opener("a glob: a shard set", _is_glob, _glob),
+    Opener("an array or checkpoint file (files.OPENERS)", _could_be_array_file, open_file),
+    Opener("a tar: a shard set", _has_suffix(*TAR_SUFFIXES), _tar),
+    Opener("an Arrow file", _has_suffix(*ARROW_SUFFIXES), _arrow),
+    Opener("a directory", _is_directory, _open_directory),
+    Opener("a Parquet file", _has_suffix(*PARQUET_SUFFIXES), _parquet),
+    Opener("an HDF5 file, or a dataset or group in one", _is_h5_path, _h5_path),
+)
+
+
+def _open_path(path: str, options: ScanOptions) -> Target:
+    """``path`` opened by the first row of ``PATH_OPENERS`` that recognizes it and opens it;
+    a URL, or a path no row takes, as Zarr."""
+    if "://" not in path:
+        for row in PATH_OPENERS:
+            if row.recognizes(path):
+                target = row.open(path, options)
+                if target is not None:
+                    return target
+    from .zarr import open_path
+
+    return open_path(path, options)
 
 
 def input_root(data: Any) -> str | None:
