@@ -41,12 +41,7 @@ class ZarrSource(Source):
     def __init__(self, array: Any, name: str | None = None, url: str | None = None, options=None):
         self._array = array
         self.name = name or array_name(array)
-        store = array.store_path.store
-        self.remote = not (
-            local_folder(array) or type(store).__name__ in ("MemoryStore", "ZipStore")
-        )
-        if self.remote and getattr(store, "fs", None) is not None:
-            self.remote = remote.protocol(remote.store_url(store)) not in remote.LOCAL_PROTOCOLS
+        self.remote = local_folder(array) is None and remote.over_network(array.store_path.store)
         # a store opened from a URL is opened again from it in a Dask task, with ``options``
         # (the caller's storage options, its secrets taken out unless they are to be sent)
         self.url, self.options = url, options
