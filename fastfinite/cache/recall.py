@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..compute.blocks import Region
-from ..compute.summary import Summary, node_key
+from ..compute.digests import tree_keys
+from ..compute.summary import Summary
 from ..compute.summary_bytes import from_bytes, to_bytes
 from ..errors import InvalidArgumentError
 from .store import ScanCache
@@ -73,11 +74,14 @@ class MemberMemory:
         self.source = source
         self.fingerprints = source.fingerprints()  # before any unit is read
         self.name = identity.get("location") or identity.get("path") or source.name
-        self.akey, self.rebuilt = cache.array_key(self.name, identity, options_key(member))
+        options = options_key(member)
+        # what the cache holds of this array
+        self.akey, self.rebuilt = cache.array_key(self.name, identity, options)
         cache.update_racy(self.akey, *self.fingerprints.settle(cache.racy(self.akey)))
-        self.regions = list(member.regions())
-        self.levels = _tree([self.fingerprints.of(r) for r in self.regions])
         self.known = cache.node_keys(self.akey)
+        # this scan's tree
+        self.regions = list(member.regions())
+        self.levels = tree_keys([self.fingerprints.of(r) for r in self.regions])
         self._pending: list[tuple[bytes, bytes, int, bytes]] = []
         self._flushed = time.monotonic()
         self.scanned: list[Region] = []
@@ -174,16 +178,6 @@ class MemberMemory:
             else:
                 seen.update(dict.fromkeys(grid.units_in(r)))
         return sorted(seen)
-
-
-def _tree(leaves: list[bytes]) -> list[list[bytes]]:
-    """Keys of every aligned subtree: ``levels[j][m]`` covers leaves ``m*2**j`` to
-    ``(m+1)*2**j``."""
-    levels = [leaves]
-    while len(levels[-1]) > 1:
-        below = levels[-1]
-        levels.append([node_key(below[i], below[i + 1]) for i in range(0, len(below) - 1, 2)])
-    return levels
 
 
 def record(plan: Any, report: Any, target: str) -> None:

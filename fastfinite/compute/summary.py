@@ -376,8 +376,9 @@ class PairwiseMerger:
 
     A summary of a whole subtree (``2**level`` regions, recalled from a cache) is added at
     its level, where it takes the place of its regions. With keys (``add(..., key=)``) each
-    subtree formed gets the key ``digest(left, right)`` and is passed to ``on_node(level,
-    key, summary)`` before anything spends it."""
+    subtree formed gets the key ``digests.node_key(left, right)`` (the keys a cache holds,
+    ``digests.tree_keys``) and is passed to ``on_node(level, key, summary)`` before anything
+    spends it."""
 
     def __init__(self, cap: int, on_node=None):
         self.cap = cap
@@ -389,8 +390,13 @@ class PairwiseMerger:
             _, top, left = self._stack.pop()
             s = merge(top, s, self.cap, spend=True)
             level += 1
-            key = None if left is None or key is None else node_key(left, key)
-            if self.on_node is not None and key is not None:
+            if left is None or key is None:
+                key = None
+                continue
+            from .digests import node_key  # hashlib: only when a scan has a cache
+
+            key = node_key(left, key)
+            if self.on_node is not None:
                 self.on_node(level, key, s)
         self._stack.append((level, s, key))
 
@@ -399,13 +405,6 @@ class PairwiseMerger:
         for _, s, _ in reversed(self._stack):
             out = merge(s, out, self.cap, spend=True)
         return out
-
-
-def node_key(left: bytes, right: bytes) -> bytes:
-    """The key of a subtree from its halves' keys."""
-    from .digests import digest  # hashlib: only when a scan has a cache
-
-    return digest("node", left, right)
 
 
 def _first(index: np.ndarray, value: np.ndarray, cap: int) -> tuple[np.ndarray, np.ndarray]:

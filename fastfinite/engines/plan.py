@@ -142,17 +142,18 @@ def make_plan(data: Any, options: ScanOptions) -> ScanPlan:
 
     if options.cache is not None:
         check_cache_outside(data, options.cache)
+    name = group_name(data)  # of a group, or of a table scanned as one 2-D array
     target = open_source(data, options)
     skipped: dict[str, str] = {}
     if isinstance(target, TableColumns) and options.by is not None:
         # per row or per column: the table's numeric columns as one 2-D array
-        source, skipped = table_source(target, group_name(data))
+        source, skipped = table_source(target, name)
         target = source if source is not None else TableColumns([], target.kind, target.rows)
     if isinstance(target, list):
         table = None
         if isinstance(target, TableColumns):
             table = (target.kind, int(target.rows), tuple(p for p, _ in target))
-        layout = Layout(group_name(data), True, table)
+        layout = Layout(name, True, table)
         entries = list(target)
     else:
         layout = Layout(target.name)

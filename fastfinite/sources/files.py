@@ -1,5 +1,5 @@
 """Array and checkpoint files by their suffix: the one table of openers (``OPENERS``,
-``BUFFER_OPENERS``) that ``open._open_path``, directories and tar shards use.
+``BUFFER_OPENERS``) that ``open.PATH_OPENERS``, directories and tar shards use.
 
 ``open_file(path, options)`` gives a ``.npy``'s source, or the group ``[(key, factory),
 ...]`` of a checkpoint's tensors (``.safetensors``, a safetensors ``*.index.json`` or a

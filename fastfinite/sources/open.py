@@ -1,17 +1,23 @@
-"""Any input to a source: ``open_source`` picks the adapter by type, or by path and its
-contents, and ``group_name`` names the inputs that open as groups."""
+"""Any input to a source: ``open_source`` opens it by the first row of an opener table that
+recognizes it (``OBJECT_OPENERS`` by type, ``PATH_OPENERS`` by a path's glob, suffix or
+directory, a URL or any other path as Zarr), and ``group_name`` names the inputs that open
+as groups. To add an input kind: one row, above the rows that would take it over; its
+opener imports its reader (zarr, h5py, pandas...) inside."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..errors import SourceError
 from ..options import ScanOptions
+from . import dask, dlpack, hdf5
 from .base import Source, of_type, reader_errors
+from .files import OPENERS, open_file, suffix_of
+from .ndarray import ArraySource, as_raw_dtype
 from .walk import ARROW_SUFFIXES, PARQUET_SUFFIXES, TAR_SUFFIXES, is_zarr_store, walk
 
 STORES = ("FsspecStore", "LocalStore", "ZipStore", "ObjectStore", "MemoryStore")
@@ -51,103 +57,210 @@ def _named(factory: Callable[[], Any], name: str, member: str) -> Callable[[], A
     return opened
 
 
+class Opener(NamedTuple):
+    """One row of an opener table: what it opens, how such an input is recognized
+    (``recognizes(data)``: by its type, its suffix, what a directory holds...) and the
+    function that opens it, ``open(data, options)``. The rows are asked in order, so a row
+    that recognizes more (an array-like) stands below the rows it must not take over."""
+
+    kind: str
+    recognizes: Callable[[Any], bool]
+    open: Callable[[Any, Any], Target]
+
+
+def _of(module: str, *names: str) -> Callable[[Any], bool]:
+    """Recognizes an object by its class's package and names (``base.of_type``): the
+    package is never imported to ask."""
+    return lambda data: of_type(data, module, *names)
+
+
+def _path(data: Any, options: ScanOptions | None) -> Target:
+    return _open_path(os.fspath(data), options or ScanOptions())
+
+
+def _is_path_list(data: Any) -> bool:
+    from .shards import is_path_list
+
+    return is_path_list(data)
+
+
+def _path_list(data: Any, options: ScanOptions | None) -> Target:
+    from .shards import open_list
+
+    return open_list(list(data), options or ScanOptions())
+
+
+def _dict(data: dict, options: ScanOptions | None) -> Target:
+    from .tensors import dict_members
+
+    return dict_members(data, options, _open)
+
+
+def _zarr_store(store: Any, options: ScanOptions | None) -> Target:
+    from .zarr import open_store
+
+    return open_store(store)
+
+
+def _ndarray(array: np.ndarray, options: ScanOptions | None) -> Target:
+    name = getattr(array, "filename", None) or ""  # a memmap's file
+    if options is not None and options.raw_dtype:
+        array = as_raw_dtype(array, options.raw_dtype, name or "the array")
+    return ArraySource(array, name=name)
+
+
+def _dask_array(array: Any, options: ScanOptions | None) -> Target:
+    return dask.DaskArraySource(array)
+
+
+def _zarr_array(array: Any, options: ScanOptions | None) -> Target:
+    from .zarr import ZarrSource
+
+    return ZarrSource(array)
+
+
+def _zarr_group(group: Any, options: ScanOptions | None) -> Target:
+    from .zarr import array_name, group_members
+
+    return group_members(group, array_name(group))
+
+
+def _h5_dataset(dataset: Any, options: ScanOptions | None) -> Target:
+    return hdf5.H5Source.from_dataset(dataset)
+
+
+def _h5_group(group: Any, options: ScanOptions | None) -> Target:
+    return hdf5.group_datasets(group)
+
+
+def _data_array(array: Any, options: ScanOptions | None) -> Target:
+    from .xarray import XarraySource
+
+    return XarraySource(array)
+
+
+def _dataset(dataset: Any, options: ScanOptions | None) -> Target:
+    from .xarray import dataset_variables
+
+    return dataset_variables(dataset)
+
+
+def _dataframe(frame: Any, options: ScanOptions | None) -> Target:
+    from .tables import dataframe_columns
+
+    return dataframe_columns(frame)
+
+
+def _series(series: Any, options: ScanOptions | None) -> Target:
+    from .tables import series_source
+
+    return series_source(series)
+
+
+def _tensor(tensor: Any, options: ScanOptions | None) -> Target:
+    """JAX, PyTorch, CuPy...: in place on the CPU; a device's tensor copied when asked."""
+    off_host = dlpack.device_of(tensor)[0] not in dlpack.HOST_DEVICES
+    if off_host and options is not None and options.device_copy:
+        return dlpack.DeviceSource(tensor)
+    return ArraySource(dlpack.host_array(tensor))
+
+
+def _is_array_like(data: Any) -> bool:
+    scalars = (list, tuple, int, float, complex, bool, np.generic)
+    return isinstance(data, scalars) or hasattr(data, "__array__")
+
+
+def _array_like(data: Any, options: ScanOptions | None) -> Target:
+    return ArraySource(np.asarray(data))
+
+
+# The inputs that are objects, in the order they are asked (a memmap is an ndarray, a list
+# of paths is a list, a tensor may have ``__array__``).
+OBJECT_OPENERS: tuple[Opener, ...] = (
+    Opener("a source", lambda data: isinstance(data, Source), lambda data, options: data),
+    Opener("a path", lambda data: isinstance(data, (str, os.PathLike)), _path),
+    Opener("a list of paths: a shard set", _is_path_list, _path_list),
+    Opener("a dict of arrays, nested too", lambda data: isinstance(data, dict), _dict),
+    Opener("a Zarr store", _of("zarr", *STORES), _zarr_store),
+    Opener("a NumPy array or memmap", lambda data: isinstance(data, np.ndarray), _ndarray),
+    Opener("a Dask array", _of("dask", "Array"), _dask_array),
+    Opener("a Zarr array", _of("zarr", "Array"), _zarr_array),
+    Opener("a Zarr group", _of("zarr", "Group"), _zarr_group),
+    Opener("an HDF5 dataset", _of("h5py", "Dataset"), _h5_dataset),
+    Opener("an HDF5 group or file", _of("h5py", "Group", "File"), _h5_group),
+    Opener("an xarray DataArray", _of("xarray", "DataArray"), _data_array),
+    Opener("an xarray Dataset", _of("xarray", "Dataset"), _dataset),
+    Opener("a pandas DataFrame", _of("pandas", "DataFrame"), _dataframe),
+    Opener("a pandas Series", _of("pandas", "Series"), _series),
+    Opener("a tensor (__dlpack__)", dlpack.is_tensor, _tensor),
+    Opener("an array-like or a number", _is_array_like, _array_like),
+)
+
+
 def _open(data: Any, options: ScanOptions | None) -> Target:
-    from . import dask, dlpack, hdf5, shards, tables, xarray, zarr
-    from .ndarray import ArraySource, as_raw_dtype
-
-    if isinstance(data, Source):
-        return data
-    if isinstance(data, (str, os.PathLike)):
-        return _open_path(os.fspath(data), options or ScanOptions())
-    if shards.is_path_list(data):  # a list of files: a shard set
-        return shards.open_list(list(data), options or ScanOptions())
-    if isinstance(data, dict):  # nested dicts too, keyed "layers.0.w", as ``guard`` takes
-        from .tensors import dict_members
-
-        return dict_members(data, options, _open)
-    if of_type(data, "zarr", *STORES):  # a store object: what it holds, named by its URL
-        from .remote import store_url
-
-        node = zarr.open_store_node(data)
-        name = store_url(data)
-        if of_type(node, "zarr", "Group"):
-            return zarr.group_members(node, name)
-        return zarr.ZarrSource(node, name)
-    if isinstance(data, np.ndarray):
-        name = getattr(data, "filename", None) or ""
-        if options is not None and options.raw_dtype:
-            data = as_raw_dtype(data, options.raw_dtype, name or "the array")
-        return ArraySource(data, name=name)
-    if of_type(data, "dask", "Array"):
-        return dask.DaskArraySource(data)
-    if of_type(data, "zarr", "Array"):
-        return zarr.ZarrSource(data)
-    if of_type(data, "zarr", "Group"):
-        return zarr.group_members(data, zarr.array_name(data))
-    if of_type(data, "h5py", "Dataset"):
-        return hdf5.H5Source.from_dataset(data)
-    if of_type(data, "h5py", "Group", "File"):
-        return hdf5.group_datasets(data)
-    if of_type(data, "xarray", "DataArray"):
-        return xarray.XarraySource(data)
-    if of_type(data, "xarray", "Dataset"):
-        return xarray.dataset_variables(data)
-    if of_type(data, "pandas", "DataFrame"):
-        return tables.dataframe_columns(data)
-    if of_type(data, "pandas", "Series"):
-        return tables.series_source(data)
-    if dlpack.is_tensor(data):  # JAX, PyTorch, CuPy...: in place on the CPU
-        if dlpack.device_of(data)[0] not in dlpack.HOST_DEVICES and (
-            options is not None and options.device_copy
-        ):
-            return dlpack.DeviceSource(data)
-        return ArraySource(dlpack.host_array(data))
-    if isinstance(data, (list, tuple, int, float, complex, bool, np.generic)) or hasattr(
-        data, "__array__"
-    ):
-        return ArraySource(np.asarray(data))
+    """``data`` opened by the first row of ``OBJECT_OPENERS`` that recognizes it."""
+    for row in OBJECT_OPENERS:
+        if row.recognizes(data):
+            return row.open(data, options)
     raise SourceError(
         f"do not know how to scan an object of type {type(data).__module__}."
         f"{type(data).__qualname__}"
     )
 
 
-def _open_path(path: str, options: ScanOptions) -> Target:
-    from . import hdf5, shards, tables, zarr
-    from .files import open_file
-    from .remote import LOCAL_PROTOCOLS, protocol, storage_defaults, without_secrets
+def _has_suffix(*suffixes: str) -> Callable[[str], bool]:
+    return lambda path: path.lower().endswith(suffixes)
 
-    if "://" not in path:
-        if shards.is_glob(path):
-            return shards.open_glob(path, options)
-        target = open_file(path, options)  # .npy, .npz, checkpoints (``files``)
-        if target is not None:
-            return target
-        lower = path.lower()
-        if lower.endswith(TAR_SUFFIXES):
-            from .tars import open_tar
 
-            base = os.path.basename(path.rstrip("/"))
-            members = [(f"{base}/{k}", f) for k, f in open_tar(path, options)]
-            return shards.ShardSet(members, [os.path.abspath(path)])
-        if lower.endswith(ARROW_SUFFIXES):
-            from .arrow import open_arrow
+def _glob(pattern: str, options: ScanOptions) -> Target:
+    from .shards import open_glob
 
-            return open_arrow(path)
-        if os.path.isdir(path) and not is_zarr_store(path):
-            return _open_directory(path, options)
-        if lower.endswith(PARQUET_SUFFIXES):
-            return tables.open_parquet(path)
-        h5 = hdf5.split_h5_path(path)
-        if h5 is not None:
-            return hdf5.open_h5(*h5)
-    storage = storage_defaults(path, options.storage_options, options.concurrency, options.timeout)
-    node = zarr.open_zarr(path, storage)
-    url = path.rstrip("/") if protocol(path) not in LOCAL_PROTOCOLS else None
-    sent = storage if options.send_credentials else without_secrets(storage)
-    if of_type(node, "zarr", "Group"):
-        return zarr.group_members(node, path.rstrip("/"), url, sent)
-    return zarr.ZarrSource(node, path, url, sent)
+    return open_glob(pattern, options)
+
+
+def _is_glob(path: str) -> bool:
+    from .shards import is_glob
+
+    return is_glob(path)
+
+
+def _could_be_array_file(path: str) -> bool:
+    """A suffix of ``files.OPENERS``, or a directory (a sharded checkpoint's, maybe)."""
+    return suffix_of(path) in OPENERS or os.path.isdir(path)
+
+
+def _tar(path: str, options: ScanOptions) -> Target:
+    from .shards import ShardSet
+    from .tars import open_tar
+
+    base = os.path.basename(path.rstrip("/"))
+    members = [(f"{base}/{k}", f) for k, f in open_tar(path, options)]
+    return ShardSet(members, [os.path.abspath(path)])
+
+
+def _arrow(path: str, options: ScanOptions) -> Target:
+    from .arrow import open_arrow
+
+    return open_arrow(path)
+
+
+def _is_directory(path: str) -> bool:
+    """A directory that is not one Zarr store (a store opens as Zarr, below the table)."""
+    return os.path.isdir(path) and not is_zarr_store(path)
+
+
+def _parquet(path: str, options: ScanOptions) -> Target:
+    from .tables import open_parquet
+
+    return open_parquet(path)
+
+
+def _is_h5_path(path: str) -> bool:
+    return hdf5.split_h5_path(path) is not None
+
+
+def _h5_path(path: str, options: ScanOptions) -> Target:
+    return hdf5.open_h5(*hdf5.split_h5_path(path))
 
 
 def _open_directory(path: str, options: ScanOptions) -> Target:
@@ -164,6 +277,34 @@ def _open_directory(path: str, options: ScanOptions) -> Target:
     if contents.is_shard_set:
         return shards.open_directory(path, contents, options)
     raise SourceError(contents.describe())
+
+
+# The local paths, in the order they are asked; a row whose opener gives None passes the
+# path on (``files.open_file`` of a directory that holds no checkpoint). A path no row
+# takes, and every URL, is a Zarr store, group or array (``zarr.open_path``).
+PATH_OPENERS: tuple[Opener, ...] = (
+    Opener("a glob: a shard set", _is_glob, _glob),
+    Opener("an array or checkpoint file (files.OPENERS)", _could_be_array_file, open_file),
+    Opener("a tar: a shard set", _has_suffix(*TAR_SUFFIXES), _tar),
+    Opener("an Arrow file", _has_suffix(*ARROW_SUFFIXES), _arrow),
+    Opener("a directory", _is_directory, _open_directory),
+    Opener("a Parquet file", _has_suffix(*PARQUET_SUFFIXES), _parquet),
+    Opener("an HDF5 file, or a dataset or group in one", _is_h5_path, _h5_path),
+)
+
+
+def _open_path(path: str, options: ScanOptions) -> Target:
+    """``path`` opened by the first row of ``PATH_OPENERS`` that recognizes it and opens it;
+    a URL, or a path no row takes, as Zarr."""
+    if "://" not in path:
+        for row in PATH_OPENERS:
+            if row.recognizes(path):
+                target = row.open(path, options)
+                if target is not None:
+                    return target
+    from .zarr import open_path
+
+    return open_path(path, options)
 
 
 def input_root(data: Any) -> str | None:

@@ -85,6 +85,16 @@ def store_url(store: Any) -> str:
     return _obstore_url(inner) if inner is not None else type(store).__name__
 
 
+def over_network(store: Any) -> bool:
+    """Whether a zarr store (not a local folder) is reached over a network: not one in
+    memory or a zip file, and, through fsspec, not on a local or memory filesystem."""
+    if type(store).__name__ in ("MemoryStore", "ZipStore"):
+        return False
+    if getattr(store, "fs", None) is not None:
+        return protocol(store_url(store)) not in LOCAL_PROTOCOLS
+    return True
+
+
 OBSTORE_SCHEMES = {"S3Store": ("s3", "bucket"), "GCSStore": ("gs", "bucket"),
                    "AzureStore": ("az", "container_name")}  # fmt: skip
 

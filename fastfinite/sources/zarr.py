@@ -41,12 +41,7 @@ class ZarrSource(Source):
     def __init__(self, array: Any, name: str | None = None, url: str | None = None, options=None):
         self._array = array
         self.name = name or array_name(array)
-        store = array.store_path.store
-        self.remote = not (
-            local_folder(array) or type(store).__name__ in ("MemoryStore", "ZipStore")
-        )
-        if self.remote and getattr(store, "fs", None) is not None:
-            self.remote = remote.protocol(remote.store_url(store)) not in remote.LOCAL_PROTOCOLS
+        self.remote = local_folder(array) is None and remote.over_network(array.store_path.store)
         # a store opened from a URL is opened again from it in a Dask task, with ``options``
         # (the caller's storage options, its secrets taken out unless they are to be sent)
         self.url, self.options = url, options
@@ -321,6 +316,32 @@ def array_name(array: Any) -> str:
         return f"{base}/{path}" if path else base
     except Exception:
         return getattr(array, "name", "") or "zarr array"
+
+
+def open_path(path: str, options: Any) -> Any:
+    """A Zarr store, group or array at a local path or a URL: its ``ZarrSource``, or a
+    group's members (``group_members``). Read with the scan's storage options
+    (``options``, a ``ScanOptions``, with fastfinite's defaults: ``remote.storage_defaults``);
+    a source opened from a URL is opened again from it in a Dask task, with those options,
+    their secrets taken out unless ``options.send_credentials``."""
+    storage = remote.storage_defaults(
+        path, options.storage_options, options.concurrency, options.timeout
+    )
+    sent = storage if options.send_credentials else remote.without_secrets(storage)
+    url = path.rstrip("/") if remote.protocol(path) not in remote.LOCAL_PROTOCOLS else None
+    node = open_zarr(path, storage)
+    if of_type(node, "zarr", "Group"):
+        return group_members(node, path.rstrip("/"), url, sent)
+    return ZarrSource(node, path, url, sent)
+
+
+def open_store(store: Any) -> Any:
+    """A zarr store object (``LocalStore``, ``FsspecStore``, ``ZipStore``...): the array or
+    the group's members at its root, named by the store's URL."""
+    node, name = open_store_node(store), remote.store_url(store)
+    if of_type(node, "zarr", "Group"):
+        return group_members(node, name)
+    return ZarrSource(node, name)
 
 
 def open_zarr(path: str, storage_options: dict | None = None) -> Any:
