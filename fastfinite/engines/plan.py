@@ -75,9 +75,10 @@ class ScanPlan:
         memory = self.recalled[member.path] = MemberMemory(self.cache, member)
         return memory
 
-    def members(self) -> Iterator[Member]:
+    def members(self, entries: list | None = None) -> Iterator[Member]:
+        """The members of ``entries`` (default: all the plan's), opened one at a time."""
         opts = self.options
-        for path, factory in self.entries:
+        for path, factory in self.entries if entries is None else entries:
             try:
                 source = factory()
             except (UnsupportedDtypeError, SkippedMemberError) as e:

@@ -19,9 +19,19 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from fnmatch import fnmatchcase
+from functools import partial
 from typing import Any
 
-from ..errors import FastFiniteError, InvalidArgumentError, SkippedMemberError, SourceError
+from ..errors import (
+    FastFiniteError,
+    InvalidArgumentError,
+    SkippedMemberError,
+    SourceError,
+    UnsupportedDtypeError,
+)
+from .base import reader_errors
+from .ndarray import open_npy
+from .small import RawNpy, read_small_file
 from .walk import ARRAY_KINDS, path_kind, walk
 
 GLOB_CHARS = "*?["
@@ -31,11 +41,13 @@ Members = list[tuple[str, Any]]  # [(key, factory), ...]
 
 class ShardSet(list):
     """The ``(key, factory)`` members of a shard set (its type tells the local engine to
-    count progress over the whole set), and ``paths``, the local array files it reads."""
+    count progress over the whole set), ``paths``, the local array files it reads, and
+    ``raw``, how to read its small ``.npy`` members whole, by key (``small.RawNpy``)."""
 
     def __init__(self, members, paths: list[str]):
         super().__init__(members)
         self.paths = paths
+        self.raw = {k: f.raw_npy for k, f in members if getattr(f, "raw_npy", None)}
 
 
 def is_glob(path: str) -> bool:
@@ -187,13 +199,11 @@ def file_members(path: str, rel: str, kind: str, options) -> Members:
     """The members of one array file or store of a set, keyed below ``rel``; a file that
     cannot be opened is an error naming it, or with ``on_error="report"`` one member whose
     factory raises ``SkippedMemberError`` (an ``unreadable_member`` finding)."""
-    from .base import reader_errors
-
     if kind == ".npy file":  # one array: mapped when its member is scanned, not before
-        from .ndarray import open_npy
-
         raw = getattr(options, "raw_dtype", None)
-        return [(rel, _guarded(lambda: open_npy(path, raw_dtype=raw), path, None, options))]
+        factory = _guarded(partial(open_npy, path, raw_dtype=raw), path, None, options)
+        factory.raw_npy = RawNpy(path, partial(read_small_file, path), raw)
+        return [(rel, factory)]
     try:
         with reader_errors(path):
             target = _open_file(path, kind, options)
@@ -217,8 +227,6 @@ def _guarded(factory, path: str, key: str | None, options) -> Callable[[], Any]:
     """A member's factory whose errors name the file and the member, and which, with
     ``on_error="report"``, makes them a skipped member with an ``unreadable_member``
     finding."""
-    from ..errors import UnsupportedDtypeError
-    from .base import reader_errors
 
     def opened():
         try:
@@ -231,6 +239,7 @@ def _guarded(factory, path: str, key: str | None, options) -> Callable[[], Any]:
                 raise
             raise SkippedMemberError(f"cannot be read: {e}", "unreadable_member") from None
 
+    opened.raw_npy = getattr(factory, "raw_npy", None)
     return opened
 
 

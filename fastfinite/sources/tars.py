@@ -28,6 +28,7 @@ from ..compute.blocks import check_dtype
 from ..errors import SkippedMemberError, SourceError, UnsupportedDtypeError
 from .base import regular_file
 from .ndarray import ArraySource
+from .small import SMALL_NPY, RawNpy
 
 REST_OF_TAR = "(the rest of the tar)"  # the key of what follows a corrupt header (samples.py)
 BUFFER_SUFFIXES = (".npz", ".safetensors", ".pth", ".pt")  # read by ``files.open_buffer``
@@ -206,7 +207,11 @@ def _member(path, name, info: tarfile.TarInfo, size: int, mapped, options):
             )
         )
     if info.name.lower().endswith(".npy"):
-        return lambda: _npy_member(path, name, info, mapped, options)
+        factory = lambda: _npy_member(path, name, info, mapped, options)  # noqa: E731
+        if info.size <= SMALL_NPY:
+            a, b = info.offset_data, info.offset_data + info.size
+            factory.raw_npy = RawNpy(f"{name}/{info.name}", lambda: memoryview(mapped())[a:b])
+        return factory
     suffix = "." + info.name.rsplit("/", 1)[-1].split(".", 1)[-1] if "." in info.name else ""
     return _raise(SkippedMemberError(f"a {suffix or 'file'} member, not an array"))
 

@@ -1,0 +1,71 @@
+"""Many small arrays of one dtype and shape (the files of a set, the ``.npy`` members of tar
+shards) scanned together: stacked as the rows of one 2-D block, each row one array, through
+the same per-row kernel (or twin) and per-slice moments a scan of each alone takes, so that
+each row's statistics have the bits of its array's own scan (a whole-array scan is one row:
+``summarize._scan``). No new kernel: ``scan_rows`` and ``finish_slices`` are those every
+scan calls.
+
+The rows' counts are not kept apart by the kernel, so ``scan_stacked`` only tells which rows
+hold anything to report (a NaN or inf, a cast risk, sums to rescue, no finite value): those
+are scanned again alone, by the ordinary path, for their counts and locations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model import kinds
+from . import dispatch
+from .blocks import Block
+from .positions import kind_mask
+from .summarize import kernel_groups, scan_call
+from .summary import ScanSpec
+
+
+@dataclass
+class StackedRows:
+    """Per-row results of ``scan_stacked``: each row's finite statistics (what its own scan
+    would report) and ``alone``, the rows to scan again alone (their statistics here are
+    not to be used)."""
+
+    n: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+    min: np.ndarray
+    max: np.ndarray
+    alone: np.ndarray  # bool per row
+
+
+def scan_stacked(x2: np.ndarray, spec: ScanSpec) -> StackedRows:
+    """Scan the rows of ``x2`` (C-contiguous, shape ``(arrays, values)``), each the values
+    of one array of ``spec`` (its shape, dtype, casts) in C order, as each array's own scan
+    would. Blocks up to ``spec.twin_max`` values take the kernels' NumPy twin, as a small
+    array alone does (a set that small never loads numba); larger ones the kernel its
+    values' dtype takes in any scan, once it is ready (``dispatch``)."""
+    rows = x2.shape[0]
+    for group, dtype in kernel_groups(ScanSpec(x2.shape, x2.dtype, twin_max=spec.twin_max)):
+        dispatch.prepare(group, dtype)
+    block = Block(x2, (0, 0))
+    size = block.size
+    cols = size // max(rows, 1)
+    thr = spec.thresholds
+    counts = np.zeros(kinds.N_KINDS, np.int64)
+    sstats, scounts = np.empty((5, rows), np.float64), np.zeros((3, rows), np.int64)
+    scan, _, spans = scan_call(block, 0, size, (rows, cols), spec, True)
+    blocks = np.empty((3, spans), np.int64)
+    scan(thr, counts, 1, np.empty(kinds.N_KINDS, np.int64), blocks, *sstats, *scounts)
+    # each row's moments, as ``SliceStats.from_partials`` finishes them: elementwise, so
+    # the twin's bits are the kernel's; the twin, so that no other kernel group loads
+    n, mean, std = np.empty(rows, np.int64), np.empty(rows), np.empty(rows)
+    dispatch.pick("finish_slices", np.float64, True)(cols, *sstats, *scounts, n, mean, std)
+    lo, hi = sstats[3], sstats[4]
+    alone = scounts.sum(axis=0) > 0  # NaN or inf
+    alone |= n == 0
+    for k in np.flatnonzero(counts[kinds.FIRST_CAST_SLOT :]) + kinds.FIRST_CAST_SLOT:
+        alone |= kind_mask(block.x.reshape(rows, cols), int(k), thr).any(axis=1)
+    from ..kernels.slices_numpy import rescue_rows
+
+    alone[rescue_rows(n, mean, lo, hi)] = True
+    return StackedRows(n, mean, std, lo, hi, alone)
