@@ -253,6 +253,10 @@ def test_options_that_scan_members_one_by_one_still_do(tmp_path, monkeypatch):
         got, together = _together(monkeypatch, tmp_path, **kw)
         assert together == 0, kw
         _same(got, want)
+    for kw in ({"scale": "amax", "cast": ("float8_e4m3fn",)}, {"workers": 1}):
+        want = _one_by_one(monkeypatch, tmp_path, **kw)
+        got, together = _together(monkeypatch, tmp_path, **kw)
+        _same(got, want)
     want = _one_by_one(monkeypatch, tmp_path, localize=True)
     got, together = _together(monkeypatch, tmp_path, localize=True)
     assert together == 7

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..compute.batch import scan_stacked
 from ..compute.blocks import check_dtype
+from ..compute.pools import collector_paused
 from ..compute.summarize import summarize
 from ..compute.summary import PairwiseMerger, ScanSpec, Summary
 from ..model import kinds
@@ -36,7 +37,6 @@ from .plan import ScanPlan
 WINDOW = 4096  # entries of a set read before they are scanned
 WINDOW_BYTES = 64 << 20  # at most this many bytes of members held at once
 STACK_VALUES = 1 << 20  # values of members stacked in one block
-MAGIC = b"\x93NUMPY"
 
 
 def applies(plan: ScanPlan) -> bool:
@@ -60,6 +60,11 @@ def scan_set(plan: ScanPlan, alone: Callable[[list], Iterable[tuple[Any, ScanRep
     """The reports of a set's members by path, in the set's order: small ``.npy`` members
     without findings scanned together, the other entries by ``alone(entries)`` (the engine's
     ``(member, report)`` of each, recording skipped entries in the plan)."""
+    with collector_paused():  # tens of thousands of reports, no cycle
+        return _scan_set(plan, alone)
+
+
+def _scan_set(plan: ScanPlan, alone) -> dict:
     reports: dict = {}
     headers: dict = {}  # a header's bytes -> (dtype, shape, nbytes), or None
     templates: dict = {}  # (dtype, shape) -> a clean member's report, to copy
@@ -117,23 +122,24 @@ def _scan_window(window, data, plan: ScanPlan, headers: dict, templates: dict) -
         per = max(1, STACK_VALUES // (k * (2 if dtype.kind == "c" else 1)))
         for b in range(0, len(members), per):
             run = members[b : b + per]
-            x2 = np.empty((len(run), k), dtype)
-            for r, (_, _, got, start) in enumerate(run):
-                x2[r] = np.frombuffer(got, dtype, k, start)
+            # the members' values one after the other: one copy, read-only (as a map is)
+            joined = b"".join([memoryview(got)[start:] for _, _, got, start in run])
+            x2 = np.frombuffer(joined, dtype).reshape(len(run), k)
             rows = scan_stacked(x2, spec)
             with np.errstate(over="ignore"):
                 totals = rows.n * rows.mean  # as ``totals`` of one slice
-            template = templates.get((dtype, shape))
-            for r in range(len(run)):
-                j, name = run[r][0], run[r][1]
-                if rows.alone[r]:
+            ns, means, stds, los, his, tots = (
+                a.tolist() for a in (rows.n, rows.mean, rows.std, rows.min, rows.max, totals)
+            )
+            template, alone = templates.get((dtype, shape)), rows.alone.tolist()
+            for r, (j, name, _, _) in enumerate(run):
+                if alone[r]:
                     out[j] = _alone(spec, x2[r], name)
                     continue
-                stats = (int(rows.n[r]), float(rows.mean[r]), float(rows.std[r]),
-                         float(rows.min[r]), float(rows.max[r]), float(totals[r]))  # fmt: skip
+                stats = ns[r], means[r], stds[r], los[r], his[r], tots[r]
                 if template is None:
                     template = templates[(dtype, shape)] = _first_report(spec, x2[r], name, stats)
-                out[j] = _like(template, name, stats)
+                out[j] = _like(template, name, *stats)
     return out
 
 
@@ -154,19 +160,19 @@ def _parse(data, raw_dtype: str | None, headers: dict) -> tuple | None:
     it: a header numpy reads (version 1 or 2), C order (or at most one axis), a dtype the
     kernels scan (``raw_dtype`` applied as ``open_npy`` does), values present and exactly
     the bytes the header says. Else None: its factory opens it, and says what is wrong."""
-    head = bytes(data[:12])
-    if head[:6] != MAGIC or len(head) < 10:
+    if len(data) < 12:  # a header of 10 bytes or 12, then at least its dictionary
         return None
-    if head[6] == 1:
-        start = 10 + int.from_bytes(head[8:10], "little")
-    elif head[6] == 2 and len(head) == 12:
-        start = 12 + int.from_bytes(head[8:12], "little")
+    if data[6] == 1:
+        start = 10 + data[8] + (data[9] << 8)
+    elif data[6] == 2:
+        start = 12 + int.from_bytes(data[8:12], "little")
     else:
         return None
-    key = (raw_dtype, bytes(data[:start]))
-    if key not in headers:
-        headers[key] = _read_header(key[1], raw_dtype)
-    got = headers[key]
+    key = bytes(data[:start])  # the magic string and version too: checked when parsed
+    known = headers.setdefault(raw_dtype, {})
+    got = known.get(key, False)
+    if got is False:
+        got = known[key] = _read_header(key, raw_dtype)
     if got is None or len(data) != start + got[2]:
         return None
     return got[0], got[1], start
@@ -214,18 +220,16 @@ def _first_report(spec: ScanSpec, row: np.ndarray, name: str, stats: tuple) -> S
     return build_report(spec, report_meta(source), s, [], None, True, consume=True, threads=1)
 
 
-_FRESH = ("locations", "findings", "arrays", "skipped", "localized", "regions", "dynamic_range")
-
-
-def _like(template: ScanReport, name: str, stats: tuple) -> ScanReport:
+def _like(template: ScanReport, name: str, n, mean, std, lo, hi, total) -> ScanReport:
     """A copy of ``template`` (a clean member's report of the same kind) with the name and
     statistics of another clean member, and containers of its own."""
-    n, mean, std, lo, hi, total = stats
     out = object.__new__(ScanReport)
     d = out.__dict__
     d.update(template.__dict__)
-    d.update(name=name, count=n, mean=mean, std=std, min=lo, max=hi, sum=total)
+    d["name"], d["count"], d["mean"], d["std"], d["min"], d["max"], d["sum"] = (
+        name, n, mean, std, lo, hi, total
+    )  # fmt: skip
     d["cast"] = dict(template.cast)
-    for f in _FRESH:
-        d[f] = type(d[f])()
+    d["locations"], d["findings"], d["localized"], d["regions"] = [], [], [], []
+    d["arrays"], d["skipped"], d["dynamic_range"] = {}, {}, {}
     return out

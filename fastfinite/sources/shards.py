@@ -22,6 +22,7 @@ from fnmatch import fnmatchcase
 from functools import partial
 from typing import Any
 
+from ..compute.pools import collector_paused
 from ..errors import (
     FastFiniteError,
     InvalidArgumentError,
@@ -31,7 +32,7 @@ from ..errors import (
 )
 from .base import reader_errors
 from .ndarray import open_npy
-from .small import RawNpy, read_small_file
+from .small import RawNpy
 from .walk import ARRAY_KINDS, path_kind, walk
 
 GLOB_CHARS = "*?["
@@ -44,10 +45,10 @@ class ShardSet(list):
     count progress over the whole set), ``paths``, the local array files it reads, and
     ``raw``, how to read its small ``.npy`` members whole, by key (``small.RawNpy``)."""
 
-    def __init__(self, members, paths: list[str]):
+    def __init__(self, members, paths: list[str], raw: dict | None = None):
         super().__init__(members)
         self.paths = paths
-        self.raw = {k: f.raw_npy for k, f in members if getattr(f, "raw_npy", None)}
+        self.raw = raw if raw is not None else {}
 
 
 def is_glob(path: str) -> bool:
@@ -150,15 +151,27 @@ def open_list(paths: list, options) -> ShardSet:
 
 
 def _set(root: str, items: list[tuple[str, str]], options) -> ShardSet:
-    out, paths = [], []
+    with collector_paused():  # tens of thousands of factories, no cycle
+        return _members_of(root, items, options)
+
+
+def _members_of(root: str, items: list[tuple[str, str]], options) -> ShardSet:
+    out, paths, raws = [], [], {}
+    raw_dtype = getattr(options, "raw_dtype", None)
     for rel, kind in items:
         path = os.path.join(root, *rel.split("/"))
-        if kind in ARRAY_KINDS:
+        if kind == ".npy file":  # one array: mapped when its member is scanned, not before
             paths.append(path)
-            out += file_members(path, rel, kind, options)
+            out.append((rel, _npy_factory(path, options)))
+            raws[rel] = RawNpy(path, path, None, raw_dtype)  # and read whole, when small
+        elif kind in ARRAY_KINDS:
+            paths.append(path)
+            members = file_members(path, rel, kind, options)
+            out += members
+            raws.update((k, f.raw_npy) for k, f in members if getattr(f, "raw_npy", None))
         else:
             out.append((rel, _skip(_WHY.get(kind, f"{_article(kind)}"), _kind_of(kind))))
-    return ShardSet(out, paths)
+    return ShardSet(out, paths, raws)
 
 
 _WHY = {  # why an entry of a set is not scanned, by its ``walk`` kind
@@ -199,11 +212,8 @@ def file_members(path: str, rel: str, kind: str, options) -> Members:
     """The members of one array file or store of a set, keyed below ``rel``; a file that
     cannot be opened is an error naming it, or with ``on_error="report"`` one member whose
     factory raises ``SkippedMemberError`` (an ``unreadable_member`` finding)."""
-    if kind == ".npy file":  # one array: mapped when its member is scanned, not before
-        raw = getattr(options, "raw_dtype", None)
-        factory = _guarded(partial(open_npy, path, raw_dtype=raw), path, None, options)
-        factory.raw_npy = RawNpy(path, partial(read_small_file, path), raw)
-        return [(rel, factory)]
+    if kind == ".npy file":
+        return [(rel, _npy_factory(path, options))]
     try:
         with reader_errors(path):
             target = _open_file(path, kind, options)
@@ -221,6 +231,12 @@ def file_members(path: str, rel: str, kind: str, options) -> Members:
         ]
         return members or [(rel, _skip("it holds no array"))]
     return [(rel, lambda: target)]
+
+
+def _npy_factory(path: str, options) -> Callable[[], Any]:
+    """The factory of a ``.npy`` file: mapped when its member is scanned, not before."""
+    raw = getattr(options, "raw_dtype", None)
+    return _guarded(partial(open_npy, path, raw_dtype=raw), path, None, options)
 
 
 def _guarded(factory, path: str, key: str | None, options) -> Callable[[], Any]:

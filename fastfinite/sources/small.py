@@ -7,23 +7,26 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 SMALL_NPY = 1 << 20  # .npy members of at most this many bytes may be scanned together
 
 
-@dataclass(frozen=True)
-class RawNpy:
+class RawNpy(NamedTuple):
     """How to read a small ``.npy`` member's bytes whole (``engines.batched``), beside its
-    factory (``factory.raw_npy``), which stays what scans it alone: ``name``, what its
-    source is called; ``read()``, its bytes (a file's, or a view of a tar member's), or
-    None when it is not small (``SMALL_NPY``) or cannot be read (its factory says why);
-    ``raw_dtype``: the scan's ``raw_dtype``, for a file."""
+    factory, which stays what scans it alone: ``name``, what its source is called; the
+    file ``path``, or ``view()``, a view of a tar member's bytes; ``raw_dtype``: the scan's
+    ``raw_dtype``, for a file."""
 
     name: str
-    read: Callable[[], Any]
+    path: str | None = None
+    view: Callable[[], Any] | None = None
     raw_dtype: str | None = None
+
+    def read(self) -> Any:
+        """Its bytes, or None when it is not small (``SMALL_NPY``) or cannot be read (its
+        factory says why)."""
+        return read_small_file(self.path) if self.path is not None else self.view()
 
 
 def read_small_file(path: str) -> bytes | None:

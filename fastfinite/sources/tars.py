@@ -210,7 +210,7 @@ def _member(path, name, info: tarfile.TarInfo, size: int, mapped, options):
         factory = lambda: _npy_member(path, name, info, mapped, options)  # noqa: E731
         if info.size <= SMALL_NPY:
             a, b = info.offset_data, info.offset_data + info.size
-            factory.raw_npy = RawNpy(f"{name}/{info.name}", lambda: memoryview(mapped())[a:b])
+            factory.raw_npy = RawNpy(f"{name}/{info.name}", view=lambda: memoryview(mapped())[a:b])
         return factory
     suffix = "." + info.name.rsplit("/", 1)[-1].split(".", 1)[-1] if "." in info.name else ""
     return _raise(SkippedMemberError(f"a {suffix or 'file'} member, not an array"))

@@ -183,8 +183,8 @@ def entry_kind(entry: os.DirEntry, mixed: bool = False) -> str:
             return "symbolic link (never followed)"
         if entry.is_dir(follow_symlinks=False):
             return "Zarr store" if is_zarr_store(entry.path) else "directory"
-        if entry.is_file(follow_symlinks=False) and os.path.splitext(entry.name)[1]:
-            return name_kind(entry.name)
+        if entry.is_file(follow_symlinks=False) and "." in entry.name.lstrip("."):
+            return name_kind(entry.name)  # a suffix: the name says what it is
     except OSError:
         pass
     return path_kind(entry.path, mixed)
