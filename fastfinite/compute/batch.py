@@ -12,7 +12,7 @@ are scanned again alone, by the ordinary path, for their counts and locations.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -38,14 +38,26 @@ class StackedRows:
     alone: np.ndarray  # bool per row
 
 
+def small_data(spec: ScanSpec, values: int) -> ScanSpec:
+    """``spec`` for arrays of ``values`` values each, scanned together: arrays that alone
+    take the NumPy twin (``spec.twin_max``) take it together, numba costing more to load
+    than their values to scan, unless their kernels are loaded already (then ``twin_max``
+    is 0: the kernels, the same bits)."""
+    if values * (2 if spec.dtype.kind == "c" else 1) > spec.twin_max or not spec.twin_max:
+        return spec  # alone, they would ask for the kernels
+    groups = kernel_groups(replace(spec, twin_max=0))
+    if all(dispatch.loaded(group, dtype) for group, dtype in groups):
+        return replace(spec, twin_max=0)
+    return replace(spec, twin_max=1 << 62)
+
+
 def scan_stacked(x2: np.ndarray, spec: ScanSpec) -> StackedRows:
     """Scan the rows of ``x2`` (C-contiguous, shape ``(arrays, values)``), each the values
     of one array of ``spec`` (its shape, dtype, casts) in C order, as each array's own scan
-    would. Blocks up to ``spec.twin_max`` values take the kernels' NumPy twin, as a small
-    array alone does (a set that small never loads numba); larger ones the kernel its
-    values' dtype takes in any scan, once it is ready (``dispatch``)."""
+    would: the kernels' NumPy twin or the kernels as for one of them (``small_data``)."""
     rows = x2.shape[0]
-    for group, dtype in kernel_groups(ScanSpec(x2.shape, x2.dtype, twin_max=spec.twin_max)):
+    spec = small_data(spec, x2.size // max(rows, 1))
+    for group, dtype in kernel_groups(replace(spec, shape=x2.shape)):
         dispatch.prepare(group, dtype)
     block = Block(x2, (0, 0))
     size = block.size

@@ -18,12 +18,11 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from ..compute.batch import scan_stacked
+from ..compute.batch import scan_stacked, small_data
 from ..compute.blocks import check_dtype
 from ..compute.pools import collector_paused
 from ..compute.summarize import summarize
@@ -146,11 +145,11 @@ def _scan_window(window, data, plan: ScanPlan, headers: dict, templates: dict) -
 def _alone(spec: ScanSpec, row: np.ndarray, name: str) -> ScanReport:
     """The report of a member with something to report, scanned alone as the local engine
     scans a small array (``scan_member``: one region, its summary merged, its report
-    built), from its bytes read already; the kernel when it is ready, else its twin (the
-    same bits)."""
+    built), from its bytes read already (``small_data``: the kernels when they are
+    loaded, though it is small)."""
     x = row.reshape(spec.shape)
     merger = PairwiseMerger(spec.max_locations)
-    merger.add(summarize(x, (0,) * x.ndim, replace(spec, twin_max=0)))
+    merger.add(summarize(x, (0,) * x.ndim, small_data(spec, x.size)))
     meta = report_meta(ArraySource(x, name=name))
     return build_report(spec, meta, merger.result(), [], None, True, consume=True, threads=1)
 
