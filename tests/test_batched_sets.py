@@ -279,3 +279,32 @@ def test_a_cache_and_the_dask_engine_give_the_batched_report(tmp_path, monkeypat
     graph = fastfinite.scan(data, scheduler="synchronous")
     for other in (cached, again, graph):
         _same(other, got)
+
+
+@pytest.mark.numpy_twin
+def test_a_set_of_small_files_never_loads_numba(tmp_path):
+    """Members the twin takes alone take it together (numba costs more to load than a set
+    of small files to scan), and give the kernels' report."""
+    import subprocess
+    import sys
+
+    for i in range(300):  # 300 x 256 values: stacks past the twin's limit
+        x = np.arange(256, dtype=np.float32) + i
+        if i % 50 == 7:
+            x[i % 256] = np.nan
+        np.save(tmp_path / f"{i:03d}.npy", x)
+    code = (
+        "import sys, json, fastfinite\n"
+        f"r = fastfinite.scan({str(tmp_path)!r})\n"
+        "print(json.dumps([r.nan, 'numba' in sys.modules]))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "FASTFINITE_NUMPY_TWIN_MAX"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert json.loads(out.stdout) == [6, False]
+    with fastfinite.compute.dispatch.using("kernels"):
+        kernels = fastfinite.scan(tmp_path)
+    with fastfinite.compute.dispatch.using("twins"):
+        _same(fastfinite.scan(tmp_path), kernels)
