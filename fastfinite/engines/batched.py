@@ -67,15 +67,26 @@ def _scan_set(plan: ScanPlan, alone) -> dict:
     reports: dict = {}
     headers: dict = {}  # a header's bytes -> (dtype, shape, nbytes), or None
     templates: dict = {}  # (dtype, shape) -> a clean member's report, to copy
+    skips = plan.target.skips
     for window, data in _windows(plan.entries, plan.target.raw):
         clean = _scan_window(window, data, plan, headers, templates)
-        rest = [e for j, e in enumerate(window) if j not in clean]
+        rest = []
+        for j, (path, factory) in enumerate(window):
+            if path in skips:  # a label, a link...: what its factory would raise
+                plan.skip(path, skips[path])
+            elif j not in clean:
+                rest.append((path, factory))
         others = {m.path: r for m, r in alone(rest)} if rest else {}
         for j, (path, _) in enumerate(window):
             if j in clean:
                 reports[path] = clean[j]
             elif path in others:
                 reports[path] = others[path]
+    order = {path: i for i, (path, _) in enumerate(plan.entries)}  # as one by one
+    for said in (plan.skipped, plan.findings):
+        items = sorted(said.items(), key=lambda kv: order.get(kv[0], len(order)))
+        said.clear()
+        said.update(items)
     return reports
 
 

@@ -42,13 +42,16 @@ Members = list[tuple[str, Any]]  # [(key, factory), ...]
 
 class ShardSet(list):
     """The ``(key, factory)`` members of a shard set (its type tells the local engine to
-    count progress over the whole set), ``paths``, the local array files it reads, and
-    ``raw``, how to read its small ``.npy`` members whole, by key (``small.RawNpy``)."""
+    count progress over the whole set), ``paths``, the local array files it reads,
+    ``raw``, how to read its small ``.npy`` members whole, by key (``small.RawNpy``), and
+    ``skips``, the error of each entry that is not scanned (a label, a link...)."""
 
     def __init__(self, members, paths: list[str], raw: dict | None = None):
         super().__init__(members)
         self.paths = paths
         self.raw = raw if raw is not None else {}
+        # the entries that are not scanned, by key: the error their factory raises
+        self.skips = {k: f.skip for k, f in members if getattr(f, "skip", None) is not None}
 
 
 def is_glob(path: str) -> bool:
@@ -196,9 +199,12 @@ def _article(kind: str) -> str:
 
 
 def _skip(why: str, kind: str | None = None) -> Callable[[], Any]:
-    def skipped():
-        raise SkippedMemberError(why, kind)
+    error = SkippedMemberError(why, kind)
 
+    def skipped():
+        raise error
+
+    skipped.skip = error  # what it raises, known without calling it (``ShardSet.skips``)
     return skipped
 
 
@@ -256,6 +262,7 @@ def _guarded(factory, path: str, key: str | None, options) -> Callable[[], Any]:
             raise SkippedMemberError(f"cannot be read: {e}", "unreadable_member") from None
 
     opened.raw_npy = getattr(factory, "raw_npy", None)
+    opened.skip = getattr(factory, "skip", None)
     return opened
 
 

@@ -189,6 +189,8 @@ def _raise(error: Exception):
     def raised():
         raise error
 
+    if isinstance(error, (SkippedMemberError, UnsupportedDtypeError)):
+        raised.skip = error  # what it raises, known without calling it (``ShardSet.skips``)
     return raised
 
 
