@@ -8,9 +8,12 @@ headers parsed once per distinct header, and those of one dtype and shape are st
 the rows of one block, scanned by the kernels (or twins) every scan calls
 (``compute.batch``). A member with nothing to report gets the report its own scan would
 build: its statistics are its row's, to the last bit, and the rest is the report of the
-first such member of its kind (``build_report``), copied. Every other entry (a member
-with a finding, a header this path does not take, an unreadable file, a non-array entry)
-goes the ordinary way, scanned alone by the engine; the reports keep the set's order.
+first such member of its kind (``build_report``), copied. A member with something to
+report is scanned again alone, from its bytes, as the engine scans a small array. An
+entry that is not scanned (a label, a link) is recorded from the error its factory
+would raise; every other entry (a header this path does not take, a file too large or
+that cannot be read, a member of another kind) goes the ordinary way, scanned alone by
+the engine. The reports, skipped entries and findings keep the set's order.
 """
 
 from __future__ import annotations
@@ -57,8 +60,8 @@ def applies(plan: ScanPlan) -> bool:
 
 def scan_set(plan: ScanPlan, alone: Callable[[list], Iterable[tuple[Any, ScanReport]]]) -> dict:
     """The reports of a set's members by path, in the set's order: small ``.npy`` members
-    without findings scanned together, the other entries by ``alone(entries)`` (the engine's
-    ``(member, report)`` of each, recording skipped entries in the plan)."""
+    scanned together, the other entries by ``alone(entries)`` (the engine's ``(member,
+    report)`` of each, recording skipped entries in the plan)."""
     with collector_paused():  # tens of thousands of reports, no cycle
         return _scan_set(plan, alone)
 
@@ -112,7 +115,8 @@ def _windows(entries: list, raws: dict) -> Iterator[tuple[list, list]]:
 
 
 def _scan_window(window, data, plan: ScanPlan, headers: dict, templates: dict) -> dict:
-    """``{index in window: report}`` of the window's members scanned together and clean."""
+    """``{index in window: report}`` of the window's small ``.npy`` members this path takes
+    (``_parse``), scanned together (those with something to report, again alone)."""
     opts = plan.options
     groups: dict = {}
     for j, read in enumerate(data):
