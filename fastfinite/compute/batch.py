@@ -5,9 +5,12 @@ each row's statistics have the bits of its array's own scan (a whole-array scan 
 ``summarize._scan``). No new kernel: ``scan_rows`` and ``finish_slices`` are those every
 scan calls.
 
-The rows' counts are not kept apart by the kernel, so ``scan_stacked`` only tells which rows
-hold anything to report (a NaN or inf, a cast risk, sums to rescue, no finite value): those
-are scanned again alone, by the ordinary path, for their counts and locations.
+The kernel keeps each row's NaN and inf counts, and its statistics; a block that holds a
+cast risk has its rows' counts of it taken by the predicate pinned to the kernels'
+(``positions.kind_mask``). A row with findings gets its first positions as ``_scan``
+looks for those a kernel did not keep (``found_summary``); a row whose sums overflowed or
+are too small to keep their digits (``rescued``), or that holds no finite value, is to be
+scanned again alone (``alone``).
 """
 
 from __future__ import annotations
@@ -20,14 +23,15 @@ from ..model import kinds
 from . import dispatch
 from .blocks import Block
 from .positions import kind_mask
-from .summarize import kernel_groups, scan_call
-from .summary import ScanSpec
+from .summarize import _scan, kernel_groups, scan_call
+from .summary import ScanSpec, Summary
 
 
 @dataclass
 class StackedRows:
-    """Per-row results of ``scan_stacked``: each row's finite statistics (what its own scan
-    would report) and ``alone``, the rows to scan again alone (their statistics here are
+    """Per-row results of ``scan_stacked``: each row's finite statistics and counts (what
+    its own scan would report), and ``alone``, the rows to scan again alone (their sums
+    overflowed or are too small, or they hold no finite value: their statistics here are
     not to be used)."""
 
     n: np.ndarray
@@ -35,6 +39,7 @@ class StackedRows:
     std: np.ndarray
     min: np.ndarray
     max: np.ndarray
+    counts: np.ndarray  # (rows, kinds.N_KINDS)
     alone: np.ndarray  # bool per row
 
 
@@ -73,11 +78,31 @@ def scan_stacked(x2: np.ndarray, spec: ScanSpec) -> StackedRows:
     n, mean, std = np.empty(rows, np.int64), np.empty(rows), np.empty(rows)
     dispatch.pick("finish_slices", np.float64, True)(cols, *sstats, *scounts, n, mean, std)
     lo, hi = sstats[3], sstats[4]
-    alone = scounts.sum(axis=0) > 0  # NaN or inf
-    alone |= n == 0
+    # each row's counts: NaN and inf the kernel's own per row, the cast risks (when the
+    # block holds any) by the predicate pinned to the kernels' counts (``kind_mask``)
+    per_row = np.zeros((rows, kinds.N_KINDS), np.int64)
+    per_row[:, [kinds.SLOT_NAN, kinds.SLOT_POSINF, kinds.SLOT_NEGINF]] = scounts.T
     for k in np.flatnonzero(counts[kinds.FIRST_CAST_SLOT :]) + kinds.FIRST_CAST_SLOT:
-        alone |= kind_mask(block.x.reshape(rows, cols), int(k), thr).any(axis=1)
+        per_row[:, k] = kind_mask(block.x.reshape(rows, cols), int(k), thr).sum(axis=1)
     from ..kernels.slices_numpy import rescue_rows
 
+    alone = n == 0
     alone[rescue_rows(n, mean, lo, hi)] = True
-    return StackedRows(n, mean, std, lo, hi, alone)
+    return StackedRows(n, mean, std, lo, hi, per_row, alone)
+
+
+def found_summary(x: np.ndarray, spec: ScanSpec, counts: np.ndarray, stats: tuple) -> Summary:
+    """The summary the scan of the one region of ``x`` (an array of ``spec``, C order)
+    makes, from its row's ``counts`` and ``stats`` (``n, mean, std, min, max, sum``) in a
+    stack (``scan_stacked``; not a row it says to scan alone): its first positions of each
+    kind looked for as ``_scan`` looks for those its kernel did not keep."""
+    block = Block(x, (0,) * x.ndim)
+
+    def run(thr, into, locs, vals, nlocs):  # the counts; no position kept
+        into[:] = counts
+
+    s = _scan(block, 0, block.size, (1, block.size), spec, True, block.in_c_order, run=run)
+    s.n, s.mean, s.std, s.min, s.max, s.total = stats
+    if counts.any():
+        s.flagged = [((0,) * x.ndim, tuple(int(n) for n in block.dshape), int(counts.sum()))]
+    return s

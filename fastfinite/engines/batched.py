@@ -9,7 +9,9 @@ the rows of one block, scanned by the kernels (or twins) every scan calls
 (``compute.batch``). A member with nothing to report gets the report its own scan would
 build: its statistics are its row's, to the last bit, and the rest is the report of the
 first such member of its kind (``build_report``), copied. A member with something to
-report is scanned again alone, from its bytes, as the engine scans a small array. An
+report has its row's counts and statistics, its first positions looked for in its bytes
+(``compute.batch.found_summary``), and its report built; one whose sums overflowed (or
+are too small, or that holds no finite value) is scanned again alone, from its bytes. An
 entry that is not scanned (a label, a link) is recorded from the error its factory
 would raise; every other entry (a header this path does not take, a file too large or
 that cannot be read, a member of another kind) goes the ordinary way, scanned alone by
@@ -25,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compute.batch import scan_stacked, small_data
+from ..compute.batch import found_summary, scan_stacked, small_data
 from ..compute.blocks import check_dtype
 from ..compute.pools import collector_paused
 from ..compute.summarize import summarize
@@ -116,7 +118,7 @@ def _windows(entries: list, raws: dict) -> Iterator[tuple[list, list]]:
 
 def _scan_window(window, data, plan: ScanPlan, headers: dict, templates: dict) -> dict:
     """``{index in window: report}`` of the window's small ``.npy`` members this path takes
-    (``_parse``), scanned together (those with something to report, again alone)."""
+    (``_parse``), scanned together."""
     opts = plan.options
     groups: dict = {}
     for j, read in enumerate(data):
@@ -146,11 +148,15 @@ def _scan_window(window, data, plan: ScanPlan, headers: dict, templates: dict) -
                 a.tolist() for a in (rows.n, rows.mean, rows.std, rows.min, rows.max, totals)
             )
             template, alone = templates.get((dtype, shape)), rows.alone.tolist()
+            found = rows.counts.any(axis=1).tolist()
             for r, (j, name, _, _) in enumerate(run):
                 if alone[r]:
                     out[j] = _alone(spec, x2[r], name)
                     continue
                 stats = ns[r], means[r], stds[r], los[r], his[r], tots[r]
+                if found[r]:
+                    out[j] = _found(spec, x2[r], name, rows.counts[r], stats)
+                    continue
                 if template is None:
                     template = templates[(dtype, shape)] = _first_report(spec, x2[r], name, stats)
                 out[j] = _like(template, name, *stats)
@@ -165,6 +171,16 @@ def _alone(spec: ScanSpec, row: np.ndarray, name: str) -> ScanReport:
     x = row.reshape(spec.shape)
     merger = PairwiseMerger(spec.max_locations)
     merger.add(summarize(x, (0,) * x.ndim, small_data(spec, x.size)))
+    meta = report_meta(ArraySource(x, name=name))
+    return build_report(spec, meta, merger.result(), [], None, True, consume=True, threads=1)
+
+
+def _found(spec: ScanSpec, row: np.ndarray, name: str, counts: np.ndarray, stats) -> ScanReport:
+    """The report of a member with findings, as its own scan builds it, from its row's
+    counts and statistics (``found_summary``)."""
+    x = row.reshape(spec.shape)
+    merger = PairwiseMerger(spec.max_locations)
+    merger.add(found_summary(x, spec, counts, stats))
     meta = report_meta(ArraySource(x, name=name))
     return build_report(spec, meta, merger.result(), [], None, True, consume=True, threads=1)
 
