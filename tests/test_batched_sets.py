@@ -253,9 +253,10 @@ def test_options_that_scan_members_one_by_one_still_do(tmp_path, monkeypatch):
         got, together = _together(monkeypatch, tmp_path, **kw)
         assert together == 0, kw
         _same(got, want)
-    for kw in ({"scale": "amax", "cast": ("float8_e4m3fn",)}, {"workers": 1}):
+    for kw in ({"scale": "amax", "cast": ("float8_e4m3fn",)}, {"workers": 1}, {"progress": True}):
         want = _one_by_one(monkeypatch, tmp_path, **kw)
         got, together = _together(monkeypatch, tmp_path, **kw)
+        assert together == 7, kw
         _same(got, want)
     want = _one_by_one(monkeypatch, tmp_path, localize=True)
     got, together = _together(monkeypatch, tmp_path, localize=True)
@@ -308,3 +309,24 @@ def test_a_set_of_small_files_never_loads_numba(tmp_path):
         kernels = fastfinite.scan(tmp_path)
     with fastfinite.compute.dispatch.using("twins"):
         _same(fastfinite.scan(tmp_path), kernels)
+
+
+def test_the_progress_bar_counts_every_byte_of_the_set(tmp_path, monkeypatch, capsys):
+    """The bar of a set scanned together counts the bytes of its arrays, those scanned
+    together and those scanned alone, to the total it starts from."""
+    for i in range(6):
+        x = np.zeros(1024, np.float32)  # 4 KiB each
+        if i == 2:
+            x[5] = np.nan  # with a finding
+        np.save(tmp_path / f"{i}.npy", x)
+    np.save(tmp_path / "big.npy", np.zeros(300_000, np.float32))  # past SMALL_NPY: alone
+    (tmp_path / "label.txt").write_text("not an array")
+    from fastfinite.engines import local
+
+    bars, real = [], local._set_bar
+    monkeypatch.setattr(local, "_set_bar", lambda *a: bars.append(real(*a)) or bars[-1])
+    _, together = _together(monkeypatch, tmp_path, progress=True)
+    assert together == 5
+    (bar,) = bars
+    assert bar.total == bar.n == 6 * 4096 + 1_200_000
+    assert str(tmp_path) in capsys.readouterr().err

@@ -45,8 +45,8 @@ STACK_VALUES = 1 << 20  # values of members stacked in one block
 
 def applies(plan: ScanPlan) -> bool:
     """Whether a plan's members may be scanned together: a set of files (or tar shards)
-    scanned without ``by``, ``fail_fast``, a progress bar, a cache or a region size (each
-    of those scans its members one by one, as before)."""
+    scanned without ``by``, ``fail_fast``, a cache or a region size (each of those scans
+    its members one by one, as before)."""
     from ..sources.shards import ShardSet
 
     opts = plan.options
@@ -54,21 +54,45 @@ def applies(plan: ScanPlan) -> bool:
         isinstance(plan.target, ShardSet)
         and opts.by is None
         and not opts.fail_fast
-        and not opts.progress
         and plan.cache is None
         and opts.region_bytes is None
     )
 
 
-def scan_set(plan: ScanPlan, alone: Callable[[list], Iterable[tuple[Any, ScanReport]]]) -> dict:
+def scan_set(
+    plan: ScanPlan, alone: Callable[[list], Iterable[tuple[Any, ScanReport]]], bar=None
+) -> dict:
     """The reports of a set's members by path, in the set's order: small ``.npy`` members
     scanned together, the other entries by ``alone(entries)`` (the engine's ``(member,
-    report)`` of each, recording skipped entries in the plan)."""
+    report)`` of each, recording skipped entries in the plan); ``bar``: the set's progress
+    bar (``alone`` counts its own members on it)."""
     with collector_paused():  # tens of thousands of reports, no cycle
-        return _scan_set(plan, alone)
+        return _scan_set(plan, alone, bar)
 
 
-def _scan_set(plan: ScanPlan, alone) -> dict:
+def set_bytes(plan: ScanPlan) -> int:
+    """The bytes of the arrays of a set, what its progress bar counts: a small ``.npy``
+    member's from its header, any other member's from its source opened (and let go, as
+    the one-by-one path counts them); entries not scanned count nothing."""
+    headers: dict = {}
+    total = 0
+    raws, skips = plan.target.raw, plan.target.skips
+    others = []
+    for path, factory in plan.entries:
+        raw = raws.get(path)
+        got = raw.read() if raw is not None else None
+        parsed = _parse(got, raw.raw_dtype, headers) if got is not None else None
+        if parsed is not None:
+            total += math.prod(parsed[1]) * parsed[0].itemsize
+        elif path not in skips:
+            others.append((path, factory))
+    for m in plan.members(others):
+        total += m.source.nbytes
+        m.source.unmap()
+    return total
+
+
+def _scan_set(plan: ScanPlan, alone, bar) -> dict:
     reports: dict = {}
     headers: dict = {}  # a header's bytes -> (dtype, shape, nbytes), or None
     templates: dict = {}  # (dtype, shape) -> a clean member's report, to copy
@@ -81,10 +105,12 @@ def _scan_set(plan: ScanPlan, alone) -> dict:
                 plan.skip(path, skips[path])
             elif j not in clean:
                 rest.append((path, factory))
+        if bar is not None:
+            bar.update(sum(nbytes for _, nbytes in clean.values()))
         others = {m.path: r for m, r in alone(rest)} if rest else {}
         for j, (path, _) in enumerate(window):
             if j in clean:
-                reports[path] = clean[j]
+                reports[path] = clean[j][0]
             elif path in others:
                 reports[path] = others[path]
     order = {path: i for i, (path, _) in enumerate(plan.entries)}  # as one by one
@@ -123,8 +149,8 @@ def _read_window(entries: list, first: int, raws: dict) -> tuple[list, list, int
 
 
 def _scan_window(window, data, plan: ScanPlan, headers: dict, templates: dict) -> dict:
-    """``{index in window: report}`` of the window's small ``.npy`` members this path takes
-    (``_parse``), scanned together."""
+    """``{index in window: (report, nbytes)}`` of the window's small ``.npy`` members this
+    path takes (``_parse``), scanned together."""
     opts = plan.options
     groups: dict = {}
     for j, read in enumerate(data):
@@ -141,6 +167,7 @@ def _scan_window(window, data, plan: ScanPlan, headers: dict, templates: dict) -
             shape, dtype, opts.cast, opts.max_locations, None, opts.z_threshold, plan.twin_max
         )
         k = math.prod(shape)
+        nbytes = k * dtype.itemsize
         per = max(1, STACK_VALUES // (k * (2 if dtype.kind == "c" else 1)))
         for b in range(0, len(members), per):
             run = members[b : b + per]
@@ -157,15 +184,15 @@ def _scan_window(window, data, plan: ScanPlan, headers: dict, templates: dict) -
             found = rows.counts.any(axis=1).tolist()
             for r, (j, name, _, _) in enumerate(run):
                 if alone[r]:
-                    out[j] = _alone(spec, x2[r], name)
+                    out[j] = _alone(spec, x2[r], name), nbytes
                     continue
                 stats = ns[r], means[r], stds[r], los[r], his[r], tots[r]
                 if found[r]:
-                    out[j] = _found(spec, x2[r], name, rows.counts[r], stats)
+                    out[j] = _found(spec, x2[r], name, rows.counts[r], stats), nbytes
                     continue
                 if template is None:
                     template = templates[(dtype, shape)] = _first_report(spec, x2[r], name, stats)
-                out[j] = _like(template, name, *stats)
+                out[j] = _like(template, name, *stats), nbytes
     return out
 
 

@@ -47,8 +47,13 @@ ZARR_REQUESTS = 10  # requests zarr keeps in flight for one region (async.concur
 def run(plan: ScanPlan) -> ScanReport:
     """Scan every member of a plan (small ones side by side) and build the report."""
     if batched.applies(plan):  # a set's small .npy files or tar members: together
-        alone = lambda entries: _side_by_side(plan.members(entries), plan, None)  # noqa: E731
-        reports = batched.scan_set(plan, alone)
+        bar = _set_bar(plan.layout.name, batched.set_bytes(plan)) if plan.options.progress else None
+        try:
+            alone = lambda entries: _side_by_side(plan.members(entries), plan, bar)  # noqa: E731
+            reports = batched.scan_set(plan, alone, bar)
+        finally:
+            if bar is not None:
+                bar.close()
         return finish(plan.layout, reports, plan.skipped, True, list(plan.findings.values()))
     reports: dict = {}
     stopped = False
