@@ -22,7 +22,23 @@ import fastfinite
 from fastfinite.engines import batched
 from fastfinite.errors import SourceError
 
-DTYPES = ["<f4", ">f4", "<f8", ">f8", "<f2", "<c8", ">c16", "<i4", ">i8", "|u1", "|b1"]
+DTYPES = [
+    "<f4",
+    ">f4",
+    "<f8",
+    ">f8",
+    "<f2",
+    ">f2",
+    "<c8",
+    ">c8",
+    ">c16",
+    "<i4",
+    ">i8",
+    "|i1",
+    ">u2",
+    "|u1",
+    "|b1",
+]
 PLANTS = [np.nan, np.inf, -np.inf, 1e5, -7e4, 1e-30, 1e-8, 3e38, 1e300, -1e308, 1e-310, 0.0]
 
 
