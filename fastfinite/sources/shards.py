@@ -161,8 +161,9 @@ def _set(root: str, items: list[tuple[str, str]], options) -> ShardSet:
 def _members_of(root: str, items: list[tuple[str, str]], options) -> ShardSet:
     out, paths, raws = [], [], {}
     raw_dtype = getattr(options, "raw_dtype", None)
+    posix = os.sep == "/"
     for rel, kind in items:
-        path = os.path.join(root, *rel.split("/"))
+        path = os.path.join(root, rel) if posix else os.path.join(root, *rel.split("/"))
         if kind == ".npy file":  # one array: mapped when its member is scanned, not before
             paths.append(path)
             out.append((rel, _npy_factory(path, options)))
@@ -261,8 +262,9 @@ def _guarded(factory, path: str, key: str | None, options) -> Callable[[], Any]:
                 raise
             raise SkippedMemberError(f"cannot be read: {e}", "unreadable_member") from None
 
-    opened.raw_npy = getattr(factory, "raw_npy", None)
-    opened.skip = getattr(factory, "skip", None)
+    for attr in ("raw_npy", "skip"):  # what the factory tells without being called
+        if getattr(factory, attr, None) is not None:
+            setattr(opened, attr, getattr(factory, attr))
     return opened
 
 
