@@ -249,7 +249,9 @@ def _npy_factory(path: str, options) -> Callable[[], Any]:
 def _guarded(factory, path: str, key: str | None, options) -> Callable[[], Any]:
     """A member's factory whose errors name the file and the member, and which, with
     ``on_error="report"``, makes them a skipped member with an ``unreadable_member``
-    finding."""
+    finding (a factory that only raises what it says it does, ``skip``, as it is)."""
+    if getattr(factory, "skip", None) is not None:
+        return factory
 
     def opened():
         try:

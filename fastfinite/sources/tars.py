@@ -196,14 +196,14 @@ def _raise(error: Exception):
 
 def _member(path, name, info: tarfile.TarInfo, size: int, mapped, options):
     """The factory of one member."""
-    where = f"{name}, member {info.name}"
     if not info.isfile():
         what = "a link" if info.issym() or info.islnk() else "not a regular file"
         return _raise(SkippedMemberError(f"{what} in the tar, not an array"))
     if info.offset_data + info.size > size:
         return _raise(
             _unreadable(
-                f"cannot read {where}: its data ends at byte {info.offset_data + info.size}, "
+                f"cannot read {name}, member {info.name}: its data ends at byte "
+                f"{info.offset_data + info.size}, "
                 f"past the end of the file ({size} bytes): the tar is truncated",
                 options,
             )
