@@ -190,6 +190,15 @@ def wait(group: str, dtype, timeout: float | None = None) -> bool:
     return g.ready.wait(timeout) and g.error is None
 
 
+def loaded(group: str, dtype) -> bool:
+    """Whether ``group``'s kernels for data of ``dtype`` are ready in this process (asking
+    for nothing: small data that may take them when they are there, never loads numba)."""
+    if policy != "auto":
+        return policy == "kernels"
+    g = _groups.get((group, kernel_dtype(dtype)))
+    return g is not None and g.ready.is_set() and g.error is None
+
+
 def pick(name: str, dtype, small: bool = False) -> Callable:
     """Kernel ``name`` for data of ``dtype`` when its group is ready, else its twin (always
     for ``small`` data: numba costs more than it saves there)."""

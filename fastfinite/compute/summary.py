@@ -18,7 +18,7 @@ import numpy as np
 
 from ..model import kinds
 from ..model.cast_forms import kernel_thresholds
-from ..model.stats import combine, scaled_moments
+from ..model.stats import chan, scaled_moments
 from .blocks import component_dtype
 from .pages import COUNT_ROWS, canvas_buffer, slice_numbers
 
@@ -325,7 +325,10 @@ class Summary:
 def merge(a: Summary, b: Summary, cap: int, spend: bool = False) -> Summary:
     """Combine two summaries of disjoint parts; associative, exact for counts and locations.
     With ``spend``, ``a``'s slice statistics may be merged into in place."""
-    n, mean, std = combine(a.n, a.mean, a.std, b.n, b.mean, b.std)
+    # ``chan``: ``combine``'s bits on scalars (tests/test_chan.py), without NumPy's calls
+    n, mean, std = chan(
+        int(a.n), float(a.mean), float(a.std), int(b.n), float(b.mean), float(b.std)
+    )
     idx, val = [], []
     for k in range(kinds.N_KINDS):
         if not len(b.loc_index[k]):

@@ -33,6 +33,7 @@ from ..model.kinds import FIRST_CAST_SLOT
 from ..report.build import build_report, finish, report_meta
 from ..report.model import ScanReport
 from ..sources.base import SMALL_BYTES
+from . import batched
 from .plan import Member, ScanPlan
 
 T = TypeVar("T")
@@ -45,6 +46,15 @@ ZARR_REQUESTS = 10  # requests zarr keeps in flight for one region (async.concur
 
 def run(plan: ScanPlan) -> ScanReport:
     """Scan every member of a plan (small ones side by side) and build the report."""
+    if batched.applies(plan):  # a set's small .npy files or tar members: together
+        bar = _set_bar(plan.layout.name, batched.set_bytes(plan)) if plan.options.progress else None
+        try:
+            alone = lambda entries: _side_by_side(plan.members(entries), plan, bar)  # noqa: E731
+            reports = batched.scan_set(plan, alone, bar)
+        finally:
+            if bar is not None:
+                bar.close()
+        return finish(plan.layout, reports, plan.skipped, True, list(plan.findings.values()))
     reports: dict = {}
     stopped = False
     members, bar = plan.members(), None

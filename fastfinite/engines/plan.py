@@ -75,18 +75,24 @@ class ScanPlan:
         memory = self.recalled[member.path] = MemberMemory(self.cache, member)
         return memory
 
-    def members(self) -> Iterator[Member]:
+    def skip(self, path: str, error: Exception) -> None:
+        """Record the member ``path`` as not scanned, for the reason ``error`` gives (with a
+        finding of the group's when the error has a kind)."""
+        self.skipped[path] = str(error)
+        kind = getattr(error, "kind", None)
+        if kind is not None:
+            self.findings[path] = Finding(kind, (), f"{path}: {error}")
+
+    def members(self, entries: list | None = None) -> Iterator[Member]:
+        """The members of ``entries`` (default: all the plan's), opened one at a time."""
         opts = self.options
-        for path, factory in self.entries:
+        for path, factory in self.entries if entries is None else entries:
             try:
                 source = factory()
             except (UnsupportedDtypeError, SkippedMemberError) as e:
                 if path is None:
                     raise
-                self.skipped[path] = str(e)
-                kind = getattr(e, "kind", None)
-                if kind is not None:
-                    self.findings[path] = Finding(kind, (), f"{path}: {e}")
+                self.skip(path, e)
                 continue
             spec = ScanSpec(
                 source.shape,

@@ -29,7 +29,7 @@ from ..model.kinds import (
     severity_of,
     with_groups,
 )
-from ..model.stats import combine
+from ..model.stats import chan
 
 SCHEMA = "fastfinite.report/2"
 SCHEMAS = ("fastfinite.report/1", SCHEMA)  # what ``from_dict`` reads: /1 has no severities
@@ -1008,15 +1008,17 @@ def _v1_fill_nonfinite(message: str) -> bool:
 def combined_counts(reports: list[ScanReport]) -> dict[str, Any]:
     """Counts, cast risks and finite statistics of several reports taken together
     (statistics by Chan et al.'s pairwise formula)."""
-    cast: dict[str, CastRisk] = {}
+    sums: dict[str, list[int]] = {}
     for r in reports:
         for t, risk in r.cast.items():
-            c = cast.get(t, CastRisk())
-            cast[t] = CastRisk(c.overflow + risk.overflow, c.underflow + risk.underflow)
+            c = sums.setdefault(t, [0, 0])
+            c[0] += risk.overflow
+            c[1] += risk.underflow
+    cast = {t: CastRisk(*c) for t, c in sums.items()}
     n, mean, std = 0, 0.0, 0.0
-    for r in reports:
+    for r in reports:  # ``chan``: ``combine``'s bits on scalars, without NumPy's calls
         if r.count:
-            n, mean, std = combine(n, mean, std, r.count, r.mean, r.std)
+            n, mean, std = chan(n, mean, std, r.count, r.mean, r.std)
     counted = [r for r in reports if r.count]
     return {
         "nan": sum(r.nan for r in reports),

@@ -19,9 +19,20 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from fnmatch import fnmatchcase
+from functools import partial
 from typing import Any
 
-from ..errors import FastFiniteError, InvalidArgumentError, SkippedMemberError, SourceError
+from ..compute.pools import collector_paused
+from ..errors import (
+    FastFiniteError,
+    InvalidArgumentError,
+    SkippedMemberError,
+    SourceError,
+    UnsupportedDtypeError,
+)
+from .base import reader_errors
+from .ndarray import open_npy
+from .small import RawNpy
 from .walk import ARRAY_KINDS, path_kind, walk
 
 GLOB_CHARS = "*?["
@@ -31,11 +42,16 @@ Members = list[tuple[str, Any]]  # [(key, factory), ...]
 
 class ShardSet(list):
     """The ``(key, factory)`` members of a shard set (its type tells the local engine to
-    count progress over the whole set), and ``paths``, the local array files it reads."""
+    count progress over the whole set), ``paths``, the local array files it reads,
+    ``raw``, how to read its small ``.npy`` members whole, by key (``small.RawNpy``), and
+    ``skips``, the error of each entry that is not scanned (a label, a link...)."""
 
-    def __init__(self, members, paths: list[str]):
+    def __init__(self, members, paths: list[str], raw: dict | None = None):
         super().__init__(members)
         self.paths = paths
+        self.raw = raw if raw is not None else {}
+        # the entries that are not scanned, by key: the error their factory raises
+        self.skips = {k: f.skip for k, f in members if getattr(f, "skip", None) is not None}
 
 
 def is_glob(path: str) -> bool:
@@ -138,15 +154,28 @@ def open_list(paths: list, options) -> ShardSet:
 
 
 def _set(root: str, items: list[tuple[str, str]], options) -> ShardSet:
-    out, paths = [], []
+    with collector_paused():  # tens of thousands of factories, no cycle
+        return _members_of(root, items, options)
+
+
+def _members_of(root: str, items: list[tuple[str, str]], options) -> ShardSet:
+    out, paths, raws = [], [], {}
+    raw_dtype = getattr(options, "raw_dtype", None)
+    posix = os.sep == "/"
     for rel, kind in items:
-        path = os.path.join(root, *rel.split("/"))
-        if kind in ARRAY_KINDS:
+        path = os.path.join(root, rel) if posix else os.path.join(root, *rel.split("/"))
+        if kind == ".npy file":  # one array: mapped when its member is scanned, not before
             paths.append(path)
-            out += file_members(path, rel, kind, options)
+            out.append((rel, _npy_factory(path, options)))
+            raws[rel] = RawNpy(path, path, None, raw_dtype)  # and read whole, when small
+        elif kind in ARRAY_KINDS:
+            paths.append(path)
+            members = file_members(path, rel, kind, options)
+            out += members
+            raws.update((k, f.raw_npy) for k, f in members if getattr(f, "raw_npy", None))
         else:
             out.append((rel, _skip(_WHY.get(kind, f"{_article(kind)}"), _kind_of(kind))))
-    return ShardSet(out, paths)
+    return ShardSet(out, paths, raws)
 
 
 _WHY = {  # why an entry of a set is not scanned, by its ``walk`` kind
@@ -171,9 +200,12 @@ def _article(kind: str) -> str:
 
 
 def _skip(why: str, kind: str | None = None) -> Callable[[], Any]:
-    def skipped():
-        raise SkippedMemberError(why, kind)
+    error = SkippedMemberError(why, kind)
 
+    def skipped():
+        raise error
+
+    skipped.skip = error  # what it raises, known without calling it (``ShardSet.skips``)
     return skipped
 
 
@@ -187,13 +219,8 @@ def file_members(path: str, rel: str, kind: str, options) -> Members:
     """The members of one array file or store of a set, keyed below ``rel``; a file that
     cannot be opened is an error naming it, or with ``on_error="report"`` one member whose
     factory raises ``SkippedMemberError`` (an ``unreadable_member`` finding)."""
-    from .base import reader_errors
-
-    if kind == ".npy file":  # one array: mapped when its member is scanned, not before
-        from .ndarray import open_npy
-
-        raw = getattr(options, "raw_dtype", None)
-        return [(rel, _guarded(lambda: open_npy(path, raw_dtype=raw), path, None, options))]
+    if kind == ".npy file":
+        return [(rel, _npy_factory(path, options))]
     try:
         with reader_errors(path):
             target = _open_file(path, kind, options)
@@ -213,12 +240,18 @@ def file_members(path: str, rel: str, kind: str, options) -> Members:
     return [(rel, lambda: target)]
 
 
+def _npy_factory(path: str, options) -> Callable[[], Any]:
+    """The factory of a ``.npy`` file: mapped when its member is scanned, not before."""
+    raw = getattr(options, "raw_dtype", None)
+    return _guarded(partial(open_npy, path, raw_dtype=raw), path, None, options)
+
+
 def _guarded(factory, path: str, key: str | None, options) -> Callable[[], Any]:
     """A member's factory whose errors name the file and the member, and which, with
     ``on_error="report"``, makes them a skipped member with an ``unreadable_member``
-    finding."""
-    from ..errors import UnsupportedDtypeError
-    from .base import reader_errors
+    finding (a factory that only raises what it says it does, ``skip``, as it is)."""
+    if getattr(factory, "skip", None) is not None:
+        return factory
 
     def opened():
         try:
@@ -231,6 +264,9 @@ def _guarded(factory, path: str, key: str | None, options) -> Callable[[], Any]:
                 raise
             raise SkippedMemberError(f"cannot be read: {e}", "unreadable_member") from None
 
+    for attr in ("raw_npy", "skip"):  # what the factory tells without being called
+        if getattr(factory, attr, None) is not None:
+            setattr(opened, attr, getattr(factory, attr))
     return opened
 
 

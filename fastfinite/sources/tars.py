@@ -28,6 +28,7 @@ from ..compute.blocks import check_dtype
 from ..errors import SkippedMemberError, SourceError, UnsupportedDtypeError
 from .base import regular_file
 from .ndarray import ArraySource
+from .small import SMALL_NPY, RawNpy
 
 REST_OF_TAR = "(the rest of the tar)"  # the key of what follows a corrupt header (samples.py)
 BUFFER_SUFFIXES = (".npz", ".safetensors", ".pth", ".pt")  # read by ``files.open_buffer``
@@ -188,25 +189,31 @@ def _raise(error: Exception):
     def raised():
         raise error
 
+    if isinstance(error, (SkippedMemberError, UnsupportedDtypeError)):
+        raised.skip = error  # what it raises, known without calling it (``ShardSet.skips``)
     return raised
 
 
 def _member(path, name, info: tarfile.TarInfo, size: int, mapped, options):
     """The factory of one member."""
-    where = f"{name}, member {info.name}"
     if not info.isfile():
         what = "a link" if info.issym() or info.islnk() else "not a regular file"
         return _raise(SkippedMemberError(f"{what} in the tar, not an array"))
     if info.offset_data + info.size > size:
         return _raise(
             _unreadable(
-                f"cannot read {where}: its data ends at byte {info.offset_data + info.size}, "
+                f"cannot read {name}, member {info.name}: its data ends at byte "
+                f"{info.offset_data + info.size}, "
                 f"past the end of the file ({size} bytes): the tar is truncated",
                 options,
             )
         )
     if info.name.lower().endswith(".npy"):
-        return lambda: _npy_member(path, name, info, mapped, options)
+        factory = lambda: _npy_member(path, name, info, mapped, options)  # noqa: E731
+        if info.size <= SMALL_NPY:
+            a, b = info.offset_data, info.offset_data + info.size
+            factory.raw_npy = RawNpy(f"{name}/{info.name}", view=lambda: memoryview(mapped())[a:b])
+        return factory
     suffix = "." + info.name.rsplit("/", 1)[-1].split(".", 1)[-1] if "." in info.name else ""
     return _raise(SkippedMemberError(f"a {suffix or 'file'} member, not an array"))
 

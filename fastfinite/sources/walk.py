@@ -157,7 +157,7 @@ def walk(root: str, levels: int | None = None) -> DirContents:
             if entry.name.startswith((".", "_")):
                 continue
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-            kind = path_kind(entry.path, bool(out.other))
+            kind = entry_kind(entry, bool(out.other))
             if kind == "directory":
                 if levels is not None and depth + 1 >= levels:
                     continue
@@ -172,6 +172,22 @@ def walk(root: str, levels: int | None = None) -> DirContents:
         stack += [(d, depth + 1) for d in reversed(subdirs)]  # sorted, depth first
     out.parquet.sort()
     return out
+
+
+def entry_kind(entry: os.DirEntry, mixed: bool = False) -> str:
+    """``path_kind`` of a directory's entry, from the type its listing gave (no ``lstat``
+    a file: 10,000 files cost a tenth of a second less) for a link, a directory or a
+    regular file with a suffix; else ``path_kind``."""
+    try:
+        if entry.is_symlink():
+            return "symbolic link (never followed)"
+        if entry.is_dir(follow_symlinks=False):
+            return "Zarr store" if is_zarr_store(entry.path) else "directory"
+        if entry.is_file(follow_symlinks=False) and "." in entry.name.lstrip("."):
+            return name_kind(entry.name)  # a suffix: the name says what it is
+    except OSError:
+        pass
+    return path_kind(entry.path, mixed)
 
 
 def path_kind(path: str, mixed: bool = False) -> str:

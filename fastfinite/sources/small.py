@@ -1,0 +1,54 @@
+"""Small ``.npy`` members of a set (a file, a tar shard's member) as bytes read whole: what
+``engines.batched`` scans many of together. Each member's factory, which opens it as a
+source, stays what scans it alone; ``RawNpy`` rides beside it (``factory.raw_npy``)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+SMALL_NPY = 1 << 20  # .npy members of at most this many bytes may be scanned together
+
+
+class RawNpy(NamedTuple):
+    """How to read a small ``.npy`` member's bytes whole (``engines.batched``), beside its
+    factory, which stays what scans it alone: ``name``, what its source is called; the
+    file ``path``, or ``view()``, a view of a tar member's bytes; ``raw_dtype``: the scan's
+    ``raw_dtype``, for a file."""
+
+    name: str
+    path: str | None = None
+    view: Callable[[], Any] | None = None
+    raw_dtype: str | None = None
+
+    def read(self) -> Any:
+        """Its bytes, or None when it is not small (``SMALL_NPY``) or cannot be read (its
+        factory says why)."""
+        if self.path is not None:
+            return read_small_file(self.path)
+        try:
+            return self.view()
+        except Exception:  # noqa: BLE001 - a tar gone since it was listed: its factory says so
+            return None
+
+
+def read_small_file(path: str) -> bytes | None:
+    """The bytes of the file ``path`` when it holds at most ``SMALL_NPY`` bytes, else (or
+    when it cannot be read) None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO never waits
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        size = st.st_size
+        if not stat.S_ISREG(st.st_mode) or size > SMALL_NPY:
+            return None
+        data = os.read(fd, size + 1)
+        return data if len(data) == size else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
