@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from .errors import InvalidArgumentError, NonFiniteError
 from .model.kinds import fails
 from .options import parse_bool, parse_kinds, parse_scheduler, scan_options
@@ -215,7 +217,8 @@ def scan(
 
         plan.cache = ScanCache(opts.cache)
     try:
-        return _run(plan, data, scheduler, compute, graph, progress, localize, targets)
+        with np.errstate(all="ignore"):  # the data's overflows are findings (compute/pools.py)
+            return _run(plan, data, scheduler, compute, graph, progress, localize, targets)
     finally:
         if plan.cache is not None:
             plan.cache.close()

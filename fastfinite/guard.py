@@ -183,7 +183,8 @@ class Guard:
             self._thr[arr.dtype] = thr
         from .compute import dispatch
 
-        return bool(dispatch.pick("quick_check", x.dtype, x.size <= 1024)(x, thr))
+        with np.errstate(all="ignore"):  # the caller's error state is not the check's
+            return bool(dispatch.pick("quick_check", x.dtype, x.size <= 1024)(x, thr))
 
     def check(self, batch: Any, where: str) -> str | None:
         """The message for a bad batch, or None when it is fine."""

@@ -493,3 +493,42 @@ def test_npy_of_raw_bytes_with_raw_dtype(tmp_path, fmt):
     assert r.returncode == 1 and '"nan"' in r.stdout, r.stderr
     r = run_cli(*run)
     assert r.returncode == 2 and "--raw-dtype" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_amax_past_what_a_float32_scale_holds_is_reported_not_a_crash():
+    """float8's max / 1e308 underflows float32: the scale is 0, no value stays normal
+    (smallest_normal inf), and the scan reports it rather than dividing by zero."""
+    x = np.array([1e308, 1e308, 1.0, 2.0, 3.0])
+    r = fastfinite.scan(x, scale="amax", cast="float8_e4m3fn")
+    d = r.dynamic_range["float8_e4m3fn"]
+    assert d.scale == 0.0 and d.smallest_normal == math.inf and d.amax == 1e308
+    assert r.cast["float8_e4m3fn"].underflow == 3  # 1, 2, 3 scaled by 0
+
+
+@pytest.mark.parametrize("kw", [{}, {"by": 0}, {"by": -1}, {"localize": True},
+                                {"scale": "amax", "cast": "float8_e4m3fn"}])  # fmt: skip
+@pytest.mark.parametrize("policy", ["twins", "kernels"])
+def test_the_callers_numpy_error_state_and_warning_filters_change_nothing(kw, policy):
+    """The classic debugging set-up, ``np.seterr(all="raise")`` and ``-W error``, around a
+    scan of the very values it hunts for (overflowing sums, NaN, inf), on one thread and on
+    many: the same report as without, never a FloatingPointError or a RuntimeWarning."""
+    import warnings
+
+    from fastfinite.compute import dispatch
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4000, 60)) * 1e307
+    x[::97, 3] = np.nan
+    x[5, ::7] = np.inf
+    small = np.array([1e308, 1e308, 1.0, 2.0, 3.0])
+    with dispatch.using(policy):
+        quiet = [fastfinite.scan(a, **kw).to_dict() for a in (x, small)]
+    old = np.seterr(all="raise")
+    try:
+        with warnings.catch_warnings(), dispatch.using(policy):
+            warnings.simplefilter("error")
+            loud = [fastfinite.scan(a, **kw).to_dict() for a in (x, small)]
+            assert list(fastfinite.guard([small], cast=("float16",), on_bad="skip")) == []
+    finally:
+        np.seterr(**old)
+    assert loud == quiet

@@ -1,7 +1,12 @@
 """Thread pools started once per process: starting one costs about as much as scanning a few
 megabytes. A scan's regions and the parts a region is split into (``parts.in_parts``,
 ``PartedScan``) have a pool each, because a region's task waits on its parts: one pool for
-both could fill with regions that wait."""
+both could fill with regions that wait.
+
+Their threads compute with NumPy's floating-point errors ignored (``quiet_numpy``): the twins
+and passes meet overflow and invalid operations on purpose (the data's), and a caller's
+``np.seterr(all="raise")`` or ``-W error`` must not turn the scan of bad data into a
+crash."""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+
+import numpy as np
 
 _pools: dict[str, tuple[ThreadPoolExecutor, int]] = {}
 _lock = threading.Lock()
@@ -23,9 +30,16 @@ def shared_pool(kind: str, threads: int) -> ThreadPoolExecutor:
         if pool is None or size < threads:
             if pool is not None:  # what it runs finishes; new work goes to the larger one
                 pool.shutdown(wait=False)
-            pool = ThreadPoolExecutor(threads, thread_name_prefix=f"fastfinite-{kind}")
+            pool = ThreadPoolExecutor(
+                threads, thread_name_prefix=f"fastfinite-{kind}", initializer=quiet_numpy
+            )
             _pools[kind] = (pool, threads)
         return pool
+
+
+def quiet_numpy() -> None:
+    """NumPy's floating-point errors ignored in this thread (its own error state)."""
+    np.seterr(all="ignore")
 
 
 def _forget_pools() -> None:

@@ -97,7 +97,8 @@ def _in_task(fn, run: str, source, *args):
         except Exception as e:
             raise SourceError(f"cannot read {source.name} on {_here()}: {e}") from None
         _VERIFIED.add(run)
-    return fn(source, *args)
+    with np.errstate(all="ignore"):  # a worker's state is not ours to change (pools.py)
+        return fn(source, *args)
 
 
 _VERIFIED: set[str] = set()  # the graphs whose sources this process has verified

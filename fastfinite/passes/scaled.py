@@ -179,7 +179,9 @@ def _fill(report, targets, found, first, scales, amax, per_slice, shape, cap) ->
             target=t,
             scale=tensor_scale,
             amax=float(np.max(amax)) if amax.size else 0.0,
-            smallest_normal=fmt.smallest_normal / tensor_scale,
+            # a scale that underflowed float32 (amax past 3e38 x the format's max): no
+            # value stays normal
+            smallest_normal=fmt.smallest_normal / tensor_scale if tensor_scale else math.inf,
             **total,
             slices=(
                 {"scale": s.astype(np.float64), "amax": amax, **found[t]} if per_slice else None
