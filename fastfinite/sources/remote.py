@@ -86,9 +86,9 @@ def store_url(store: Any) -> str:
 
 
 def over_network(store: Any) -> bool:
-    """Whether a zarr store (not a local folder) is reached over a network: not one in
+    """Whether a zarr store is reached over a network: not a local folder, not one in
     memory or a zip file, and, through fsspec, not on a local or memory filesystem."""
-    if type(store).__name__ in ("MemoryStore", "ZipStore"):
+    if type(store).__name__ in ("LocalStore", "MemoryStore", "ZipStore"):
         return False
     if getattr(store, "fs", None) is not None:
         return protocol(store_url(store)) not in LOCAL_PROTOCOLS
