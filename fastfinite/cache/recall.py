@@ -191,7 +191,11 @@ def record(plan: Any, report: Any, target: str) -> None:
 
     cache: ScanCache = plan.cache
     okey = digest("report", json.dumps(sorted(report_options(plan).items()), default=str))
-    text, why = cache.last_report(target, okey)
+    rescanned, scanned, recalled, rebuilt = _tally(plan.recalled)
+    # all that a diff compares: the slices' columns are left out
+    kept = json.dumps(_without_slices(report.to_dict())) if report.complete else None
+    text, why = cache.swap_report(target, okey, kept)
+    cache_bytes = cache.nbytes()
     old = ScanReport.from_json(text) if text is not None else None
     try:
         changes = diff_reports(old, report)
@@ -200,18 +204,27 @@ def record(plan: Any, report: Any, target: str) -> None:
         changes.notes.append(f"the last cached report is not comparable: {e}")
     if why:
         changes.notes.append(why)
-    changes.notes += cache.notes
-    for path, memory in plan.recalled.items():
-        name = memory.source.name if path is None else path
-        changes.rescanned[name] = memory.rescanned_units()
-        changes.regions_scanned += len(memory.scanned)
-        changes.regions_recalled += memory.reused
-        if memory.rebuilt:
-            changes.notes.append(memory.rebuilt)
-    if report.complete:  # all that a diff compares: the slices' columns are left out
-        cache.save_report(target, okey, json.dumps(_without_slices(report.to_dict())))
-    changes.cache_bytes = cache.nbytes()
+    changes.notes += cache.notes + rebuilt
+    changes.rescanned = rescanned
+    changes.regions_scanned, changes.regions_recalled = scanned, recalled
+    changes.cache_bytes = cache_bytes
     report.changes = changes
+
+
+def _tally(recalled: dict) -> tuple[dict, int, int, list[str]]:
+    """What the members of a scan read: the units each read again (by member name), the
+    regions scanned and recalled, and why a member's entries were made anew."""
+    rescanned: dict[str, list[tuple[int, ...]]] = {}
+    scanned = reused = 0
+    rebuilt: list[str] = []
+    for path, memory in recalled.items():
+        name = memory.source.name if path is None else path
+        rescanned[name] = memory.rescanned_units()
+        scanned += len(memory.scanned)
+        reused += memory.reused
+        if memory.rebuilt:
+            rebuilt.append(memory.rebuilt)
+    return rescanned, scanned, reused, rebuilt
 
 
 def _without_slices(d: dict) -> dict:
