@@ -11,6 +11,7 @@ scan that is killed is resumed by the next one.
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -180,9 +181,10 @@ class MemberMemory:
         return sorted(seen)
 
 
-def record(plan: Any, report: Any, target: str) -> None:
-    """Set ``report.changes``: against the last complete report of ``target`` in the cache,
-    with the units each member read; keep ``report`` as the last when it is complete."""
+def record(plan: Any, report: Any, data: Any) -> None:
+    """Set ``report.changes``: against the last complete report of the input ``data`` in
+    the cache (``cache_target``), with the units each member read; keep ``report`` as the
+    last when it is complete."""
     import json
 
     from ..compute.digests import digest
@@ -190,6 +192,7 @@ def record(plan: Any, report: Any, target: str) -> None:
     from .changes import diff_reports
 
     cache: ScanCache = plan.cache
+    target = cache_target(data, plan.layout.name)
     okey = digest("report", json.dumps(sorted(report_options(plan).items()), default=str))
     rescanned, scanned, recalled, rebuilt = _tally(plan.recalled)
     # all that a diff compares: the slices' columns are left out
@@ -209,6 +212,14 @@ def record(plan: Any, report: Any, target: str) -> None:
     changes.regions_scanned, changes.regions_recalled = scanned, recalled
     changes.cache_bytes = cache_bytes
     report.changes = changes
+
+
+def cache_target(data: Any, name: str) -> str:
+    """What the cache keeps the last report of: the input's absolute path or URL, else
+    ``name``, the plan's name of it."""
+    if isinstance(data, (str, os.PathLike)) and "://" not in os.fspath(data):
+        return os.path.abspath(os.fspath(data))
+    return name
 
 
 def _tally(recalled: dict) -> tuple[dict, int, int, list[str]]:
