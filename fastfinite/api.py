@@ -257,17 +257,8 @@ def _run(plan, data, scheduler, compute, graph, progress, localize, targets):
     if plan.cache is not None:
         from .cache.recall import record
 
-        record(plan, report, cache_target(data, plan))
+        record(plan, report, data)
     return report
-
-
-def cache_target(data: Any, plan) -> str:
-    """What the cache keeps the last report of: the input's absolute path or URL."""
-    import os
-
-    if isinstance(data, (str, os.PathLike)) and "://" not in os.fspath(data):
-        return os.path.abspath(os.fspath(data))
-    return plan.layout.name
 
 
 def assert_finite(data: Any, *, fail_on: Any = None, **kwargs: Any) -> ScanReport:

@@ -861,15 +861,9 @@ def _check_scan(args: argparse.Namespace) -> None:
         raise InvalidArgumentError("--plot-axes chooses the axes of --plot PNG: give both")
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         raise InvalidArgumentError("--plot needs matplotlib: pip install 'fastfinite[plot]'")
-    from .sources.open import input_root
-    from .sources.shards import glob_prefix, is_glob
+    from .engines.plan import input_roots
 
-    inputs = []
-    for path in args.path if isinstance(args.path, list) else [args.path]:
-        root = glob_prefix(path)[0] if is_glob(path) else input_root(path)
-        if root and os.path.exists(root):
-            inputs.append((path, root))
-    _check_outputs(args, inputs)
+    _check_outputs(args, input_roots(args.path))
 
 
 def _check_outputs(args: argparse.Namespace, inputs: Sequence[tuple[str, str]]) -> None:

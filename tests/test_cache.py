@@ -172,6 +172,30 @@ def test_other_options_rebuild_the_cache(tmp_path, option):
     _same(again, path, **option)
 
 
+def test_the_last_report_is_kept_per_options_and_only_when_complete(tmp_path):
+    """``ScanCache.swap_report`` gives the report it replaces; a report of other options is
+    no comparison, and says so; an incomplete report is not kept."""
+    from fastfinite.cache.store import ScanCache
+
+    cache = ScanCache(str(tmp_path / "c"))
+    other = "the last cached report of it was made with other options"
+    try:
+        assert cache.swap_report("t", b"k1", "one") == (None, None)
+        assert cache.swap_report("t", b"k1", None) == ("one", None)  # incomplete: not kept
+        assert cache.swap_report("t", b"k1", "two") == ("one", None)
+        assert cache.swap_report("t", b"k2", "three") == (None, other)
+        assert cache.swap_report("t", b"k2", None) == ("three", None)
+        assert cache.swap_report("u", b"k2", None) == (None, None)
+    finally:
+        cache.close()
+    path = str(tmp_path / "x.zarr")
+    _store(path, _data())
+    fastfinite.scan(path, cache=str(tmp_path / "c2"), **KW)
+    r = fastfinite.scan(path, cache=str(tmp_path / "c2"), cast=("float16",), **KW)
+    assert r.changes.notes[:2] == ["no earlier scan to compare: all is new", other]
+    assert "changed since the cached scan" in r.changes.notes[2]  # the member's own note
+
+
 def test_a_corrupt_cache_is_moved_aside_and_made_anew(tmp_path):
     x = _data()
     path = str(tmp_path / "x.zarr")

@@ -575,3 +575,26 @@ def test_a_cache_inside_the_store_of_a_member_is_refused(tmp_path):
     assert sorted(os.listdir(tmp_path / "s.zarr")) == ["sub", "x", "zarr.json"]
     r = fastfinite.scan(str(tmp_path / "s.zarr" / "sub"), cache=str(tmp_path / "c"))
     assert (r.skipped, r.clean) == ({}, True)
+
+
+def test_the_cache_and_the_command_line_outputs_know_the_same_input_roots(tmp_path):
+    """``plan.input_roots``: each path of a list, a glob's folder, the outermost Zarr store of
+    a path inside one; URLs, missing paths and objects have none. The CLI's outputs and the
+    cache are refused where it says."""
+    from fastfinite.engines.plan import input_roots
+
+    _group(tmp_path / "s.zarr").create_group("sub").create_array("y", shape=(2,), dtype="f8")
+    (tmp_path / "d").mkdir()
+    for name in ("a", "b"):
+        np.save(tmp_path / "d" / f"{name}.npy", np.zeros(3))
+    a, glob, y = (str(tmp_path / p) for p in ("d/a.npy", "d/*.npy", "s.zarr/sub/y"))
+    listed = [a, "s3://bucket/x.zarr", str(tmp_path / "missing.npy")]
+    assert input_roots(listed) == [(a, os.path.realpath(a))]
+    assert input_roots(glob) == [(glob, os.path.realpath(tmp_path / "d"))]
+    assert input_roots(y) == [(y, os.path.realpath(tmp_path / "s.zarr"))]
+    assert input_roots(np.zeros(3)) == []
+    in_store = str(tmp_path / "s.zarr" / "r.json")
+    assert_one_line_error(_scan_cli(y, "--json", in_store), "--json", "would write into")
+    with pytest.raises(fastfinite.InvalidArgumentError, match="is inside the input"):
+        fastfinite.scan(glob, cache=str(tmp_path / "d" / "c"))
+    assert not os.path.exists(in_store) and not os.path.exists(tmp_path / "d" / "c")

@@ -11,6 +11,7 @@ scan that is killed is resumed by the next one.
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -180,9 +181,10 @@ class MemberMemory:
         return sorted(seen)
 
 
-def record(plan: Any, report: Any, target: str) -> None:
-    """Set ``report.changes``: against the last complete report of ``target`` in the cache,
-    with the units each member read; keep ``report`` as the last when it is complete."""
+def record(plan: Any, report: Any, data: Any) -> None:
+    """Set ``report.changes``: against the last complete report of the input ``data`` in
+    the cache (``cache_target``), with the units each member read; keep ``report`` as the
+    last when it is complete."""
     import json
 
     from ..compute.digests import digest
@@ -190,8 +192,13 @@ def record(plan: Any, report: Any, target: str) -> None:
     from .changes import diff_reports
 
     cache: ScanCache = plan.cache
+    target = cache_target(data, plan.layout.name)
     okey = digest("report", json.dumps(sorted(report_options(plan).items()), default=str))
-    text, why = cache.last_report(target, okey)
+    rescanned, scanned, recalled, rebuilt = _tally(plan.recalled)
+    # all that a diff compares: the slices' columns are left out
+    kept = json.dumps(_without_slices(report.to_dict())) if report.complete else None
+    text, why = cache.swap_report(target, okey, kept)
+    cache_bytes = cache.nbytes()
     old = ScanReport.from_json(text) if text is not None else None
     try:
         changes = diff_reports(old, report)
@@ -200,18 +207,35 @@ def record(plan: Any, report: Any, target: str) -> None:
         changes.notes.append(f"the last cached report is not comparable: {e}")
     if why:
         changes.notes.append(why)
-    changes.notes += cache.notes
-    for path, memory in plan.recalled.items():
-        name = memory.source.name if path is None else path
-        changes.rescanned[name] = memory.rescanned_units()
-        changes.regions_scanned += len(memory.scanned)
-        changes.regions_recalled += memory.reused
-        if memory.rebuilt:
-            changes.notes.append(memory.rebuilt)
-    if report.complete:  # all that a diff compares: the slices' columns are left out
-        cache.save_report(target, okey, json.dumps(_without_slices(report.to_dict())))
-    changes.cache_bytes = cache.nbytes()
+    changes.notes += cache.notes + rebuilt
+    changes.rescanned = rescanned
+    changes.regions_scanned, changes.regions_recalled = scanned, recalled
+    changes.cache_bytes = cache_bytes
     report.changes = changes
+
+
+def cache_target(data: Any, name: str) -> str:
+    """What the cache keeps the last report of: the input's absolute path or URL, else
+    ``name``, the plan's name of it."""
+    if isinstance(data, (str, os.PathLike)) and "://" not in os.fspath(data):
+        return os.path.abspath(os.fspath(data))
+    return name
+
+
+def _tally(recalled: dict) -> tuple[dict, int, int, list[str]]:
+    """What the members of a scan read: the units each read again (by member name), the
+    regions scanned and recalled, and why a member's entries were made anew."""
+    rescanned: dict[str, list[tuple[int, ...]]] = {}
+    scanned = reused = 0
+    rebuilt: list[str] = []
+    for path, memory in recalled.items():
+        name = memory.source.name if path is None else path
+        rescanned[name] = memory.rescanned_units()
+        scanned += len(memory.scanned)
+        reused += memory.reused
+        if memory.rebuilt:
+            rebuilt.append(memory.rebuilt)
+    return rescanned, scanned, reused, rebuilt
 
 
 def _without_slices(d: dict) -> dict:

@@ -188,30 +188,28 @@ class ScanCache:
 
     # -- reports ----------------------------------------------------------------------
 
-    def last_report(self, target: str, okey: bytes) -> tuple[str | None, str | None]:
-        """The JSON of the last complete report of ``target`` with these options, and why
-        there is none when there is one of other options."""
+    def swap_report(
+        self, target: str, okey: bytes, text: str | None
+    ) -> tuple[str | None, str | None]:
+        """Keep ``text`` (when not None) as the last complete report of ``target`` with
+        these options, and give back the JSON of the one it replaces, and why there is none
+        when there is one of other options."""
         row = self.db.execute(
             "SELECT okey, report FROM reports WHERE target=?", (target,)
         ).fetchone()
+        same = row is not None and bytes(row[0]) == okey
+        if text is not None and not (same and row[1] == text):
+            with self.db:
+                self.db.execute("BEGIN IMMEDIATE")
+                self.db.execute(
+                    "INSERT OR REPLACE INTO reports VALUES (?, ?, ?, ?)",
+                    (target, okey, text, time.time()),
+                )
         if row is None:
             return None, None
-        if bytes(row[0]) != okey:
+        if not same:
             return None, "the last cached report of it was made with other options"
         return row[1], None
-
-    def save_report(self, target: str, okey: bytes, text: str) -> None:
-        row = self.db.execute(
-            "SELECT okey, report FROM reports WHERE target=?", (target,)
-        ).fetchone()
-        if row is not None and bytes(row[0]) == okey and row[1] == text:
-            return
-        with self.db:
-            self.db.execute("BEGIN IMMEDIATE")
-            self.db.execute(
-                "INSERT OR REPLACE INTO reports VALUES (?, ?, ?, ?)",
-                (target, okey, text, time.time()),
-            )
 
     def nbytes(self) -> int:
         """The cache's size on disk (its database and its write-ahead log)."""

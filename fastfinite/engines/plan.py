@@ -109,17 +109,22 @@ class ScanPlan:
             yield Member(path, source, spec, budget)
 
 
+def input_roots(data: Any) -> list[tuple[Any, str]]:
+    """Each input a scan of ``data`` reads (each path of a list of paths, else ``data``)
+    with the real path of the local file or folder it is read from (``input_root``), where
+    a scan never writes; those without one (a URL, a missing path, an object) left out."""
+    from ..sources.shards import is_path_list
+
+    items = data if is_path_list(data) else [data]
+    return [(item, root) for item in items if (root := input_root(item)) is not None]
+
+
 def check_cache_outside(data: Any, cache: str) -> None:
     """An ``InvalidArgumentError`` naming both when the cache folder is inside the input (or
     is it): fastfinite never writes into its input, and a cache inside a Parquet dataset or
     a Zarr store would be read as part of it by the next scan."""
-    from ..sources.shards import is_path_list
-
-    for item in data if is_path_list(data) else [data]:  # a list of files: each of them
-        root = input_root(item)
-        if root is None:
-            continue
-        there = os.path.realpath(cache)
+    there = os.path.realpath(cache)
+    for item, root in input_roots(data):
         if there == root or there.startswith(root.rstrip(os.sep) + os.sep):
             raise InvalidArgumentError(
                 f"cache={cache!r} is inside the input {os.fspath(item)!r} ({root}): "

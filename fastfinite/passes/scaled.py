@@ -33,21 +33,21 @@ def scaled_target(target, report: ScanReport, targets, scale, by, budget_of, map
     ``targets`` for a scaled scan. ``target``: the opened input (a source, or a group's
     ``[(path, factory)]``); ``budget_of(source)``: the region size to read it in;
     ``map_regions(fn, regions)``: ``map``, or one that runs ``fn`` on several threads."""
-    if report.arrays:
+    if report.arrays:  # each of a group's arrays, opened one at a time
         members = dict(target)
-        for path, sub in report.arrays.items():
-            scaled_source(
-                members[path](), sub, targets, scale, by and sub.by, budget_of, map_regions
-            )
+        arrays = ((members[path](), sub) for path, sub in report.arrays.items())
+    elif isinstance(target, list):
+        raise InvalidArgumentError("scale= found a group where the report holds one array")
+    else:
+        arrays = iter([(target, report)])
+    for source, sub in arrays:
+        scaled_source(source, sub, targets, scale, by and sub.by, budget_of, map_regions)
+    if report.arrays:
         for t in targets:
             risks = [sub.cast[t] for sub in report.arrays.values() if t in sub.cast]
             report.cast[t] = CastRisk(
                 sum(r.overflow for r in risks), sum(r.underflow for r in risks)
             )
-        return
-    if isinstance(target, list):
-        raise InvalidArgumentError("scale= found a group where the report holds one array")
-    scaled_source(target, report, targets, scale, by and report.by, budget_of, map_regions)
 
 
 def scaled_source(source, report: ScanReport, targets, scale, by, budget_of, map_regions=map):

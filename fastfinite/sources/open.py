@@ -273,7 +273,7 @@ def _open_directory(path: str, options: ScanOptions) -> Target:
 
     contents = walk(path)
     if contents.is_parquet_dataset:
-        return tables.open_parquet(path)
+        return tables.open_parquet(path, contents.parquet_paths())
     if is_datasets_folder(path, contents):
         return open_datasets_folder(path, contents)
     if contents.is_shard_set:

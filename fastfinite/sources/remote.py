@@ -75,8 +75,7 @@ def store_url(store: Any) -> str:
     """A zarr store as a URL: ``s3://bucket/data.zarr``, a folder, a zip file."""
     fs = getattr(store, "fs", None)
     if fs is not None:
-        proto = fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
-        return f"{proto}://{str(store.path).strip('/')}"
+        return f"{_fs_protocol(fs)}://{str(store.path).strip('/')}"
     for attr in ("root", "path"):
         v = getattr(store, attr, None)
         if v is not None and str(v):
@@ -86,13 +85,19 @@ def store_url(store: Any) -> str:
 
 
 def over_network(store: Any) -> bool:
-    """Whether a zarr store (not a local folder) is reached over a network: not one in
+    """Whether a zarr store is reached over a network: not a local folder, not one in
     memory or a zip file, and, through fsspec, not on a local or memory filesystem."""
-    if type(store).__name__ in ("MemoryStore", "ZipStore"):
+    if type(store).__name__ in ("LocalStore", "MemoryStore", "ZipStore"):
         return False
-    if getattr(store, "fs", None) is not None:
-        return protocol(store_url(store)) not in LOCAL_PROTOCOLS
+    fs = getattr(store, "fs", None)
+    if fs is not None:
+        return _fs_protocol(fs).lower() not in LOCAL_PROTOCOLS
     return True
+
+
+def _fs_protocol(fs: Any) -> str:
+    """An fsspec filesystem's protocol (its first name, when it has several)."""
+    return fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
 
 
 OBSTORE_SCHEMES = {"S3Store": ("s3", "bucket"), "GCSStore": ("gs", "bucket"),

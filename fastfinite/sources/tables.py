@@ -347,11 +347,12 @@ def _leaves(name: str, typ, steps=()):
         yield name, steps, typ
 
 
-def open_parquet(path: str) -> TableColumns:
+def open_parquet(path: str, files: list[str] | None = None) -> TableColumns:
     """``(column, factory)`` for every numeric column (and numeric field nested in a column)
-    of a Parquet file or dataset directory."""
+    of a Parquet file or dataset directory (``files``: a dataset's, when its directory has
+    been walked already, ``DirContents.parquet_paths``)."""
     pq = _pyarrow()
-    files = [os.path.abspath(f) for f in parquet_files(path)]
+    files = [os.path.abspath(f) for f in files or parquet_files(path)]
     try:
         metas = [pq.ParquetFile(f) for f in files]
     except Exception as e:

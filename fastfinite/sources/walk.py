@@ -71,6 +71,10 @@ class DirContents:
     def is_parquet_dataset(self) -> bool:
         return bool(self.parquet) and not self.other and not self.stopped
 
+    def parquet_paths(self) -> list[str]:
+        """The absolute paths of its Parquet files, sorted."""
+        return [os.path.join(os.path.abspath(self.root), *p.split("/")) for p in self.parquet]
+
     @property
     def is_shard_set(self) -> bool:
         """It holds array files (``ARRAY_KINDS``) of which some are not Parquet, or others
@@ -242,4 +246,4 @@ def parquet_dataset(root: str) -> list[str]:
     contents = walk(root)
     if not contents.is_parquet_dataset:
         raise SourceError(contents.describe())
-    return [os.path.join(os.path.abspath(root), *p.split("/")) for p in contents.parquet]
+    return contents.parquet_paths()

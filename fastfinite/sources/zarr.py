@@ -41,7 +41,11 @@ class ZarrSource(Source):
     def __init__(self, array: Any, name: str | None = None, url: str | None = None, options=None):
         self._array = array
         self.name = name or array_name(array)
-        self.remote = local_folder(array) is None and remote.over_network(array.store_path.store)
+        self.remote = remote.over_network(array.store_path.store)
+        # the array's folder on a local disk (a ``LocalStore``), else None: looked up once,
+        # its chunk files read straight when their layout allows (``ChunkFiles``)
+        self.folder = local_folder(array)
+        self.files = None if self.folder is None else ChunkFiles.for_array(array, self.folder)
         # a store opened from a URL is opened again from it in a Dask task, with ``options``
         # (the caller's storage options, its secrets taken out unless they are to be sent)
         self.url, self.options = url, options
@@ -56,7 +60,6 @@ class ZarrSource(Source):
         # a sharded array is stored (listed, fingerprinted, read when they fit) by shards
         self.storage = ChunkGrid(self.shape, tuple(array.chunks))
         self.shards = ChunkGrid(self.shape, tuple(shards)) if shards else None
-        self.files = ChunkFiles.for_array(array)
 
     @property
     def array(self) -> Any:
@@ -145,7 +148,7 @@ class ZarrSource(Source):
         from .fingerprints import Fingerprints, grid_fingerprints, store_fingerprints
 
         array = self.array
-        folder = local_folder(array)
+        folder = self.folder
         store = array.store_path.store
         if folder is None and type(getattr(store, "fs", None)).__name__ == "LocalFileSystem":
             folder = f"{str(store.path).rstrip('/')}/{array.store_path.path.strip('/')}"
@@ -177,10 +180,9 @@ class ZarrSource(Source):
                 out.append(key)
             return out
 
-        folder = local_folder(array)
         try:
-            if folder is not None:
-                keys = _file_keys(folder)
+            if self.folder is not None:
+                keys = _file_keys(self.folder)
             else:
                 strip = len(prefix) + 1 if prefix else 0
                 keys = [k[strip:] for k in sync(listing())]

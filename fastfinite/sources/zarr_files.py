@@ -72,9 +72,10 @@ class ChunkFiles:
         self.chunk_bytes = math.prod(self.chunks) * dtype.itemsize
 
     @classmethod
-    def for_array(cls, array: Any) -> ChunkFiles | None:
-        """A reader for ``array`` when its layout allows, else None (read it with zarr)."""
-        folder = local_folder(array)
+    def for_array(cls, array: Any, folder: str | None = None) -> ChunkFiles | None:
+        """A reader for ``array`` when its layout allows, else None (read it with zarr);
+        ``folder``: the array's (``local_folder``), looked up when not given."""
+        folder = folder or local_folder(array)
         if folder is None or getattr(array, "shards", None) or array.fill_value is None:
             return None
         meta = array.metadata

@@ -84,7 +84,8 @@ def stray_entries(group: Any, nodes: list[tuple[str, Any]]) -> dict[str, tuple[s
         return await asyncio.gather(*(has_metadata(rel) for rel in strays))
 
     marked = sync(nodes_among()) if strays else []
-    return {rel: _what(group, rel, node) for rel, node in sorted(zip(strays, marked))}
+    folder = local_folder(group) if strays else None
+    return {rel: _what(folder, rel, node) for rel, node in sorted(zip(strays, marked))}
 
 
 def _array_names(array: Any) -> Callable[[str], bool]:
@@ -102,10 +103,10 @@ def _array_names(array: Any) -> Callable[[str], bool]:
     return lambda n: n in METADATA or n.isdigit()
 
 
-def _what(group: Any, rel: str, node: bool) -> tuple[str, str]:
+def _what(folder: str | None, rel: str, node: bool) -> tuple[str, str]:
     """What a stray entry is (``"a .npy file, not part of the Zarr store"``; a local folder
-    says what it holds, by ``walk``'s rule), and its finding kind; ``node``: it holds Zarr
-    metadata."""
+    says what it holds, by ``walk``'s rule), and its finding kind; ``folder``: the group's
+    on a local disk, else None; ``node``: it holds Zarr metadata."""
     if node:
         return (
             "a Zarr array or group that the group's consolidated metadata does not list: "
@@ -113,7 +114,6 @@ def _what(group: Any, rel: str, node: bool) -> tuple[str, str]:
             "scanned",
             "unlisted_member",
         )
-    folder = local_folder(group)
     kind = name_kind(rel.rsplit("/", 1)[-1])
     held = ""
     if folder is not None:
