@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import gc
-from contextlib import contextmanager
-
 import numpy as np
 
 from ..compute.limits import EPS64, overflow_thresholds
+from ..compute.pools import collector_paused
 from ..indices import fmt_index
 from ..model.casts import TARGETS
 from ..model.kinds import slice_kinds, slice_message
@@ -66,7 +64,7 @@ def slice_findings(
         "max_z": max_z, "min": lo, "max": hi,
     }  # fmt: skip
     out: list = [None] * size
-    with _collector_paused():
+    with collector_paused():  # 1e6 findings (a table with a NaN feature): no cycles
         for b, kind in enumerate(kinds):
             js = np.flatnonzero((bits >> b) & 1)
             places = start[js] + _ones(bits[js], b)
@@ -119,20 +117,6 @@ class _Gather:
             with np.errstate(over="ignore", invalid="ignore"):
                 return (m * n if name == "total" else sd * sd * n).tolist()
         return self.cols[name][self.at].tolist()
-
-
-@contextmanager
-def _collector_paused():
-    """Python's cycle collector off while findings are made: they hold no cycles, and 1e6
-    of them (every sample of a table with a NaN feature) set off collections that walk
-    every object of the process again and again (a third of their time)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _flagged(cols, dtypes, z_threshold, eps, threads) -> tuple[np.ndarray, np.ndarray]:
