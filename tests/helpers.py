@@ -198,6 +198,10 @@ def _run_cli_here(args: list[str], cwd, env) -> subprocess.CompletedProcess:
         os.environ.update(saved_env)
         for logger, level in levels:
             logger.setLevel(level)
+        known = {id(g) for g, _ in levels}
+        for g in logging.root.manager.loggerDict.values():  # made during the run (distributed)
+            if isinstance(g, logging.Logger) and id(g) not in known:
+                g.setLevel(logging.NOTSET)
     text = [b.buffer.getvalue().decode("utf-8", "replace") for b in (out, err)]
     return subprocess.CompletedProcess(["fastfinite", *args], code, text[0], text[1])
 

@@ -214,6 +214,15 @@ def _shards(d, rng, bad: bool = False) -> None:
         _tar(os.path.join(d, f"shard-{s:06d}.tar"), members)
 
 
+def test_a_tar_given_alone_is_scanned_together_as_in_a_folder(tmp_path, monkeypatch):
+    _shards(tmp_path, np.random.default_rng(6))
+    tar = tmp_path / "shard-000000.tar"
+    want = _one_by_one(monkeypatch, tar)
+    got, together = _together(monkeypatch, tar)
+    _same(got, want)
+    assert together > 25  # of 40 members: those with a NaN or a cast risk go alone
+
+
 @pytest.mark.parametrize("twin_max", ["0", "65536"])
 def test_tar_shards_together_and_one_by_one(tmp_path, monkeypatch, twin_max):
     monkeypatch.setenv("FASTFINITE_NUMPY_TWIN_MAX", twin_max)

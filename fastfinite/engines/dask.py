@@ -49,7 +49,7 @@ def delayed_scan(plan: ScanPlan):
         if m.path is not None and m.source.reads_in_tasks:  # its tasks open it again
             m.source.unmap()  # a set of 100,000 .npy files: no map held per file here
     findings = list(plan.findings.values())
-    return delayed(finish, pure=True)(plan.layout, reports, dict(plan.skipped), True, findings)
+    return delayed(_finish_set, pure=True)(plan.layout, reports, dict(plan.skipped), True, findings)
 
 
 def prepare_kernels(groups) -> int:
@@ -83,7 +83,8 @@ def _leaf_block(
         block = dask_block(block, start, name)
     if order is not None:
         block = np.flip(block.transpose(np.argsort(order)), flips)
-    return summarize(block, start, spec), []
+    with np.errstate(all="ignore"):  # as every task here (_in_task)
+        return summarize(block, start, spec), []
 
 
 def _in_task(fn, run: str, source, *args):
@@ -97,7 +98,9 @@ def _in_task(fn, run: str, source, *args):
         except Exception as e:
             raise SourceError(f"cannot read {source.name} on {_here()}: {e}") from None
         _VERIFIED.add(run)
-    with np.errstate(all="ignore"):  # a worker's state is not ours to change (pools.py)
+    # NumPy's errors ignored in every task: a worker's error state is not ours to change,
+    # and the data's overflows are findings (compute/pools.py)
+    with np.errstate(all="ignore"):
         return fn(source, *args)
 
 
@@ -115,12 +118,20 @@ def _here() -> str:
 
 def _combine(cap: int, *parts: tuple[Summary, list]) -> tuple[Summary, list]:
     errors = [e for _, errs in parts for e in errs]
-    return merge_all([s for s, _ in parts], cap), errors
+    with np.errstate(all="ignore"):
+        return merge_all([s for s, _ in parts], cap), errors
 
 
 def _finish_member(part: tuple[Summary, list], missing, spec: ScanSpec, meta: dict):
     summary, errors = part
-    return build_report(spec, meta, summary, errors, missing, True)
+    with np.errstate(all="ignore"):
+        return build_report(spec, meta, summary, errors, missing, True)
+
+
+def _finish_set(*args):
+    """``report.build.finish`` of a set's reports, in a task."""
+    with np.errstate(all="ignore"):
+        return finish(*args)
 
 
 def _member_graph(member: Member, plan: ScanPlan):

@@ -17,7 +17,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import pickle
 import tempfile
 from pathlib import Path
 
@@ -155,7 +154,8 @@ class _SharedFile(IndexDataCacheFile):
         self._base = filename_base
 
     def save(self, key, data):
-        name = f"{self._base}.{hashlib.sha256(pickle.dumps(key)).hexdigest()[:16]}.nbc"
+        # the key's text: its pickle numbers numba's types in the order a process made them
+        name = f"{self._base}.{hashlib.sha256(repr(key).encode()).hexdigest()[:16]}.nbc"
         self._save_data(name, data)  # before the index names it
         with _locked(self._index_path + ".lock"):
             overloads = self._load_index()

@@ -237,7 +237,8 @@ def _tar(path: str, options: ScanOptions) -> Target:
 
     base = os.path.basename(path.rstrip("/"))
     members = [(f"{base}/{k}", f) for k, f in open_tar(path, options)]
-    return ShardSet(members, [os.path.abspath(path)])
+    raws = {k: f.raw_npy for k, f in members if getattr(f, "raw_npy", None)}  # read whole
+    return ShardSet(members, [os.path.abspath(path)], raws)
 
 
 def _arrow(path: str, options: ScanOptions) -> Target:
