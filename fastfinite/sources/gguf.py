@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from ..compute.blocks import Region
-from ..errors import SkippedMemberError, SourceError
+from ..errors import SkippedMemberError, SourceError, UnsupportedDtypeError
 from .base import Source, regular_file
-from .tensors import MappedTensor, Members, checked_group
+from .tensors import MappedTensor, Members, checked_group, format_dtype
 
 PLAIN = {"F64": "f8", "F32": "f4", "F16": "f2", "BF16": "bfloat16",
          "I8": "i1", "I16": "i2", "I32": "i4", "I64": "i8"}  # fmt: skip
@@ -196,18 +196,10 @@ def _factory(gguf, path: str, qtype, shape: tuple, offset: int, where: str, swap
 
 
 def _plain_dtype(name: str, swapped: bool, where: str) -> Any:
-    if name == "bfloat16":
-        try:
-            import ml_dtypes
-        except ImportError:
-            from ..errors import UnsupportedDtypeError
-
-            return UnsupportedDtypeError(
-                f"cannot scan {where}: BF16 data is read with ml_dtypes: pip install ml_dtypes"
-            )
-        dtype = np.dtype(ml_dtypes.bfloat16)
-    else:
-        dtype = np.dtype(name)
+    try:
+        dtype = format_dtype(name, where, "BF16")
+    except UnsupportedDtypeError as e:  # said when the tensor is opened
+        return e
     return dtype.newbyteorder(">" if swapped else "<")
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import SourceError, UnsupportedDtypeError
 from .base import regular_file
 from .ndarray import ArraySource
-from .tensors import MappedTensor, Members, checked_group
+from .tensors import MappedTensor, Members, checked_group, format_dtype
 
 MAX_HEADER = 100 << 20  # safetensors' own limit on the JSON header
 DTYPES = {  # the format's dtype names -> NumPy's (bfloat16 and float8: ml_dtypes)
@@ -40,16 +40,7 @@ def numpy_dtype(code: str, where: str) -> np.dtype:
     and float8 without ml_dtypes, and for the formats fastfinite does not scan)."""
     if code in UNSCANNED:
         raise UnsupportedDtypeError(f"cannot scan {where}: fastfinite does not scan {code} data")
-    name = DTYPES[code]
-    if not name.startswith(("bfloat", "float8")):
-        return np.dtype(name)
-    try:
-        import ml_dtypes
-    except ImportError:
-        raise UnsupportedDtypeError(
-            f"cannot scan {where}: {code} data is read with ml_dtypes: pip install ml_dtypes"
-        ) from None
-    return np.dtype(getattr(ml_dtypes, name))
+    return format_dtype(DTYPES[code], where, code)
 
 
 def read_header(head: bytes, size: int, name: str, read=None) -> tuple[dict, int]:

@@ -15,11 +15,25 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SkippedMemberError, SourceError, UnsupportedDtypeError
+from ..errors import InvalidArgumentError, SkippedMemberError, SourceError, UnsupportedDtypeError
+from ..model.casts import cast_dtype
 from .base import Source
 from .ndarray import ArraySource
 
 Members = list  # [(key, factory), ...]: the group mechanism of ``open.Target``
+
+
+def format_dtype(name: str, where: str, code: str | None = None) -> np.dtype:
+    """The NumPy dtype of format ``name`` (bfloat16 and float8: ml_dtypes', through
+    ``casts.cast_dtype``); without ml_dtypes an ``UnsupportedDtypeError`` naming ``where``
+    and the checkpoint's own ``code`` for the format."""
+    try:
+        return cast_dtype(name)
+    except InvalidArgumentError:
+        raise UnsupportedDtypeError(
+            f"cannot scan {where}: {code or name} data is read with ml_dtypes: pip install "
+            "ml_dtypes"
+        ) from None
 
 
 class MappedTensor(ArraySource):

@@ -32,6 +32,7 @@ from .tensors import (
     checked_group,
     failing,
     file_data_start,
+    format_dtype,
     member_bytes,
     member_error,
 )
@@ -44,17 +45,7 @@ LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 def storage_dtype(ref: TensorRef, byteorder: str, where: str) -> np.dtype:
     """The NumPy dtype of a tensor (its own, or its storage's), in the checkpoint's byte
     order (``UnsupportedDtypeError`` for bfloat16 and float8 without ml_dtypes)."""
-    name = ref.dtype or ref.storage.type.dtype
-    if name.startswith(("bfloat", "float8")):
-        try:
-            import ml_dtypes
-        except ImportError:
-            raise UnsupportedDtypeError(
-                f"cannot scan {where}: {name} data is read with ml_dtypes: pip install ml_dtypes"
-            ) from None
-        dtype = np.dtype(getattr(ml_dtypes, name))
-    else:
-        dtype = np.dtype(name)
+    dtype = format_dtype(ref.dtype or ref.storage.type.dtype, where)
     return dtype.newbyteorder("<" if byteorder == "little" else ">")
 
 
