@@ -15,6 +15,7 @@ same scan gives the same keys. Kernels run serially inside tasks: Dask owns the 
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import sys
@@ -73,6 +74,20 @@ def _prepare_workers(client, groups) -> None:
             pass
 
 
+def _task(fn):
+    """A function the graph runs in a task: with NumPy's errors ignored, as the local
+    engine's threads (``compute/pools.py``): a worker's error state is not ours to change,
+    and the data's overflows are findings."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with np.errstate(all="ignore"):
+            return fn(*args, **kwargs)
+
+    return run
+
+
+@_task
 def _leaf_block(
     block: np.ndarray, start: tuple[int, ...], spec: ScanSpec, order=None, flips=(), name=None
 ):
@@ -83,10 +98,10 @@ def _leaf_block(
         block = dask_block(block, start, name)
     if order is not None:
         block = np.flip(block.transpose(np.argsort(order)), flips)
-    with np.errstate(all="ignore"):  # as every task here (_in_task)
-        return summarize(block, start, spec), []
+    return summarize(block, start, spec), []
 
 
+@_task
 def _in_task(fn, run: str, source, *args):
     """``fn(source, *args)`` in a task, after checking (once per process and graph: ``run``,
     new for every graph built, which the keys do not depend on) that the source can be read
@@ -98,10 +113,7 @@ def _in_task(fn, run: str, source, *args):
         except Exception as e:
             raise SourceError(f"cannot read {source.name} on {_here()}: {e}") from None
         _VERIFIED.add(run)
-    # NumPy's errors ignored in every task: a worker's error state is not ours to change,
-    # and the data's overflows are findings (compute/pools.py)
-    with np.errstate(all="ignore"):
-        return fn(source, *args)
+    return fn(source, *args)
 
 
 _VERIFIED: set[str] = set()  # the graphs whose sources this process has verified
@@ -116,22 +128,22 @@ def _here() -> str:
         return f"{socket.gethostname()} (process {os.getpid()})"
 
 
+@_task
 def _combine(cap: int, *parts: tuple[Summary, list]) -> tuple[Summary, list]:
     errors = [e for _, errs in parts for e in errs]
-    with np.errstate(all="ignore"):
-        return merge_all([s for s, _ in parts], cap), errors
+    return merge_all([s for s, _ in parts], cap), errors
 
 
+@_task
 def _finish_member(part: tuple[Summary, list], missing, spec: ScanSpec, meta: dict):
     summary, errors = part
-    with np.errstate(all="ignore"):
-        return build_report(spec, meta, summary, errors, missing, True)
+    return build_report(spec, meta, summary, errors, missing, True)
 
 
+@_task
 def _finish_set(*args):
     """``report.build.finish`` of a set's reports, in a task."""
-    with np.errstate(all="ignore"):
-        return finish(*args)
+    return finish(*args)
 
 
 def _member_graph(member: Member, plan: ScanPlan):
