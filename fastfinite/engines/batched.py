@@ -80,8 +80,8 @@ def set_bytes(plan: ScanPlan) -> int:
     others = []
     for path, factory in plan.entries:
         raw = raws.get(path)
-        got = raw.read() if raw is not None else None
-        parsed = _parse(got, raw.raw_dtype, headers) if got is not None else None
+        got = raw.head() if raw is not None else None  # the header: not the values twice
+        parsed = _parse(got[0], raw.raw_dtype, headers, got[1]) if got is not None else None
         if parsed is not None:
             total += math.prod(parsed[1]) * parsed[0].itemsize
         elif path not in skips:
@@ -218,11 +218,12 @@ def _found(spec: ScanSpec, row: np.ndarray, name: str, counts: np.ndarray, stats
     return build_report(spec, meta, merger.result(), [], None, True, consume=True, threads=1)
 
 
-def _parse(data, raw_dtype: str | None, headers: dict) -> tuple | None:
-    """``(dtype, shape, data offset)`` of a ``.npy`` member's bytes, when this path takes
-    it: a header numpy reads (version 1 or 2), C order (or at most one axis), a dtype the
-    kernels scan (``raw_dtype`` applied as ``open_npy`` does), values present and exactly
-    the bytes the header says. Else None: its factory opens it, and says what is wrong."""
+def _parse(data, raw_dtype: str | None, headers: dict, size: int | None = None) -> tuple | None:
+    """``(dtype, shape, data offset)`` of a ``.npy`` member's bytes (``data``, or its first
+    bytes of ``size`` in all), when this path takes it: a header numpy reads (version 1 or
+    2), C order (or at most one axis), a dtype the kernels scan (``raw_dtype`` applied as
+    ``open_npy`` does), values present and exactly the bytes the header says. Else None:
+    its factory opens it, and says what is wrong."""
     if len(data) < 12:  # a header of 10 bytes or 12, then at least its dictionary
         return None
     if data[6] == 1:
@@ -236,7 +237,7 @@ def _parse(data, raw_dtype: str | None, headers: dict) -> tuple | None:
     got = known.get(key, False)
     if got is False:
         got = known[key] = _read_header(key, raw_dtype)
-    if got is None or len(data) != start + got[2]:
+    if got is None or (len(data) if size is None else size) != start + got[2]:
         return None
     return got[0], got[1], start
 

@@ -33,10 +33,21 @@ class RawNpy(NamedTuple):
         except Exception:  # noqa: BLE001 - a tar gone since it was listed: its factory says so
             return None
 
+    def head(self) -> tuple[Any, int] | None:
+        """``(its first bytes, its size)``: enough for its header (``HEAD`` bytes of a
+        file, a tar member's view whole: nothing is read until used); None as ``read``."""
+        if self.path is not None:
+            return read_small_file(self.path, HEAD)
+        data = self.read()
+        return None if data is None else (data, len(data))
 
-def read_small_file(path: str) -> bytes | None:
+
+HEAD = 4096  # bytes of a file read for its .npy header alone (the header is ~128 bytes)
+
+
+def read_small_file(path: str, head: int | None = None) -> Any:
     """The bytes of the file ``path`` when it holds at most ``SMALL_NPY`` bytes, else (or
-    when it cannot be read) None."""
+    when it cannot be read) None; with ``head``, ``(its first head bytes, its size)``."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO never waits
     except OSError:
@@ -46,6 +57,8 @@ def read_small_file(path: str) -> bytes | None:
         size = st.st_size
         if not stat.S_ISREG(st.st_mode) or size > SMALL_NPY:
             return None
+        if head is not None:
+            return os.read(fd, min(head, size)), size
         data = os.read(fd, size + 1)
         return data if len(data) == size else None
     except OSError:
