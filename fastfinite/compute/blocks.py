@@ -337,14 +337,6 @@ class Block:
         """Values in the block (``x.size``, without widening or copying it)."""
         return self._size * self.ncomp
 
-    def kernel_input(self, lo: int, hi: int, bits: bool) -> tuple[np.ndarray, np.ndarray, bool]:
-        """The first two arguments of a kernel for values ``lo:hi``: ``(x, xi, False)``,
-        or, for narrow data when the kernel takes ``bits``, ``(bits, table, True)``
-        (``scan_rows_narrow``)."""
-        if bits and self.bits is not None:
-            return self.bits[lo:hi], self.table, True
-        return self.x[lo:hi], self.xi[lo:hi], False
-
     def block_box(self, box: Region) -> Region:
         """A box of the global array (inside this block) as slices of the block's own shape
         (``bshape``: axes in memory order, flipped ones reversed)."""
