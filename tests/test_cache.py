@@ -196,6 +196,42 @@ def test_the_last_report_is_kept_per_options_and_only_when_complete(tmp_path):
     assert "changed since the cached scan" in r.changes.notes[2]  # the member's own note
 
 
+def test_two_scans_ending_at_once_each_compare_with_the_report_they_replace(tmp_path):
+    """A scan whose report is written while another's write is under way waits for it and
+    compares with that report, not the one both read before: no report goes unseen."""
+    import threading
+
+    from fastfinite.cache.store import ScanCache
+
+    def second_scan():  # (a connection is used by the thread that made it)
+        second = ScanCache(str(tmp_path / "c"))
+        opened.set()
+        go.wait(30)
+        try:
+            got.append(second.swap_report("t", b"k", "b"))
+        finally:
+            second.close()
+
+    got: list = []
+    opened, go = threading.Event(), threading.Event()
+    first = ScanCache(str(tmp_path / "c"))
+    try:
+        first.swap_report("t", b"k", "old")
+        waiting = threading.Thread(target=second_scan)
+        waiting.start()
+        opened.wait(30)
+        first.db.execute("BEGIN IMMEDIATE")  # the other scan, mid-way through its write
+        go.set()
+        time.sleep(0.5)  # the second scan has asked for the lock by now
+        first.db.execute("INSERT OR REPLACE INTO reports VALUES ('t', ?, 'a', 0)", (b"k",))
+        first.db.execute("COMMIT")
+        waiting.join(30)
+        assert got == [("a", None)]
+        assert first.swap_report("t", b"k", None) == ("b", None)
+    finally:
+        first.close()
+
+
 def test_a_corrupt_cache_is_moved_aside_and_made_anew(tmp_path):
     x = _data()
     path = str(tmp_path / "x.zarr")

@@ -194,13 +194,14 @@ class ScanCache:
         """Keep ``text`` (when not None) as the last complete report of ``target`` with
         these options, and give back the JSON of the one it replaces, and why there is none
         when there is one of other options."""
-        row = self.db.execute(
-            "SELECT okey, report FROM reports WHERE target=?", (target,)
-        ).fetchone()
-        same = row is not None and bytes(row[0]) == okey
-        if text is not None and not (same and row[1] == text):
-            with self.db:
+        with self.db:  # read and replaced in one transaction: no scan's report is lost
+            if text is not None:
                 self.db.execute("BEGIN IMMEDIATE")
+            row = self.db.execute(
+                "SELECT okey, report FROM reports WHERE target=?", (target,)
+            ).fetchone()
+            same = row is not None and bytes(row[0]) == okey
+            if text is not None and not (same and row[1] == text):
                 self.db.execute(
                     "INSERT OR REPLACE INTO reports VALUES (?, ?, ?, ?)",
                     (target, okey, text, time.time()),
