@@ -1,7 +1,7 @@
 """``diff_reports`` and ``fastfinite diff``: what changed between two scans of the same data,
 checked against NumPy's positions of each kind in the old and the new values.
 
-Part: ``fastfinite/cache/changes.py`` and the ``diff`` command of ``fastfinite/cli.py``.
+Part: ``fastfinite/cache/changes.py`` and the ``diff`` command of ``fastfinite/cli/``.
 """
 
 from __future__ import annotations

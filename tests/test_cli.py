@@ -1,6 +1,6 @@
 """The command line, run as users run it: in a fresh process.
 
-Part: ``fastfinite/cli.py``.
+Part: ``fastfinite/cli/``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ FORCE_COLOR say (on a real pseudo-terminal), Ctrl-C (exit code 130, one line, no
 half-written), "did you mean" for kinds, choices, flags and subcommands, every output path
 checked before the scan starts, and ``--help`` naming every kind of input.
 
-Part: ``fastfinite/cli.py``.
+Part: ``fastfinite/cli/``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import zarr
 
 import fastfinite
 from fastfinite import cli
+from fastfinite.cli.files import write_text, writing
 from fastfinite.errors import InvalidArgumentError
 
 from .helpers import assert_one_line_error, read_terminal, run_cli
@@ -211,12 +212,12 @@ def test_an_interrupted_write_leaves_the_old_file_and_nothing_beside_it(tmp_path
     target = tmp_path / "r.json"
     target.write_text("yesterday\n")
     target.chmod(0o640)
-    with pytest.raises(KeyboardInterrupt), cli._writing(str(target)) as where:
+    with pytest.raises(KeyboardInterrupt), writing(str(target)) as where:
         with open(where, "w") as f:
             f.write("half of tod")
         raise KeyboardInterrupt
     assert target.read_text() == "yesterday\n" and os.listdir(tmp_path) == ["r.json"]
-    cli._write_text(str(target), "today")
+    write_text(str(target), "today")
     assert target.read_text() == "today\n" and os.listdir(tmp_path) == ["r.json"]
     assert target.stat().st_mode & 0o777 == 0o640  # its permissions kept
 

@@ -2,7 +2,7 @@
 in bounded time; checks a typo would switch off are refused; ``--json -`` is JSON alone;
 the summary says what was done.
 
-Part: ``fastfinite/cli.py``.
+Part: ``fastfinite/cli/``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The HTML report: one self-contained page, its tables, escaping, its size, the CLI's
 ``--html``, Jupyter's summary, and the page in a real headless Chromium.
 
-Part: ``fastfinite/report/html.py``, ``--html`` in ``fastfinite/cli.py``.
+Part: ``fastfinite/report/html.py``, ``--html`` in ``fastfinite/cli/``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ every output path is checked before any work; a file that is not a report is an 
 naming it; ``scheduler="tcp://..."`` with ``cache=`` on real ``dask scheduler`` and
 ``dask worker`` processes, from Python and from the command line.
 
-Part: ``fastfinite/options.py`` and ``fastfinite/cli.py``.
+Part: ``fastfinite/options.py`` and ``fastfinite/cli/``.
 """
 
 from __future__ import annotations

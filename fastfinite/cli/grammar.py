@@ -1,30 +1,15 @@
-"""The ``fastfinite`` command: ``scan``, ``merge``, ``diff``, ``compile`` and ``demo``.
-
-Exit codes: 0 no error found (warnings are printed), 1 an error found (with ``--fail-on``,
-something of those kinds), 2 usage or read error, 130 interrupted (Ctrl-C).
-"""
+"""The ``fastfinite`` command's flags: each subcommand's parser (``build_parser``) and how
+each value is read and checked as it is parsed (a usage error: one line, exit code 2)."""
 
 from __future__ import annotations
 
 import argparse
-import logging
-import os
-import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import options
-from .errors import (
-    FastFiniteError,
-    InvalidArgumentError,
-    SourceError,
-    close_matches,
-    did_you_mean,
-)
-
-EXIT_OK, EXIT_FOUND, EXIT_ERROR = 0, 1, 2
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
+from .. import options
+from ..errors import InvalidArgumentError, close_matches, did_you_mean
+from .exits import EXIT_ERROR
 
 # What ``scan PATH`` reads, as ``--help`` lists it: (name, examples, what), one line each. A
 # new kind of input (``sources/open.py``) adds its line here.
@@ -86,7 +71,7 @@ def _axes(name: str) -> Callable[[str], Any]:
     return _arg(lambda t: options.parse_by(tuple(_int(a) for a in _list(t)), name))
 
 
-def _nested(pairs: list) -> dict | None:
+def nested_options(pairs: list) -> dict | None:
     """``--storage-option`` pairs as one dict (``a.b=1``: ``{"a": {"b": 1}}``). A key given
     twice, or both as a value and as a group (``a=1`` and ``a.b=2``), is an error: which
     one was meant is not ours to guess."""
@@ -199,7 +184,7 @@ def _scan_description() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ._version import __version__
+    from .._version import __version__
 
     p = _Parser(
         prog="fastfinite",
@@ -523,7 +508,7 @@ def _add_output(
     """Add a flag that writes a file (or, ``directory``, in a directory): its value is checked
     as it is parsed (``options.parse_output_file``: a file that can be written, ``-`` for
     stdout where ``stdout``; ``options.parse_directory``), and the flag joins the outputs
-    ``_check_outputs`` checks together before any work. Every output flag is added here."""
+    ``check_outputs`` checks together before any work. Every output flag is added here."""
     check = _directory(flag) if directory else _output(flag, stdout=stdout)
     action = p.add_argument(flag, type=check, default=None, **kwargs)
     p.set_defaults(outputs=(*(p.get_default("outputs") or ()), (flag, action.dest)))
@@ -549,7 +534,7 @@ def _output_options(p: argparse.ArgumentParser) -> None:
 
 
 def _fail_on_option(p: argparse.ArgumentParser) -> None:
-    from .model.kinds import kinds_help
+    from ..model.kinds import kinds_help
 
     p.add_argument(
         "--fail-on",
@@ -560,387 +545,3 @@ def _fail_on_option(p: argparse.ArgumentParser) -> None:
         "error (NaN, inf, cast overflow, unreadable chunks...), warning (everything: "
         f"warnings and errors), {kinds_help()}",
     )
-
-
-def use_color(choice: str = "auto", stream: Any = None) -> bool:
-    """Whether to colour what is printed to ``stream`` (stdout by default): ``--color
-    always`` or ``never`` as given; ``auto`` by the environment, as no-color.org and
-    force-color.org say, then by the terminal. ``NO_COLOR`` set to anything but the empty
-    string turns colour off, ``FORCE_COLOR`` so set turns it on where the stream is not a
-    terminal (``NO_COLOR`` wins when both are, as in CPython's own colours); otherwise
-    colour when the stream is a terminal that is not ``TERM=dumb``."""
-    if choice != "auto":
-        return choice == "always"
-    if os.environ.get("NO_COLOR"):
-        return False
-    if os.environ.get("FORCE_COLOR"):
-        return True
-    stream = sys.stdout if stream is None else stream
-    try:
-        tty = stream.isatty()
-    except (AttributeError, ValueError):  # no isatty, or closed
-        tty = False
-    return tty and os.environ.get("TERM") != "dumb"
-
-
-@contextmanager
-def _writing(path: str) -> Iterator[str]:
-    """Where to write the file ``path``: a new file beside it, renamed onto it once written
-    (with the old file's permissions), so that a failed or interrupted write (Ctrl-C) leaves
-    no half-written file and the old one, if any, as it was. A special file (``/dev/stdout``)
-    or a file in a folder one cannot add to is written in place."""
-    import secrets
-
-    real = os.path.realpath(path)  # a symbolic link stays one: its target is replaced
-    folder, name = os.path.split(real)
-    if (os.path.exists(real) and not os.path.isfile(real)) or not os.access(
-        folder, os.W_OK | os.X_OK
-    ):
-        yield path
-        return
-    # the same suffix: matplotlib picks the picture's format by it
-    tmp = os.path.join(folder, f".{name}.{secrets.token_hex(4)}{os.path.splitext(name)[1]}")
-    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # the umask's mode
-    try:
-        yield tmp
-        if os.path.exists(real):
-            import shutil
-
-            shutil.copymode(real, tmp)
-        os.replace(tmp, real)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _write_text(path: str, text: str) -> None:
-    """Write ``text`` and a newline to the file ``path`` (``_writing``)."""
-    with _writing(os.fspath(path)) as where, open(where, "w") as f:
-        f.write(text + "\n")
-
-
-def _failed(found: set[str], fail_on: frozenset[str] | None) -> int:
-    """The exit code for the kinds ``found``: 1 when any is of the ``--fail-on`` kinds
-    (by default, of severity error: ``kinds.fails``)."""
-    from .model.kinds import fails
-
-    return EXIT_FOUND if fails(found, fail_on) else EXIT_OK
-
-
-def _finish(report, args: argparse.Namespace) -> int:
-    """Print and write the report as asked (with what changed, after a scan with a cache);
-    return the exit code. With ``--json -`` the standard output holds the JSON alone."""
-    import json
-
-    from .report.render import render
-
-    to_stdout = args.json == "-"
-    changes = report.changes
-    if not args.quiet and not to_stdout:
-        print(render(report, color=use_color(args.color)))
-        if changes is not None:
-            print(changes)
-    if args.json:
-        d = report.to_dict()
-        if changes is not None:
-            d["changes"] = changes.to_dict()
-        text = json.dumps(d, indent=2)
-        if to_stdout:
-            print(text)
-        else:
-            _write_text(args.json, text)
-    if getattr(args, "plot", None):
-        with _writing(args.plot) as path:
-            report.plot(path, axes=tuple(args.plot_axes) if args.plot_axes else None)
-        if not args.quiet:
-            print(f"plot written to {args.plot}", file=sys.stderr if to_stdout else sys.stdout)
-    if getattr(args, "html", None):
-        with _writing(args.html) as path:
-            report.to_html(path)
-        if not args.quiet:
-            print(f"html written to {args.html}", file=sys.stderr if to_stdout else sys.stdout)
-    found = changes.new_kinds() if getattr(args, "fail_on_new", False) else report.kinds_found()
-    return _failed(found, args.fail_on)
-
-
-def read_report(path: str):
-    """The report in the JSON file ``path`` (written by ``scan --json`` or ``to_json``), or
-    a ``SourceError`` naming the file and saying what it holds instead: missing, a
-    directory, empty, binary, not JSON, JSON of another shape, a report of a newer schema.
-    ``merge`` and ``diff`` read reports here, and only here."""
-    import json
-    import stat
-
-    from .report.model import ScanReport, check_schema
-
-    def refuse(why: str) -> SourceError:
-        return SourceError(f"{path} is not a fastfinite JSON report: {why}")
-
-    try:
-        mode = os.stat(path).st_mode
-    except OSError as e:
-        raise SourceError(f"cannot read the report {path}: {e.strerror or e}") from None
-    if stat.S_ISDIR(mode):
-        raise refuse("it is a directory")
-    if not stat.S_ISREG(mode):  # a FIFO would block the read forever
-        raise refuse("it is not a regular file")
-    try:
-        with open(path, "rb") as f:
-            head = first = f.read(64).removeprefix(b"\xef\xbb\xbf")  # a BOM: editors write it
-            while head and not head.strip():  # white space before the JSON is fine
-                head = f.read(1 << 16)
-            if not head:
-                raise refuse("it is empty" if not first else "it holds only white space")
-            if head.startswith(b"\x93NUMPY"):
-                raise refuse("it is a .npy file (scan it with 'fastfinite scan')")
-            if not head.lstrip().startswith(b"{"):
-                binary = b"\0" in head or not _text(head)
-                raise refuse("it holds binary data" if binary else "it is not a JSON object")
-            raw = head + f.read()
-    except OSError as e:
-        raise SourceError(f"cannot read the report {path}: {e.strerror or e}") from None
-    try:
-        d = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise refuse("it is not UTF-8 text") from None
-    except ValueError as e:
-        raise refuse(f"it is not JSON ({e})") from None
-    try:
-        schema = check_schema(d)  # what schemas are read is the report's to say
-    except InvalidArgumentError as e:
-        raise SourceError(f"{path}: {e}") from None
-    try:
-        return ScanReport.from_dict(d)
-    except KeyError as e:
-        raise refuse(f"schema {schema!r} but no {e} field") from None
-    except InvalidArgumentError as e:  # it disagrees with itself: the field is named
-        raise refuse(f"schema {schema!r} but {e}") from None
-    except (ValueError, TypeError, AttributeError, IndexError) as e:
-        raise refuse(f"schema {schema!r} but {type(e).__name__}: {e}") from None
-
-
-def _text(head: bytes) -> bool:
-    """The start of a file reads as UTF-8 text (a character cut at the end is fine)."""
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as e:
-        return e.start >= len(head) - 3
-    return True
-
-
-def _merge(args: argparse.Namespace) -> int:
-    from .report.merge import merge_reports
-
-    _check_outputs(args, [(p, p) for p in args.reports])
-    return _finish(merge_reports([read_report(p) for p in args.reports]), args)
-
-
-def _diff(args: argparse.Namespace) -> int:
-    import json
-
-    from .cache.changes import diff_reports
-
-    _check_outputs(args, [(args.old, args.old), (args.new, args.new)])
-    changes = diff_reports(read_report(args.old), read_report(args.new))
-    text = json.dumps(changes.to_dict(), indent=2) if args.json else ""
-    if args.json == "-":
-        print(text)
-    elif not args.quiet:
-        print(changes)
-    if args.json and args.json != "-":
-        _write_text(args.json, text)
-    return _failed(changes.new_kinds(), args.fail_on)
-
-
-def _error(msg: str) -> int:
-    print(f"fastfinite: error: {' '.join(str(msg).split())}", file=sys.stderr)
-    # what a failed store leaves behind (coroutines whose errors nobody awaited) is not
-    # printed at exit: the line above said what broke
-    sys.unraisablehook = lambda unraisable: None
-    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
-    return EXIT_ERROR
-
-
-def _interrupted(leave: bool) -> int:
-    """Ctrl-C: one line on stderr, exit code 130. From the command line (``leave``) the
-    process ends at once (``os._exit``, what was being written already removed): Python's
-    own exit would wait for each thread of the scan to finish its region, and a read that
-    hangs (a store that does not answer, a dead mount) would keep it from ever ending."""
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError):
-        pass
-    wipe = "\r\033[K" if sys.stderr.isatty() and os.environ.get("TERM") != "dumb" else ""
-    print(f"{wipe}fastfinite: interrupted", file=sys.stderr, flush=True)  # over a bar's line
-    if leave:
-        os._exit(EXIT_INTERRUPTED)
-    return EXIT_INTERRUPTED
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line (``argv``, by default ``sys.argv[1:]``); return the exit code."""
-    try:
-        return _main(argv)
-    except KeyboardInterrupt:
-        return _interrupted(leave=argv is None)
-
-
-def _main(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        if args.command == "scan":
-            return _scan(args)
-        if args.command == "merge":
-            return _merge(args)
-        if args.command == "diff":
-            return _diff(args)
-        if args.command == "compile":
-            from .compute.compiling import compile_main
-
-            progress = not args.no_progress and sys.stderr.isatty()
-            return compile_main(args.mode, list(args.dtype), args.processes, progress)
-        if args.command == "demo":
-            from .demo import run_demo
-
-            progress = not args.no_progress and sys.stderr.isatty()
-            return run_demo(
-                args.dir,
-                size_mb=args.size_mb,
-                progress=progress,
-                keep=args.keep,
-                full_report=args.full_report,
-            )
-    except FastFiniteError as e:
-        return _error(str(e))
-    except OSError as e:
-        return _error(f"{e.strerror or e}: {e.filename}" if e.filename else str(e))
-    except Exception as e:  # a failure nothing above names: still one line and exit 2
-        if os.environ.get("FASTFINITE_DEBUG"):
-            raise
-        return _error(f"{type(e).__name__}: {e}")
-    return EXIT_ERROR
-
-
-def _scan_on_local_cluster(path: str, n: int, kwargs: dict):
-    from distributed import Client, LocalCluster
-
-    from .api import scan
-
-    with (
-        LocalCluster(
-            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        return scan(path, scheduler=client, **kwargs)
-
-
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
-def _check_scan(args: argparse.Namespace) -> None:
-    """What the flags ask for together, checked before the scan starts (each flag's own
-    value was checked by argparse): ``InvalidArgumentError`` naming the flags."""
-    import importlib.util
-
-    clustered = args.scheduler is not None or args.workers is not None
-    if args.fail_on_new and not args.cache:
-        raise InvalidArgumentError(
-            "--fail-on-new compares with the last scan kept by --cache DIR: give both"
-        )
-    if args.threads is not None and clustered:
-        flag = "--scheduler" if args.scheduler is not None else "--workers"
-        raise InvalidArgumentError(f"--threads counts local threads: it has no use with {flag}")
-    if args.fail_fast and clustered:
-        raise InvalidArgumentError("--fail-fast cannot be combined with a Dask cluster")
-    if args.plot_axes is not None and not args.plot:
-        raise InvalidArgumentError("--plot-axes chooses the axes of --plot PNG: give both")
-    if args.plot and importlib.util.find_spec("matplotlib") is None:
-        raise InvalidArgumentError("--plot needs matplotlib: pip install 'fastfinite[plot]'")
-    from .engines.plan import input_roots
-
-    _check_outputs(args, input_roots(args.path))
-
-
-def _check_outputs(args: argparse.Namespace, inputs: Sequence[tuple[str, str]]) -> None:
-    """Every output flag given (``_add_output``), checked together before any work: no two
-    write the same file, and none writes into an input (``inputs``: each as given, and
-    the file or folder it is read from): ``InvalidArgumentError`` naming the flag and the
-    path."""
-    roots = [(path, os.path.realpath(root)) for path, root in inputs]
-    seen: dict[str, str] = {}
-    for flag, dest in getattr(args, "outputs", ()):
-        value = getattr(args, dest, None)
-        if not value or value == "-":
-            continue
-        real = os.path.realpath(value)
-        if real in seen:
-            raise InvalidArgumentError(f"{seen[real]} and {flag} both write {value}")
-        seen[real] = flag
-        for path, root in roots:
-            if _inside(real, root):
-                raise InvalidArgumentError(
-                    f"{flag} {value} would write into the input {path}: fastfinite never "
-                    "modifies its input"
-                )
-
-
-def _scan(args: argparse.Namespace) -> int:
-    from .api import scan
-
-    args.path = args.path[0] if len(args.path) == 1 else args.path  # several: a set of files
-    _check_scan(args)
-    progress = args.progress if args.progress is not None else sys.stderr.isatty()
-    progress = progress and not args.quiet
-    kwargs = dict(
-        cast=args.cast,
-        max_locations=args.max_locations,
-        progress=progress,
-        on_error=args.on_error,
-        by=args.by,
-        z_threshold=args.z_threshold,
-        localize=args.localize,
-        eps=args.eps,
-        storage_options=_nested(args.storage_options),
-        concurrency=args.concurrency,
-        region_bytes=args.region_bytes,
-        timeout=args.timeout,
-        send_credentials=args.send_credentials,
-        scale=args.scale,
-        raw_dtype=args.raw_dtype,
-        cache=args.cache,
-    )
-    if args.scheduler is not None or args.workers is not None:
-        # distributed logs every reconnection attempt, with tracebacks: the one line that
-        # says what broke is ours
-        import distributed  # noqa: F401  (it sets up its loggers on import)
-
-        for name in list(logging.root.manager.loggerDict):
-            if name.split(".")[0] == "distributed":
-                logging.getLogger(name).setLevel(logging.CRITICAL + 1)
-        kwargs["split_every"] = args.split_every
-        if args.workers:
-            report = _scan_on_local_cluster(args.path, args.workers, kwargs)
-        else:
-            report = scan(args.path, scheduler=args.scheduler, **kwargs)
-    else:
-        report = scan(args.path, workers=args.threads, fail_fast=args.fail_fast, **kwargs)
-    if args.bad_samples:
-        _write_bad_samples(report, args.bad_samples)
-    return _finish(report, args)
-
-
-def _write_bad_samples(report, path: str) -> None:
-    """``--bad-samples FILE``; a list that could not be complete says so on stderr."""
-    from .report.samples import write_keys
-
-    keys = report.bad_samples()
-    with _writing(path) as where:
-        write_keys(keys, where)
-    if not keys.complete:
-        more = f" (+{len(keys.notes) - 1} more)" if len(keys.notes) > 1 else ""
-        print(f"fastfinite: warning: {path} is incomplete: {keys.notes[0]}{more}", file=sys.stderr)
