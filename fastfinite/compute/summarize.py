@@ -24,7 +24,7 @@ from .blocks import (
     widen,
 )
 from .positions import kind_mask, record_positions
-from .summary import ScanSpec, SliceCanvas, SliceStats, Summary, _first, merge_all, rescued
+from .summary import ScanSpec, SliceCanvas, SliceStats, Summary, first_positions, merge_all, rescued
 
 KEPT = 1 << 10  # positions of each kind a kernel keeps; more are looked for when wanted
 
@@ -211,7 +211,7 @@ def _scan(
                 a = block.x[lo : lo + size]
             got = first_where(a, lambda v, k=k: kind_mask(v, k, thr), want)
             pos, val = lo + got, a[got].astype(np.float64)
-        s.loc_index[k], s.loc_value[k] = _first(block.to_global(pos, spec.shape), val, cap)
+        s.loc_index[k], s.loc_value[k] = first_positions(block.to_global(pos, spec.shape), val, cap)
     if size == 0 or run is not None:
         return s
     by = spec.by

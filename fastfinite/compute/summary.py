@@ -336,7 +336,7 @@ def merge(a: Summary, b: Summary, cap: int, spend: bool = False) -> Summary:
         elif not len(a.loc_index[k]):
             i, v = b.loc_index[k], b.loc_value[k]
         else:
-            i, v = _first(
+            i, v = first_positions(
                 np.concatenate([a.loc_index[k], b.loc_index[k]]),
                 np.concatenate([a.loc_value[k], b.loc_value[k]]),
                 cap,
@@ -410,7 +410,9 @@ class PairwiseMerger:
         return out
 
 
-def _first(index: np.ndarray, value: np.ndarray, cap: int) -> tuple[np.ndarray, np.ndarray]:
+def first_positions(
+    index: np.ndarray, value: np.ndarray, cap: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Sorted unique positions (first value kept), cut to ``cap``."""
     if len(index) == 0:
         return index, value

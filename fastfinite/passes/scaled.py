@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from ..compute.blocks import narrow_format, read_only, widen, widen_table
-from ..compute.summary import _first
+from ..compute.summary import first_positions
 from ..errors import InvalidArgumentError
 from ..model.cast_forms import SCALED_COUNTS, scaled_bounds, scaled_form
 from ..model.casts import FORMATS, source_thresholds
@@ -102,7 +102,7 @@ def scaled_source(source, report: ScanReport, targets, scale, by, budget_of, map
                 if f"{c}:{t}" in first:  # regions come in any order (memory order, threads)
                     kept = first[f"{c}:{t}"]
                     flat, vals = np.concatenate([kept[0], flat]), np.concatenate([kept[1], vals])
-                first[f"{c}:{t}"] = _first(flat, vals, cap)
+                first[f"{c}:{t}"] = first_positions(flat, vals, cap)
     _fill(report, targets, found, first, scales, amax, per_slice, shape, cap)
 
 
