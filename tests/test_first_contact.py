@@ -182,6 +182,63 @@ def test_compile_fills_the_cache_so_the_next_process_compiles_nothing(tmp_path):
     assert json.loads(run.stdout.strip().splitlines()[-1]) == []
 
 
+WARM_UP = textwrap.dedent("""
+    import json, sys
+    from fastfinite.kernels.compilers import BLAS, warm_up
+    warm_up()
+    import numba.np.arraymath as arraymath
+    refused = {"scipy.linalg": "scipy.linalg" in sys.modules, "blas": arraymath._HAVE_BLAS}
+    import scipy.linalg.cython_blas  # refused only while numba started: importable after
+    print(json.dumps(refused))
+""")
+
+
+def test_a_compiling_process_starts_numba_without_scipy_and_a_users_process_keeps_it(tmp_path):
+    """A process that compiles kernels only (``warm_up``) starts numba without SciPy's
+    linear algebra (half its start-up, for ``np.correlate``'s BLAS, which no kernel calls)
+    and leaves it importable; a user's process that compiles with ``fastfinite.compile``
+    keeps numba's BLAS, and the kernels the helpers compiled scan as the twins do."""
+    pytest.importorskip("scipy")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    run = subprocess.run([sys.executable, "-c", WARM_UP], env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == {"scipy.linalg": False, "blas": False}
+    user = textwrap.dedent("""
+        import json, numpy as np, fastfinite
+        from fastfinite.compute import dispatch
+        r = fastfinite.compile("plain", "float64", processes=2)
+        import numba.np.arraymath as arraymath
+        x = np.arange(100_000.0); x[[5, 70_000]] = [np.nan, np.inf]
+        with dispatch.using("kernels"):
+            k = fastfinite.scan(x).to_dict()
+        with dispatch.using("twins"):
+            t = fastfinite.scan(x).to_dict()
+        print(json.dumps([arraymath._HAVE_BLAS, k == t, k["nan"], k["posinf"]]))
+    """)
+    run = subprocess.run([sys.executable, "-c", user], env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == [True, True, 1, 1]
+
+
+def test_compile_without_loading_fills_the_cache_and_loads_nothing_here(tmp_path):
+    """``load=False`` (``fastfinite compile``): the groups are compiled into the cache by
+    processes of their own and not loaded here; a second call finds them there."""
+    code = textwrap.dedent("""
+        import json, fastfinite
+        from fastfinite.compute import dispatch
+        first = fastfinite.compile(["by=0"], "float32", load=False, processes=2)
+        second = fastfinite.compile(["by=0"], "float32", load=False, processes=2)
+        print(json.dumps([sorted(first.seconds), sorted(second.cached), dispatch.loaded("rows", "float32"), str(second)]))
+    """)  # fmt: skip
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    compiled, found, loaded, text = json.loads(run.stdout.strip().splitlines()[-1])
+    assert compiled == found == [["finish", "float64"], ["rows", "float32"]]
+    assert loaded is False
+    assert "rows float32: in the cache already" in text and "2 groups in" in text
+
+
 def test_compile_names_an_unknown_mode(capsys):
     from fastfinite.cli import main
 

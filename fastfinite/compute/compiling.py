@@ -43,22 +43,28 @@ ALIASES = {
 @dataclass
 class CompileReport:
     """What ``compile`` did: seconds per group and dtype (compiled, or loaded when the
-    cache held them), the wall time, where the kernels are cached, and any group that
-    failed with its error (its NumPy twins scan in its place)."""
+    cache held them), the groups the cache held already (``cached``: not loaded, when
+    ``compile`` was asked not to load), the wall time, where the kernels are cached, and
+    any group that failed with its error (its NumPy twins scan in its place)."""
 
     seconds: dict[tuple[str, str], float] = field(default_factory=dict)
     order: list[tuple[str, str]] = field(default_factory=list)
     wall: float = 0.0
     cache: str | None = None
     failed: dict[tuple[str, str], str] = field(default_factory=dict)
+    cached: list[tuple[str, str]] = field(default_factory=list)
 
     def __str__(self) -> str:
-        lines = [
-            f"{g} {d}: {self.seconds[g, d]:.2f} s" for g, d in self.order if (g, d) in self.seconds
-        ]
+        lines = []
+        for g, d in self.order:
+            if (g, d) in self.seconds:
+                lines.append(f"{g} {d}: {self.seconds[g, d]:.2f} s")
+            elif (g, d) in self.cached:
+                lines.append(f"{g} {d}: in the cache already")
         lines += [f"{g} {d}: FAILED {e}" for (g, d), e in self.failed.items()]
         where = self.cache or "nowhere (each process compiles again)"
-        return "\n".join([*lines, f"{len(self.seconds)} groups in {self.wall:.2f} s; cached in {where}"])  # fmt: skip
+        done = len(self.seconds) + len([p for p in self.cached if p not in self.seconds])
+        return "\n".join([*lines, f"{done} groups in {self.wall:.2f} s; cached in {where}"])
 
 
 def groups_of(modes: Iterable[str] | None = None, dtypes: Iterable[str] = FLOATS) -> list[tuple[str, str]]:  # fmt: skip
@@ -89,6 +95,7 @@ def compile(  # noqa: A001 - the name the command line and the issue give it
     *,
     processes: int | None = None,
     progress: bool = False,
+    load: bool = True,
 ) -> CompileReport:
     """Compile the kernels scans call into Numba's cache, for this CPU.
 
@@ -106,12 +113,15 @@ def compile(  # noqa: A001 - the name the command line and the issue give it
     progress : bool
         Show a progress bar (``True`` or ``False`` only, as every flag of
         :func:`fastfinite.scan`).
+    load : bool
+        Load every group into this process too (``True``, the default: its next scan
+        compiles and loads nothing); ``False`` only fills the cache (``fastfinite
+        compile``: the process ends after).
 
     Returns
     -------
     CompileReport
-        Seconds per group, the wall time and where the kernels are cached. This process
-        has every group loaded when it returns.
+        Seconds per group, the wall time and where the kernels are cached.
     """
     from ..kernels import cache_directory
     from ..options import parse_bool, parse_int
@@ -119,6 +129,7 @@ def compile(  # noqa: A001 - the name the command line and the issue give it
     from .parts import default_workers
 
     progress = parse_bool("progress", progress)
+    load = parse_bool("load", load)
     processes = parse_int("processes", processes, 1, optional=True)
     modes = [modes] if isinstance(modes, str) else modes
     dtypes = [dtypes] if isinstance(dtypes, str) else dtypes
@@ -130,16 +141,20 @@ def compile(  # noqa: A001 - the name the command line and the issue give it
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(todo), desc="compiling kernels", unit="group", leave=False)
-    # what the cache holds is loaded here; the rest is compiled by this process and, with
-    # a cache to share, by processes beside it (one per other core), started first: their
-    # start-up runs while this one reads the cache's index
+    # with a cache to share, the groups are compiled by processes of their own, one a core,
+    # started first: their start-up (numba's, without SciPy: ``warm_up``) runs while this
+    # one reads the cache's index; this one hands the groups out (on one core, or with no
+    # cache, it compiles them itself)
     workers = max(1, min(processes or default_workers(), len(todo)))
-    fresh = [p for p in todo if not cached(*p)]  # (numba imported here: the forks have it)
+    aside = report.cache is not None and todo and (processes or default_workers()) > 1
     forks = sys.platform.startswith("linux") and not dispatch.in_flight()
-    helper = (
-        ForkedCompiler if forks else HelperCompiler
-    )  # a fork skips Python's and numba's start-up
-    helpers = [helper() for _ in range(min(workers, len(fresh)) - 1)] if report.cache else []
+    helper = ForkedCompiler if forks else HelperCompiler  # a fork skips Python's start-up
+    helpers = [helper() for _ in range(workers)] if aside else []
+    fresh = [p for p in todo if not cached(*p)]
+    report.cached = [p for p in todo if p not in fresh]
+    for h in helpers[len(fresh) :]:
+        h.let_go()  # not needed: no group for it
+    helpers = helpers[: len(fresh)]
     queue = sorted(fresh, key=lambda p: -COST.get(p[0], 1.0))  # the longest first
 
     def work(run) -> None:
@@ -153,16 +168,17 @@ def compile(  # noqa: A001 - the name the command line and the issue give it
                 bar.update(1)
 
     try:
-        with ThreadPoolExecutor(len(helpers) + 1) as pool:
-            for f in [pool.submit(work, run) for run in (compile_here, *helpers)]:
+        runners = helpers or [compile_here]
+        with ThreadPoolExecutor(len(runners)) as pool:
+            for f in [pool.submit(work, run) for run in runners]:
                 f.result()
-        for pair in todo:  # this process has them all: loaded from the cache just filled
+        for pair in todo if load else ():  # loaded here, from the cache just filled
             if pair not in report.failed:
                 t = time.perf_counter()
                 dispatch.wait(*pair)
                 report.seconds.setdefault(pair, time.perf_counter() - t)
-                if bar is not None and pair not in fresh:
-                    bar.update(1)
+        if bar is not None:
+            bar.update(len(report.cached))
     finally:
         for h in helpers:
             h.close()
@@ -175,6 +191,6 @@ def compile(  # noqa: A001 - the name the command line and the issue give it
 
 def compile_main(modes: list[str] | None, dtypes: list[str], processes: int | None, progress: bool) -> int:  # fmt: skip
     """``fastfinite compile``: print what was compiled; exit 2 when a group failed."""
-    report = compile(modes, dtypes, processes=processes, progress=progress)
+    report = compile(modes, dtypes, processes=processes, progress=progress, load=False)
     print(report)
     return 2 if report.failed else 0

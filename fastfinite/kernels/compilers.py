@@ -9,11 +9,14 @@ import subprocess
 import sys
 import time
 
+# what numba imports at its start-up to know whether np.correlate may call BLAS
+BLAS = "scipy.linalg.cython_blas"
+
 _HELPER = """
 import sys, time
 sys.path.insert(0, sys.argv[1])  # the parent's fastfinite, wherever it was imported from
-from numba import njit
-njit(lambda v: v + 1)(1.0)  # numba's own start-up, while the parent looks at its cache
+from fastfinite.kernels.compilers import warm_up
+warm_up()  # numba's own start-up, while the parent looks at its cache
 from fastfinite import kernels
 def say(*words):  # the parent may have ended: what it sent is compiled all the same
     try:
@@ -44,12 +47,17 @@ class ForkedCompiler:
 
         self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
         self.pool.submit(int).result()  # the fork, now
+        self.pool.submit(warm_up)  # while this process looks at its cache
 
     def __call__(self, group: str, dtype: str) -> float:
         return self.pool.submit(compile_here, group, dtype).result()
 
     def close(self) -> None:
         self.pool.shutdown()
+
+    def let_go(self) -> None:
+        """Not needed after all: it ends once its start-up is done, not waited for."""
+        self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 class HelperCompiler:
@@ -94,6 +102,25 @@ class HelperCompiler:
         except OSError:  # it has ended already
             pass
         self.proc.returncode = 0  # Popen would warn at its collection; it is not ours now
+
+
+def warm_up() -> None:
+    """Numba's own start-up (its first compile) in a process that compiles kernels and
+    nothing else. Numba then imports SciPy's BLAS (when SciPy is installed), only to know
+    whether its ``np.correlate`` and ``np.convolve`` may call it: half of its start-up
+    (0.15 s of 0.3 here), for functions no kernel calls. In these processes alone that
+    import is refused, unless SciPy is loaded already (numba then takes its own loop for
+    those two functions); a user's process is never touched."""
+    refuse = BLAS not in sys.modules
+    if refuse:
+        sys.modules[BLAS] = None  # an import of it fails at once, its packages unread
+    try:
+        from numba import njit
+
+        njit(lambda v: v + 1)(1.0)
+    finally:
+        if refuse and BLAS in sys.modules and sys.modules[BLAS] is None:
+            del sys.modules[BLAS]
 
 
 def compile_here(group: str, dtype: str) -> float:
