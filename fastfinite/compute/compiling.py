@@ -146,7 +146,7 @@ def compile(  # noqa: A001 - the name the command line and the issue give it
     # one reads the cache's index; this one hands the groups out (on one core, or with no
     # cache, it compiles them itself)
     workers = max(1, min(processes or default_workers(), len(todo)))
-    aside = report.cache is not None and todo and (processes or default_workers()) > 1
+    aside = report.cache is not None and bool(todo) and (processes or default_workers()) > 1
     forks = sys.platform.startswith("linux") and not dispatch.in_flight()
     helper = ForkedCompiler if forks else HelperCompiler  # a fork skips Python's start-up
     helpers = [helper() for _ in range(workers)] if aside else []
