@@ -247,10 +247,10 @@ def test_report_columns_spend_the_summary_only_when_told():
     stats = join_slices(runs)
     before = {f: getattr(stats, f).copy() for f in SliceStats.FIELDS}
     spec = ScanSpec(x.shape, x.dtype, by=(0,))
-    kept = slice_report(spec, stats)
+    kept, _ = slice_report(spec, [stats])
     for f in SliceStats.FIELDS:
         np.testing.assert_array_equal(getattr(stats, f), before[f], err_msg=f)
-    spent = slice_report(spec, stats, consume=True)
+    spent, _ = slice_report(spec, [stats], consume=True)
     for name in spent.ARRAYS:
         np.testing.assert_array_equal(getattr(spent, name), getattr(kept, name), err_msg=name)
     _check(SimpleNamespace(slices=spent), x, (0,))

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from ..compute.columns import slice_columns
 from ..compute.limits import overflow_dtypes, rounding_eps
-from ..compute.parts import in_parts
-from ..compute.summary import ScanSpec, SliceStats, Summary, _as_index, join_slices
+from ..compute.summary import ScanSpec, SliceStats, Summary
 from ..indices import fmt_index
 from ..model.kinds import SLOT_NAN, SLOT_NEGINF, SLOT_POSINF, cast_slot, is_nonfinite
 from .findings import slice_findings
@@ -113,78 +113,32 @@ def build_report(
     ]
     report.findings += [Finding("unreadable_chunk", e.chunk, str(e)) for e in errors]
     if spec.by is not None:
-        stats = s.slices and join_slices(s.slices)
-        done = _finished(s.slices, stats, math.prod(spec.by_shape)) if consume else None
-        at, bits, empty = done if done is not None else (None, None, None)
-        report.slices = slice_report(spec, stats, consume, meta["axis_names"], threads, empty)
+        report.slices, flagged = slice_report(spec, s.slices, consume, meta["axis_names"], threads)
         report.findings += slice_findings(
             report.slices,
             overflow_dtypes(spec.dtype, spec.cast),
             spec.z_threshold,
             rounding_eps(spec.dtype),
             threads=threads,
-            flagged=None if done is None else (at, bits),
+            flagged=flagged,
         )
     return report
 
 
-def _finished(parts: list[SliceStats] | None, joined: SliceStats | None, size: int):
-    """``(indices, bits, empty)`` of the flagged slices when every slice was finished in
-    its canvas (``SliceStats.finished``) and ``joined``, their one run, holds them all in
-    it; else None."""
-    if not parts or any(p.finished is None for p in parts):
-        return None
-    if len(joined.idx) != size or joined.spare() is None:
-        return None
-    at, bits, empty = zip(*(p.finished for p in parts))
-    return np.concatenate(at), np.concatenate(bits), sum(empty)
-
-
 def slice_report(
     spec: ScanSpec,
-    stats: SliceStats | None,
+    runs: list[SliceStats] | None,
     consume: bool = False,
     axis_names=None,
     threads: int | None = None,
-    finished: int | None = None,
-) -> SliceReport:
-    """The report's per-slice columns from merged ``SliceStats``; with ``consume``, written
-    over ``stats``'s own arrays where they fit (``stats`` is then spent: 1e5 slices' fresh
-    columns cost more than the kernel that fills them). ``finished``: every slice of
-    ``stats``, in its canvas, was finished by the scan (``_finished``), this many of them
-    without a finite value; their largest |z| is there already."""
-    from ..compute import dispatch
-
+) -> tuple[SliceReport, tuple | None]:
+    """The report's per-slice columns from the merged runs of slices (``columns``), and the
+    flagged slices' ``(indices, bits)`` when the scan found them already; with ``consume``
+    the runs are spent, their arrays written over."""
     shape = spec.by_shape
-    size = math.prod(shape)
     names = (axis_names or {}).get(spec.by[0]) if len(spec.by) == 1 else None
-    if finished is not None:
-        if finished:  # slices without a finite value
-            empty = np.flatnonzero(stats.n == 0)
-            for c in (stats.mean, stats.std, stats.min, stats.max):
-                c[empty] = np.nan
-        cols = (stats.nan, stats.posinf, stats.neginf, stats.n, stats.mean, stats.std)
-        cols += (stats.min, stats.max, stats.spare())
-        return SliceReport(spec.by, *(c.reshape(shape) for c in cols), names)
-    if stats is not None and len(stats.idx) == size and (size == 0 or stats.idx[-1] == size - 1):
-        full = stats  # dense and sorted: every slice, in order
-    else:
-        full = SliceStats.empty(np.arange(size, dtype=np.int64))
-        if stats is not None and len(stats.idx):
-            i = _as_index(stats.idx)
-            for f in SliceStats.FIELDS:
-                getattr(full, f)[i] = getattr(stats, f)
-    if consume or full is not stats:  # each slice's inputs are read before its outputs
-        z = full.spare() if consume else None
-        z = np.empty(size) if z is None else z
-        mean, std, mn, mx = full.mean, full.std, full.min, full.max
-    else:
-        mean, std, mn, mx, z = (np.empty(size) for _ in range(5))
-    ins, outs = (full.n, full.mean, full.std, full.min, full.max), (mean, std, mn, mx, z)
-    slice_columns = dispatch.pick("slice_columns", np.float64, size == 1)
-    in_parts(lambda a, b: slice_columns(*(c[a:b] for c in ins + outs)), size, threads)
-    cols = (full.nan, full.posinf, full.neginf, full.n, mean, std, mn, mx, z)
-    return SliceReport(spec.by, *(np.asarray(c).reshape(shape) for c in cols), names)
+    cols, flagged = slice_columns(runs, math.prod(shape), consume, threads)
+    return SliceReport(spec.by, *(np.asarray(c).reshape(shape) for c in cols), names), flagged
 
 
 def finish(
