@@ -243,7 +243,8 @@ def _run(plan, data, scheduler, compute, graph, progress, localize, targets):
 
         report = local.run(plan)
     if opts.scale is not None:
-        from .engines.local import bounded_map, default_workers
+        from .compute.parts import default_workers
+        from .compute.pools import bounded_map
         from .passes.scaled import scaled_target
 
         budget = lambda source: opts.region_bytes or source.region_bytes  # noqa: E731

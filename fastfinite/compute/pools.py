@@ -1,6 +1,6 @@
 """Thread pools started once per process: starting one costs about as much as scanning a few
-megabytes. A scan's regions and the parts a region is split into (``parts.in_parts``,
-``PartedScan``) have a pool each, because a region's task waits on its parts: one pool for
+megabytes. A scan's members, its regions (``bounded_map``) and the parts a region is split into
+(``parts.in_parts``, ``PartedScan``) have a pool each, because a region's task waits on its parts: one pool for
 both could fill with regions that wait.
 
 Their threads compute with NumPy's floating-point errors ignored (``quiet_numpy``): the twins
@@ -13,14 +13,19 @@ from __future__ import annotations
 import gc
 import os
 import threading
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from typing import TypeVar
 
 import numpy as np
 
 _pools: dict[str, tuple[ThreadPoolExecutor, int]] = {}
 _lock = threading.Lock()
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def shared_pool(kind: str, threads: int) -> ThreadPoolExecutor:
@@ -35,6 +40,32 @@ def shared_pool(kind: str, threads: int) -> ThreadPoolExecutor:
             )
             _pools[kind] = (pool, threads)
         return pool
+
+
+def bounded_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
+    """``map(fn, items)`` in order, on ``workers`` threads of the shared pool, at most
+    ``2 * workers`` in flight."""
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    pool = shared_pool("region", workers)
+    pending: deque = deque()
+    interrupted = False
+    try:
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:  # stopped early: nothing of this scan runs on after it returns
+        for f in pending:
+            f.cancel()
+        if not interrupted:  # Ctrl-C: not waiting for a read that may hang
+            wait(pending)
 
 
 def quiet_numpy() -> None:

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import TypeVar
 
 from ..cache.recall import Step
 from ..compute import dispatch
 from ..compute.blocks import Block
 from ..compute.parts import default_workers
-from ..compute.pools import shared_pool
+from ..compute.pools import bounded_map, shared_pool
 from ..compute.summarize import (
     kernel_groups,
     scan_region_or_units,
@@ -35,9 +34,6 @@ from ..report.model import ScanReport
 from ..sources.base import SMALL_BYTES
 from . import batched
 from .plan import Member, ScanPlan
-
-T = TypeVar("T")
-R = TypeVar("R")
 
 RUN_BYTES = 1 << 30  # regions of an array in RAM scanned together in parts
 INFLIGHT_BYTES = 256 << 20  # regions of a remote store read at once, decoded
@@ -125,32 +121,6 @@ def _side_by_side(members: Iterable[Member], plan: ScanPlan, bar) -> Iterator:
         for _, f in pending:
             f.cancel()
         wait([f for _, f in pending])
-
-
-def bounded_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
-    """``map(fn, items)`` in order, on ``workers`` threads of the shared pool, at most
-    ``2 * workers`` in flight."""
-    if workers <= 1:
-        yield from map(fn, items)
-        return
-    pool = shared_pool("region", workers)
-    pending: deque = deque()
-    interrupted = False
-    try:
-        for item in items:
-            pending.append(pool.submit(fn, item))
-            if len(pending) >= 2 * workers:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-    except KeyboardInterrupt:
-        interrupted = True
-        raise
-    finally:  # stopped early: nothing of this scan runs on after it returns
-        for f in pending:
-            f.cancel()
-        if not interrupted:  # Ctrl-C: not waiting for a read that may hang
-            wait(pending)
 
 
 def _counted_whole(target) -> bool:
