@@ -19,7 +19,7 @@ from typing import Any
 
 from ..compute.blocks import Region
 from ..compute.digests import tree_keys
-from ..compute.summary import Summary
+from ..compute.summary import PairwiseMerger, Summary
 from ..compute.summary_bytes import from_bytes, to_bytes
 from ..errors import InvalidArgumentError
 from .store import ScanCache
@@ -59,8 +59,10 @@ def options_key(member: Any) -> dict:
 
 
 class MemberMemory:
-    """One member's entries in the cache, for one scan: which steps it takes, and the writes
-    of what it scans (``leaf``, ``node``, ``flush``, ``finish``)."""
+    """One member's entries in the cache, for one scan: which steps it takes (``steps``,
+    prepared when it is made, before any unit is read), and the writes of what it scans
+    (``add``, ``flush``, ``finish``): its steps' summaries are folded in its ``merger``, the
+    merge tree of both engines, which hands it each subtree it forms (``node``)."""
 
     def __init__(self, cache: ScanCache, member: Any):
         source = member.source
@@ -87,8 +89,10 @@ class MemberMemory:
         self._flushed = time.monotonic()
         self.scanned: list[Region] = []
         self.reused = 0  # regions recalled
+        self.steps = self._steps()
+        self.merger = PairwiseMerger(member.spec.max_locations, self.node)
 
-    def steps(self) -> list[Step]:
+    def _steps(self) -> list[Step]:
         """The scan's steps in region order: the largest cached subtrees, the leaves left."""
         wanted: list[tuple[int, int]] = []
         self._cover(wanted, lambda j, m: self.levels[j][m] in self.known)
@@ -129,6 +133,11 @@ class MemberMemory:
             return
         self._cover_block(j - 1, 2 * m, cached, out)
         self._cover_block(j - 1, 2 * m + 1, cached, out)
+
+    def add(self, step: Step, summary: Summary, errors: list) -> None:
+        """Fold a step's summary, recalled or scanned, in ``merger``, in the steps' order."""
+        key = step.key if step.cached else self.leaf(step, summary, errors)
+        self.merger.add(summary, step.level, key)
 
     def leaf(self, step: Step, summary: Summary, errors: list) -> bytes | None:
         """A region was scanned: keep its summary (not when a unit could not be read: that

@@ -313,8 +313,6 @@ def cached_scan(plan: ScanPlan, scheduler, progress: bool, timeout: float = 30.0
     tasks, each summary is written to the cache as it arrives, so a lost cluster loses no
     finished work, and the client folds recalled and new summaries in the local engine's
     tree (the same report)."""
-    from ..compute.summary import PairwiseMerger
-
     client, own = None, False
     if isinstance(scheduler, str) and scheduler not in LOCAL_SCHEDULERS:
         client, own = _connect(parse_address(scheduler), timeout), True
@@ -327,11 +325,11 @@ def cached_scan(plan: ScanPlan, scheduler, progress: bool, timeout: float = 30.0
     try:
         reports = {}
         for member in plan.members():
-            memory = plan.memory(member)
+            memory = member.memory
             source, spec = member.source, member.spec
             if client is not None:
                 _prepare_workers(client, kernel_groups(spec))
-            steps = memory.steps()
+            steps = memory.steps
             todo = [st for st in steps if not st.cached]
             run = uuid.uuid4().hex
             skey = f"fastfinite-source-{run}"
@@ -357,7 +355,7 @@ def cached_scan(plan: ScanPlan, scheduler, progress: bool, timeout: float = 30.0
                     done[i] = (summary, errors, memory.leaf(todo[i], summary, errors))
             finally:
                 memory.flush()
-            merger = PairwiseMerger(spec.max_locations, memory.node)
+            merger = memory.merger  # the leaves were kept as they came: folded in order
             failed: list = []
             fresh = iter(range(len(todo)))
             for st in steps:

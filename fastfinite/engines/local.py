@@ -143,7 +143,7 @@ def scan_member(member: Member, plan: ScanPlan, shared_bar=None) -> ScanReport:
     opts, source, spec = plan.options, member.source, member.spec
     for group, dtype in kernel_groups(spec):  # compiled (or loaded) while regions are read
         dispatch.prepare(group, dtype)
-    memory = plan.memory(member)  # before any unit is read: their fingerprints
+    memory = member.memory  # made before any unit was read: their fingerprints
     listing = None
     missing = memory.fingerprints.missing() if memory is not None else None
     if missing is None and source.storage is not None:  # list the store's units while the scan runs
@@ -169,7 +169,7 @@ def scan_member(member: Member, plan: ScanPlan, shared_bar=None) -> ScanReport:
             scanned = scan_region_or_units(source, st.regions[0], spec, opts.on_error, canvas)
             return st.regions, *scanned, st
 
-        results: Iterator = bounded_map(step, memory.steps(), workers)
+        results: Iterator = bounded_map(step, memory.steps, workers)
     elif workers > 1 and ram is not None and scanned_in_parts(ram, spec.by):
         block = Block(ram, (0,) * ram.ndim)  # in place: contiguous in memory order
         regions = list(member.regions())
@@ -185,7 +185,7 @@ def scan_member(member: Member, plan: ScanPlan, shared_bar=None) -> ScanReport:
         )
     bar = shared_bar if shared_bar is not None else _progress_bar(source, opts.progress)
     failed: list = []
-    merger = PairwiseMerger(spec.max_locations, memory.node if memory is not None else None)
+    merger = memory.merger if memory is not None else PairwiseMerger(spec.max_locations)
     done = 0
     try:
         for scanned, summary, errors, st in results:
@@ -193,8 +193,7 @@ def scan_member(member: Member, plan: ScanPlan, shared_bar=None) -> ScanReport:
             if st is None:
                 merger.add(summary)
             else:
-                key = st.key if st.cached else memory.leaf(st, summary, errors)
-                merger.add(summary, st.level, key)
+                memory.add(st, summary, errors)
             nbytes = sum(_size(r) for r in scanned) * source.dtype.itemsize
             done += nbytes
             if bar is not None:

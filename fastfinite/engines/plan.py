@@ -32,6 +32,9 @@ class Member:
     source: Source
     spec: ScanSpec
     region_bytes: int
+    # what a scan with a cache recalls of it and keeps of it (``recall.MemberMemory``: its
+    # steps, prepared before any unit is read), else None
+    memory: Any = None
 
     def regions(self) -> Iterator:
         """The regions both engines scan (their boxes are what ``report.regions`` flags)."""
@@ -65,16 +68,6 @@ class ScanPlan:
         """The input is a dask array: it is scanned as a graph."""
         return isinstance(self.target, DaskArraySource)
 
-    def memory(self, member: Member):
-        """The member's ``recall.MemberMemory`` when the scan has a cache, else None (its
-        units' fingerprints are taken here, before any is read)."""
-        if self.cache is None:
-            return None
-        from ..cache.recall import MemberMemory
-
-        memory = self.recalled[member.path] = MemberMemory(self.cache, member)
-        return memory
-
     def skip(self, path: str, error: Exception) -> None:
         """Record the member ``path`` as not scanned, for the reason ``error`` gives (with a
         finding of the group's when the error has a kind)."""
@@ -84,7 +77,10 @@ class ScanPlan:
             self.findings[path] = Finding(kind, (), f"{path}: {error}")
 
     def members(self, entries: list | None = None) -> Iterator[Member]:
-        """The members of ``entries`` (default: all the plan's), opened one at a time."""
+        """The members of ``entries`` (default: all the plan's), opened one at a time, each
+        with all an engine needs: its source, spec, region budget and, when the scan has a
+        cache, its ``memory`` (what the cache recalls of it, its units' fingerprints taken
+        here, before any is read)."""
         opts = self.options
         for path, factory in self.entries if entries is None else entries:
             try:
@@ -106,7 +102,12 @@ class ScanPlan:
             budget = opts.region_bytes or source.region_bytes
             if spec.by is not None and source.in_memory and not opts.region_bytes:
                 budget = slice_budget(source.nbytes, budget, opts.workers)
-            yield Member(path, source, spec, budget)
+            member = Member(path, source, spec, budget)
+            if self.cache is not None:
+                from ..cache.recall import MemberMemory
+
+                member.memory = self.recalled[path] = MemberMemory(self.cache, member)
+            yield member
 
 
 def input_roots(data: Any) -> list[tuple[Any, str]]:
