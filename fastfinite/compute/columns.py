@@ -9,7 +9,7 @@ import numpy as np
 
 from . import dispatch
 from .parts import in_parts
-from .summary import SliceStats, _as_index, join_slices
+from .summary import SliceStats, every_slice, finished_flags, join_slices
 
 
 def slice_columns(
@@ -22,7 +22,7 @@ def slice_columns(
     columns are written over their own arrays where they fit (1e5 slices' fresh columns cost
     more than the kernel that fills them). ``threads``: at most this many cores."""
     stats = join_slices(runs) if runs else None
-    done = _finished(runs, stats, size) if consume else None
+    done = finished_flags(runs, stats, size) if consume and runs else None
     if done is not None:
         at, bits, empty = done
         if empty:  # slices without a finite value
@@ -31,14 +31,7 @@ def slice_columns(
                 c[gone] = np.nan
         cols = (stats.nan, stats.posinf, stats.neginf, stats.n, stats.mean, stats.std)
         return (*cols, stats.min, stats.max, stats.spare()), (at, bits)
-    if stats is not None and len(stats.idx) == size and (size == 0 or stats.idx[-1] == size - 1):
-        full = stats  # dense and sorted: every slice, in order
-    else:
-        full = SliceStats.empty(np.arange(size, dtype=np.int64))
-        if stats is not None and len(stats.idx):
-            i = _as_index(stats.idx)
-            for f in SliceStats.FIELDS:
-                getattr(full, f)[i] = getattr(stats, f)
+    full = every_slice(stats, size)
     if consume or full is not stats:  # each slice's inputs are read before its outputs
         z = full.spare() if consume else None
         z = np.empty(size) if z is None else z
@@ -49,15 +42,3 @@ def slice_columns(
     kernel = dispatch.pick("slice_columns", np.float64, size == 1)
     in_parts(lambda a, b: kernel(*(c[a:b] for c in ins + outs)), size, threads)
     return (full.nan, full.posinf, full.neginf, full.n, mean, std, mn, mx, z), None
-
-
-def _finished(runs: list[SliceStats] | None, joined: SliceStats | None, size: int):
-    """``(indices, bits, empty)`` of the flagged slices when every slice was finished in
-    its canvas (``SliceStats.finished``) and ``joined``, their one run, holds them all in
-    it; else None."""
-    if not runs or any(p.finished is None for p in runs):
-        return None
-    if len(joined.idx) != size or joined.spare() is None:
-        return None
-    at, bits, empty = zip(*(p.finished for p in runs))
-    return np.concatenate(at), np.concatenate(bits), sum(empty)

@@ -247,6 +247,31 @@ def _as_index(idx: np.ndarray):
     return idx
 
 
+def every_slice(stats: SliceStats | None, size: int) -> SliceStats:
+    """One run of all ``size`` slices in order: ``stats`` itself when it holds them all,
+    sorted, else a new run with its slices in their places and the others empty."""
+    if stats is not None and len(stats.idx) == size and (size == 0 or stats.idx[-1] == size - 1):
+        return stats
+    full = SliceStats.empty(np.arange(size, dtype=np.int64))
+    if stats is not None and len(stats.idx):
+        i = _as_index(stats.idx)
+        for f in SliceStats.FIELDS:
+            getattr(full, f)[i] = getattr(stats, f)
+    return full
+
+
+def finished_flags(runs: list[SliceStats], joined: SliceStats, size: int):
+    """``(indices, bits, empty)`` of the flagged slices when every slice was finished in
+    its canvas (``SliceStats.finished``) and ``joined``, the runs joined, holds all ``size``
+    of them in it; else None."""
+    if any(p.finished is None for p in runs):
+        return None
+    if len(joined.idx) != size or joined.spare() is None:
+        return None
+    at, bits, empty = zip(*(p.finished for p in runs))
+    return np.concatenate(at), np.concatenate(bits), sum(empty)
+
+
 def join_slices(runs: list[SliceStats]) -> SliceStats:
     """One run from runs that are disjoint and in increasing slice order: a view when they
     lie side by side in one canvas, else a copy."""
