@@ -18,7 +18,7 @@ from ..compute.summary import ScanSpec, SliceStats, Summary
 from ..indices import fmt_index
 from ..model.kinds import SLOT_NAN, SLOT_NEGINF, SLOT_POSINF, cast_slot, is_nonfinite
 from .findings import slice_findings
-from .model import CastRisk, Finding, Location, ScanReport, SliceReport
+from .model import CastRisk, Finding, Location, ScanReport, SliceReport, table_locations
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,9 @@ def build_report(
     (``errors``). With ``consume`` the summary is spent: the per-slice columns are written
     over its slice statistics. ``threads``: at most this many cores for the per-slice
     columns and findings (a scan's ``workers``; all by default)."""
+    slices = flagged = None
+    if spec.by is not None:  # the statistics' columns first: they may spend ``s.slices``
+        slices, flagged = slice_report(spec, s.slices, consume, meta["axis_names"], threads)
     cap = spec.max_locations
     fill = "" if meta["fill_value"] is None else f" {meta['fill_value']!r}"
     # a unit the listing does not show but that raised when read is there, and unreadable
@@ -96,7 +99,7 @@ def build_report(
         fill_nonfinite=is_nonfinite(meta["fill_value"]),
         complete=complete,
         by=spec.by,
-        slices=None,
+        slices=slices,
         chunks=meta["chunks"],
         regions=sorted(s.flagged),
         z_threshold=spec.z_threshold,
@@ -112,8 +115,7 @@ def build_report(
         for coords in missing[:cap]
     ]
     report.findings += [Finding("unreadable_chunk", e.chunk, str(e)) for e in errors]
-    if spec.by is not None:
-        report.slices, flagged = slice_report(spec, s.slices, consume, meta["axis_names"], threads)
+    if slices is not None:
         report.findings += slice_findings(
             report.slices,
             overflow_dtypes(spec.dtype, spec.cast),
@@ -162,7 +164,7 @@ def finish(
     if layout.table is not None:
         kind, rows, columns = layout.table
         total.shape, total.dtype = (rows, len(columns)), kind
-        total.locations = table_locations(total, list(columns), total.max_locations)
+        total.locations = table_locations(total.arrays, list(columns), total.max_locations)
     return total
 
 
@@ -179,24 +181,3 @@ def failure_message(report: ScanReport) -> str:
         parts.append(f"{f.array + ': ' if f.array else ''}{f.kind} {fmt_index(f.where)}")
     name = report.name or f"{report.dtype} array {report.shape}"
     return f"{name}: " + "; ".join(parts)
-
-
-def table_locations(report, columns: list[str], cap: int) -> list:
-    """Top-level locations of a table: (row position, column position), with labels."""
-    pos = {c: i for i, c in enumerate(columns)}
-    by_kind: dict[str, list] = {}
-    for col, sub in report.arrays.items():
-        for loc in sub.locations:
-            nested = loc.labels is not None and "item" in loc.labels  # a value in a list
-            by_kind.setdefault(loc.kind, []).append(
-                Location(
-                    loc.kind,
-                    (loc.labels["row"] if nested else loc.index[0], pos[col]),
-                    loc.value,
-                    dict(loc.labels or {}, column=col),
-                )
-            )
-    out = []
-    for locs in by_kind.values():
-        out += sorted(locs, key=lambda x: x.index)[:cap]
-    return sorted(out, key=lambda x: x.index)

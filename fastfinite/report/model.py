@@ -931,6 +931,28 @@ def group_locations(arrays: dict[str, ScanReport], cap: int) -> list[Location]:
     return out
 
 
+def table_locations(arrays: dict[str, ScanReport], columns: list[str], cap: int) -> list:
+    """A table's top-level locations, from its columns' reports (``arrays``): (row
+    position, column position), with labels, at most ``cap`` of each kind."""
+    pos = {c: i for i, c in enumerate(columns)}
+    by_kind: dict[str, list] = {}
+    for col, sub in arrays.items():
+        for loc in sub.locations:
+            nested = loc.labels is not None and "item" in loc.labels  # a value in a list
+            by_kind.setdefault(loc.kind, []).append(
+                Location(
+                    loc.kind,
+                    (loc.labels["row"] if nested else loc.index[0], pos[col]),
+                    loc.value,
+                    dict(loc.labels or {}, column=col),
+                )
+            )
+    out = []
+    for locs in by_kind.values():
+        out += sorted(locs, key=lambda x: x.index)[:cap]
+    return sorted(out, key=lambda x: x.index)
+
+
 def _wrong_field(report: ScanReport) -> str | None:
     """The first count or shape of ``report`` that is not a whole number >= 0, said as
     ``nan is 'x'``; None when all are (its arrays are read, and checked, on their own)."""
