@@ -181,8 +181,6 @@ def scan(
     )
     compute, localize = parse_bool("compute", compute), parse_bool("localize", localize)
     scheduler = parse_scheduler(scheduler)
-    from .engines.plan import make_plan
-
     if localize and not compute:
         raise InvalidArgumentError(
             "localize=True re-reads the flagged data after the scan: it needs "
@@ -205,9 +203,17 @@ def scan(
             "cache= keeps whole scans, written as they run: it cannot be combined with "
             + ("fail_fast" if fail_fast else "compute=False")
         )
+    return _run(data, opts, scheduler, compute, progress, localize, targets)
+
+
+def _run(data, opts, scheduler, compute, progress, localize, targets):
+    """Plan the scan of ``data`` with ``opts`` (checked), run it on its engine, then the
+    scaled casts, the replay and the cache's record of it."""
+    from .engines.plan import make_plan
+
     plan = make_plan(data, opts)
     graph = scheduler is not None or not compute or plan.lazy
-    if graph and fail_fast:
+    if graph and opts.fail_fast:
         raise InvalidArgumentError(
             "fail_fast stops a sequential scan; it cannot be combined with a Dask graph "
             "(a dask array, scheduler= or compute=False)"
@@ -218,48 +224,43 @@ def scan(
         plan.cache = ScanCache(opts.cache)
     try:
         with np.errstate(all="ignore"):  # the data's overflows are findings (compute/pools.py)
-            return _run(plan, data, scheduler, compute, graph, progress, localize, targets)
+            if graph:
+                from .engines import dask
+
+                if not compute:
+                    return dask.delayed_scan(plan)
+                report = (
+                    dask.compute(
+                        dask.delayed_scan(plan), scheduler, progress, opts.timeout, plan.groups
+                    )
+                    if plan.cache is None
+                    else dask.cached_scan(plan, scheduler, progress, opts.timeout)
+                )
+            else:
+                from .engines import local
+
+                report = local.run(plan)
+            if opts.scale is not None:
+                from .compute.parts import default_workers
+                from .compute.pools import bounded_map
+                from .passes.scaled import scaled_target
+
+                budget = lambda source: opts.region_bytes or source.region_bytes  # noqa: E731
+                workers = opts.workers or default_workers()
+                mapper = lambda fn, regions: bounded_map(fn, regions, workers)  # noqa: E731
+                scaled_target(plan.target, report, targets, opts.scale, opts.by, budget, mapper)
+            if localize and not report.clean:  # outliers and constant slices are replayed too
+                from .passes.localize import localize_target
+
+                localize_target(plan.target, report, opts.eps)
+            if plan.cache is not None:
+                from .cache.recall import record
+
+                record(plan, report, data)
+            return report
     finally:
         if plan.cache is not None:
             plan.cache.close()
-
-
-def _run(plan, data, scheduler, compute, graph, progress, localize, targets):
-    """The planned scan on its engine, then the scaled casts, the replay and the cache's
-    record of it."""
-    opts = plan.options
-    if graph:
-        from .engines import dask
-
-        if not compute:
-            return dask.delayed_scan(plan)
-        report = (
-            dask.compute(dask.delayed_scan(plan), scheduler, progress, opts.timeout, plan.groups)
-            if plan.cache is None
-            else dask.cached_scan(plan, scheduler, progress, opts.timeout)
-        )
-    else:
-        from .engines import local
-
-        report = local.run(plan)
-    if opts.scale is not None:
-        from .compute.parts import default_workers
-        from .compute.pools import bounded_map
-        from .passes.scaled import scaled_target
-
-        budget = lambda source: opts.region_bytes or source.region_bytes  # noqa: E731
-        workers = opts.workers or default_workers()
-        mapper = lambda fn, regions: bounded_map(fn, regions, workers)  # noqa: E731
-        scaled_target(plan.target, report, targets, opts.scale, opts.by, budget, mapper)
-    if localize and not report.clean:  # outliers and constant slices are replayed too
-        from .passes.localize import localize_target
-
-        localize_target(plan.target, report, opts.eps)
-    if plan.cache is not None:
-        from .cache.recall import record
-
-        record(plan, report, data)
-    return report
 
 
 def assert_finite(data: Any, *, fail_on: Any = None, **kwargs: Any) -> ScanReport:
