@@ -43,18 +43,31 @@ ZARR_REQUESTS = 10  # requests zarr keeps in flight for one region (async.concur
 def run(plan: ScanPlan) -> ScanReport:
     """Scan every member of a plan (small ones side by side) and build the report."""
     if batched.applies(plan):  # a set's small .npy files or tar members: together
-        bar = _set_bar(plan.layout.name, batched.set_bytes(plan)) if plan.options.progress else None
-        try:
-            alone = lambda entries: _side_by_side(plan.members(entries), plan, bar)  # noqa: E731
-            reports = batched.scan_set(plan, alone, bar)
-        finally:
-            if bar is not None:
-                bar.close()
-        return finish(plan.layout, reports, plan.skipped, True, list(plan.findings.values()))
+        reports, complete = _scan_set(plan), True
+    else:
+        reports, complete = _scan_members(plan)
+    return finish(plan.layout, reports, plan.skipped, complete, list(plan.findings.values()))
+
+
+def _scan_set(plan: ScanPlan) -> dict:
+    """The reports of a set's members by path, its small files read and scanned together
+    (``batched``), the others as members are."""
+    bar = _set_bar(plan.layout.name, batched.set_bytes(plan)) if plan.options.progress else None
+    try:
+        alone = lambda entries: _side_by_side(plan.members(entries), plan, bar)  # noqa: E731
+        return batched.scan_set(plan, alone, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _scan_members(plan: ScanPlan) -> tuple[dict, bool]:
+    """The members' reports by path, and whether every member was scanned (``fail_fast``
+    stops at the first array holding NaN or inf: the others are skipped)."""
     reports: dict = {}
-    stopped = False
+    whole = plan.options.progress and _counted_whole(plan.target)
     members, bar = plan.members(), None
-    if plan.options.progress and _counted_whole(plan.target):
+    if whole:
         members = list(members)  # opened first: the bar counts the bytes of the whole set
         bar = _set_bar(plan.layout.name, sum(m.source.nbytes for m in members))
         for m in members:  # a .npy maps again when scanned: 100,000 maps at once would not
@@ -63,15 +76,14 @@ def run(plan: ScanPlan) -> ScanReport:
         for member, report in _side_by_side(members, plan, bar):
             reports[member.path] = report
             if plan.options.fail_fast and (report.nonfinite > 0 or not report.complete):
-                stopped = True
                 why = "not scanned: fail_fast stopped at an earlier array"
                 rest = [p for p, _ in plan.entries if p not in reports and p not in plan.skipped]
                 plan.skipped.update(dict.fromkeys(rest, why))
-                break
+                return reports, False
     finally:
         if bar is not None:
             bar.close()
-    return finish(plan.layout, reports, plan.skipped, not stopped, list(plan.findings.values()))
+    return reports, True
 
 
 def _alone(member: Member, opts) -> bool:
@@ -159,6 +171,7 @@ def scan_member(member: Member, plan: ScanPlan, shared_bar=None) -> ScanReport:
         per_region = min(ZARR_REQUESTS, max(1, member.region_bytes // unit))
         room = INFLIGHT_BYTES // (2 * member.region_bytes)  # bounded_map holds 2 x workers
         workers = max(workers, min(opts.concurrency // per_region, room))
+    bar = shared_bar if shared_bar is not None else _progress_bar(source, opts.progress)
     ram = source.ram_array
     canvas = SliceCanvas(math.prod(spec.by_shape)) if spec.by else None
     if memory is not None:
@@ -183,7 +196,6 @@ def scan_member(member: Member, plan: ScanPlan, shared_bar=None) -> ScanReport:
             member.regions(),
             workers,
         )
-    bar = shared_bar if shared_bar is not None else _progress_bar(source, opts.progress)
     failed: list = []
     merger = memory.merger if memory is not None else PairwiseMerger(spec.max_locations)
     done = 0

@@ -90,6 +90,9 @@ class ScanPlan:
                     raise
                 self.skip(path, e)
                 continue
+            budget = opts.region_bytes or source.region_bytes
+            if opts.by is not None and source.in_memory and not opts.region_bytes:
+                budget = slice_budget(source.nbytes, budget, opts.workers)
             spec = ScanSpec(
                 source.shape,
                 source.dtype,
@@ -99,9 +102,6 @@ class ScanPlan:
                 opts.z_threshold,
                 self.twin_max,
             )
-            budget = opts.region_bytes or source.region_bytes
-            if spec.by is not None and source.in_memory and not opts.region_bytes:
-                budget = slice_budget(source.nbytes, budget, opts.workers)
             member = Member(path, source, spec, budget)
             if self.cache is not None:
                 from ..cache.recall import MemberMemory
