@@ -101,7 +101,8 @@ class _RowLabels:
 
 def series_source(s, name: str | None = None) -> ArraySource:
     col = name if name is not None else (s.name if s.name is not None else "series")
-    src = ArraySource(_column_array(s), name=str(col))
+    values = _column_array(s)
+    src = ArraySource(values, name=str(col))
     src.labels = _RowLabels(s.index, col if name is not None else s.name)
     return src
 
