@@ -61,7 +61,7 @@ def options_key(member: Any) -> dict:
 class MemberMemory:
     """One member's entries in the cache, for one scan: which steps it takes (``steps``,
     prepared when it is made, before any unit is read), and the writes of what it scans
-    (``add``, ``flush``, ``finish``): its steps' summaries are folded in its ``merger``, the
+    (``add``, ``flush``, ``end``): its steps' summaries are folded in its ``merger``, the
     merge tree of both engines, which hands it each subtree it forms (``node``)."""
 
     def __init__(self, cache: ScanCache, member: Any):
@@ -166,8 +166,9 @@ class MemberMemory:
             self._pending = []
         self._flushed = time.monotonic()
 
-    def finish(self, complete: bool) -> None:
-        """Write what is pending; after a complete scan keep only the current tree."""
+    def end(self, complete: bool) -> None:
+        """The scan of the member ended (or stopped): write what is pending; after a
+        complete scan keep only the current tree."""
         self.flush()
         if complete and (self.scanned or self.rebuilt):  # else nothing was written
             keep = {k for level in self.levels for k in level}

@@ -368,11 +368,9 @@ def cached_scan(plan: ScanPlan, scheduler, progress: bool, timeout: float = 30.0
             missing = memory.fingerprints.missing()
             if missing is None and source.storage is not None:
                 missing = source.missing_units()
-            meta = report_meta(source)
-            reports[member.path] = build_report(
-                spec, meta, merger.result(), failed, missing, True, True
-            )
-            memory.finish(True)
+            memory.end(True)
+            summary, meta = merger.result(), report_meta(source)
+            reports[member.path] = build_report(spec, meta, summary, failed, missing, True, True)
         return finish(plan.layout, reports, dict(plan.skipped), True, list(plan.findings.values()))
     finally:
         if own:

@@ -108,15 +108,12 @@ def _side_by_side(members: Iterable[Member], plan: ScanPlan, bar) -> Iterator:
     draws a progress bar (counted from one thread)."""
     opts = plan.options
     workers = default_workers()
-    if workers <= 1 or opts.fail_fast or plan.cache is not None or opts.progress:
-        for member in members:
-            yield member, scan_member(member, plan, bar)
-        return
-    pool = shared_pool("member", workers)
+    in_turn = workers <= 1 or opts.fail_fast or plan.cache is not None or opts.progress
+    pool = None if in_turn else shared_pool("member", workers)
     pending: deque = deque()
     try:
         for member in members:
-            if not _alone(member, opts):
+            if in_turn or not _alone(member, opts):
                 while pending:
                     done = pending.popleft()
                     yield done[0], done[1].result()
@@ -198,7 +195,7 @@ def scan_member(member: Member, plan: ScanPlan, shared_bar=None) -> ScanReport:
         )
     failed: list = []
     merger = memory.merger if memory is not None else PairwiseMerger(spec.max_locations)
-    done = 0
+    done, ended = 0, False
     try:
         for scanned, summary, errors, st in results:
             failed.extend(errors)
@@ -214,21 +211,19 @@ def scan_member(member: Member, plan: ScanPlan, shared_bar=None) -> ScanReport:
                 bar.update(nbytes)
             if opts.fail_fast and summary.counts[:FIRST_CAST_SLOT].sum():  # NaN or inf
                 break
+        ended = True
     finally:
         results.close()
         if bar is not None and bar is not shared_bar:
             bar.close()
         if memory is not None:  # what was scanned is kept, even when the scan stops here
-            memory.flush()
+            memory.end(ended and done >= source.nbytes)
     if listing is not None:
         missing = listing.result()
-    meta, complete = report_meta(source), done >= source.nbytes
-    report = build_report(
-        spec, meta, merger.result(), failed, missing, complete, consume=True, threads=workers
+    summary, meta = merger.result(), report_meta(source)
+    return build_report(
+        spec, meta, summary, failed, missing, done >= source.nbytes, consume=True, threads=workers
     )
-    if memory is not None:
-        memory.finish(complete)
-    return report
 
 
 def _size(region) -> int:
