@@ -578,10 +578,10 @@ def test_a_cache_inside_the_store_of_a_member_is_refused(tmp_path):
 
 
 def test_the_cache_and_the_command_line_outputs_know_the_same_input_roots(tmp_path):
-    """``plan.input_roots``: each path of a list, a glob's folder, the outermost Zarr store of
+    """``open.input_roots``: each path of a list, a glob's folder, the outermost Zarr store of
     a path inside one; URLs, missing paths and objects have none. The CLI's outputs and the
     cache are refused where it says."""
-    from fastfinite.engines.plan import input_roots
+    from fastfinite.sources.open import input_roots
 
     _group(tmp_path / "s.zarr").create_group("sub").create_array("y", shape=(2,), dtype="f8")
     (tmp_path / "d").mkdir()

@@ -142,7 +142,7 @@ def _check_scan(args: argparse.Namespace) -> None:
         raise InvalidArgumentError("--plot-axes chooses the axes of --plot PNG: give both")
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         raise InvalidArgumentError("--plot needs matplotlib: pip install 'fastfinite[plot]'")
-    from ..engines.plan import input_roots
+    from ..sources.open import input_roots
 
     check_outputs(args, input_roots(args.path))
 

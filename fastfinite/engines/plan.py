@@ -19,7 +19,7 @@ from ..report.model import Finding
 from ..sources.base import Source
 from ..sources.dask import DaskArraySource
 from ..sources.ndarray import MAX_REGION_BYTES
-from ..sources.open import Target, group_name, input_root, open_source
+from ..sources.open import Target, group_name, input_roots, open_source
 
 TWIN_ENV = "FASTFINITE_NUMPY_TWIN_MAX"  # blocks up to this many values use the NumPy twin
 
@@ -108,16 +108,6 @@ class ScanPlan:
 
                 member.memory = self.recalled[path] = MemberMemory(self.cache, member)
             yield member
-
-
-def input_roots(data: Any) -> list[tuple[Any, str]]:
-    """Each input a scan of ``data`` reads (each path of a list of paths, else ``data``)
-    with the real path of the local file or folder it is read from (``input_root``), where
-    a scan never writes; those without one (a URL, a missing path, an object) left out."""
-    from ..sources.shards import is_path_list
-
-    items = data if is_path_list(data) else [data]
-    return [(item, root) for item in items if (root := input_root(item)) is not None]
 
 
 def check_cache_outside(data: Any, cache: str) -> None:

@@ -59,6 +59,24 @@ def _named(factory: Callable[[], Any], name: str, member: str) -> Callable[[], A
     return opened
 
 
+def is_path_list(data: Any) -> bool:
+    """A non-empty list or tuple of paths (``str`` or ``os.PathLike``)."""
+    return (
+        isinstance(data, (list, tuple))
+        and bool(data)
+        and all(isinstance(p, (str, os.PathLike)) for p in data)
+    )
+
+
+def list_name(paths: list) -> str:
+    """The name of a list of paths: their common folder and how many they are."""
+    try:
+        common = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in paths])
+    except ValueError:
+        common = "?"
+    return f"{common} ({len(paths)} paths)"
+
+
 class Opener(NamedTuple):
     """One row of an opener table: what it opens, how such an input is recognized
     (``recognizes(data)``: by its type, its suffix, what a directory holds...) and the
@@ -78,12 +96,6 @@ def _of(module: str, *names: str) -> Callable[[Any], bool]:
 
 def _path(data: Any, options: ScanOptions | None) -> Target:
     return _open_path(os.fspath(data), options or ScanOptions())
-
-
-def _is_path_list(data: Any) -> bool:
-    from .shards import is_path_list
-
-    return is_path_list(data)
 
 
 def _path_list(data: Any, options: ScanOptions | None) -> Target:
@@ -181,7 +193,7 @@ def _array_like(data: Any, options: ScanOptions | None) -> Target:
 OBJECT_OPENERS: tuple[Opener, ...] = (
     Opener("a source", lambda data: isinstance(data, Source), lambda data, options: data),
     Opener("a path", lambda data: isinstance(data, (str, os.PathLike)), _path),
-    Opener("a list of paths: a shard set", _is_path_list, _path_list),
+    Opener("a list of paths: a shard set", is_path_list, _path_list),
     Opener("a dict of arrays, nested too", lambda data: isinstance(data, dict), _dict),
     Opener("a Zarr store", _of("zarr", *STORES), _zarr_store),
     Opener("a NumPy array or memmap", lambda data: isinstance(data, np.ndarray), _ndarray),
@@ -310,6 +322,14 @@ def _open_path(path: str, options: ScanOptions) -> Target:
     return open_path(path, options)
 
 
+def input_roots(data: Any) -> list[tuple[Any, str]]:
+    """Each input a scan of ``data`` reads (each path of a list of paths, else ``data``)
+    with the real path of the local file or folder it is read from (``input_root``), where
+    a scan never writes; those without one (a URL, a missing path, an object) left out."""
+    items = data if is_path_list(data) else [data]
+    return [(item, root) for item in items if (root := input_root(item)) is not None]
+
+
 def input_root(data: Any) -> str | None:
     """The real path of the local file or folder a path input is read from (``f.h5`` of
     ``f.h5:/x``, ``data.zip`` of ``data.zip/train/x``, the outermost Zarr store of
@@ -343,8 +363,6 @@ def group_name(data: Any) -> str:
     """The name of an input that opens as a group (its path, store or file name)."""
     if isinstance(data, (str, os.PathLike)):
         return os.fspath(data)
-    from .shards import is_path_list, list_name
-
     if is_path_list(data):
         return list_name(data)
     if of_type(data, "pandas", "DataFrame"):  # a column may be named "name"

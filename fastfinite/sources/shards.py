@@ -59,24 +59,6 @@ def is_glob(path: str) -> bool:
     return "://" not in path and any(c in path for c in GLOB_CHARS) and not os.path.exists(path)
 
 
-def is_path_list(data: Any) -> bool:
-    """A non-empty list or tuple of paths (``str`` or ``os.PathLike``)."""
-    return (
-        isinstance(data, (list, tuple))
-        and bool(data)
-        and all(isinstance(p, (str, os.PathLike)) for p in data)
-    )
-
-
-def list_name(paths: list) -> str:
-    """The name of a list of paths: their common folder and how many they are."""
-    try:
-        common = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in paths])
-    except ValueError:
-        common = "?"
-    return f"{common} ({len(paths)} paths)"
-
-
 def glob_prefix(pattern: str) -> tuple[str, list[str]]:
     """The fixed folder of a glob (its components before the first with a glob
     character) and the pattern's components below it."""
