@@ -350,10 +350,6 @@ class Summary:
 def merge(a: Summary, b: Summary, cap: int, spend: bool = False) -> Summary:
     """Combine two summaries of disjoint parts; associative, exact for counts and locations.
     With ``spend``, ``a``'s slice statistics may be merged into in place."""
-    # ``chan``: ``combine``'s bits on scalars (tests/test_chan.py), without NumPy's calls
-    n, mean, std = chan(
-        int(a.n), float(a.mean), float(a.std), int(b.n), float(b.mean), float(b.std)
-    )
     idx, val = [], []
     for k in range(kinds.N_KINDS):
         if not len(b.loc_index[k]):
@@ -368,6 +364,11 @@ def merge(a: Summary, b: Summary, cap: int, spend: bool = False) -> Summary:
             )
         idx.append(i)
         val.append(v)
+    slices = merge_slices(a.slices, b.slices, spend)
+    # ``chan``: ``combine``'s bits on scalars (tests/test_chan.py), without NumPy's calls
+    n, mean, std = chan(
+        int(a.n), float(a.mean), float(a.std), int(b.n), float(b.mean), float(b.std)
+    )
     return Summary(
         counts=a.counts + b.counts,
         n=int(n),
@@ -379,7 +380,7 @@ def merge(a: Summary, b: Summary, cap: int, spend: bool = False) -> Summary:
         elements=a.elements + b.elements,
         loc_index=idx,
         loc_value=val,
-        slices=merge_slices(a.slices, b.slices, spend),
+        slices=slices,
         flagged=a.flagged + b.flagged,
     )
 
