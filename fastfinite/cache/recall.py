@@ -168,7 +168,9 @@ class MemberMemory:
 
     def end(self, complete: bool) -> None:
         """The scan of the member ended (or stopped): write what is pending; after a
-        complete scan keep only the current tree."""
+        complete scan keep only the current tree. Its steps and merge tree are let go (the
+        memory stays in ``ScanPlan.recalled`` until the scan's record)."""
+        self.steps, self.merger = [], None
         self.flush()
         if complete and (self.scanned or self.rebuilt):  # else nothing was written
             keep = {k for level in self.levels for k in level}
