@@ -1,11 +1,12 @@
-"""Stores reached over a network (S3 and other fsspec or obstore URLs): the options that
-keep many requests in flight and fail in bounded time, URLs as names, and storage options
-with their secrets taken out (what a Dask graph may carry)."""
+"""URLs of stores reached over a network (S3 and other fsspec URLs): the options that keep
+many requests in flight and fail in bounded time, a bucket that does not exist, and storage
+options with their secrets taken out (what a Dask graph may carry). A zarr store object's
+own URL and whether it is reached over a network are ``zarr.store_url`` and
+``zarr.over_network``."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 SECRETS = {
     "key", "secret", "token", "password", "account_key", "sas_token", "client_secret",
@@ -69,46 +70,3 @@ def without_secrets(options: Mapping | None) -> dict:
         for k, v in (options or {}).items()
         if k not in SECRETS
     }
-
-
-def store_url(store: Any) -> str:
-    """A zarr store as a URL: ``s3://bucket/data.zarr``, a folder, a zip file."""
-    fs = getattr(store, "fs", None)
-    if fs is not None:
-        return f"{_fs_protocol(fs)}://{str(store.path).strip('/')}"
-    for attr in ("root", "path"):
-        v = getattr(store, attr, None)
-        if v is not None and str(v):
-            return str(v)
-    inner = getattr(store, "store", None)  # zarr's ObjectStore around an obstore store
-    return _obstore_url(inner) if inner is not None else type(store).__name__
-
-
-def over_network(store: Any) -> bool:
-    """Whether a zarr store is reached over a network: not a local folder, not one in
-    memory or a zip file, and, through fsspec, not on a local or memory filesystem."""
-    if type(store).__name__ in ("LocalStore", "MemoryStore", "ZipStore"):
-        return False
-    fs = getattr(store, "fs", None)
-    if fs is not None:
-        return _fs_protocol(fs).lower() not in LOCAL_PROTOCOLS
-    return True
-
-
-def _fs_protocol(fs: Any) -> str:
-    """An fsspec filesystem's protocol (its first name, when it has several)."""
-    return fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
-
-
-OBSTORE_SCHEMES = {"S3Store": ("s3", "bucket"), "GCSStore": ("gs", "bucket"),
-                   "AzureStore": ("az", "container_name")}  # fmt: skip
-
-
-def _obstore_url(inner: Any) -> str:
-    prefix = str(getattr(inner, "prefix", None) or "").strip("/")
-    config = getattr(inner, "config", None) or {}
-    scheme, key = OBSTORE_SCHEMES.get(type(inner).__name__, (None, None))
-    if scheme and config.get(key):
-        return f"{scheme}://{config[key]}" + (f"/{prefix}" if prefix else "")
-    url = getattr(inner, "url", None) or (config.get("url") if isinstance(config, dict) else None)
-    return str(url or (f"/{prefix}" if prefix else type(inner).__name__))

@@ -41,7 +41,7 @@ class ZarrSource(Source):
     def __init__(self, array: Any, name: str | None = None, url: str | None = None, options=None):
         self._array = array
         self.name = name or array_name(array)
-        self.remote = remote.over_network(array.store_path.store)
+        self.remote = over_network(array.store_path.store)
         # the array's folder on a local disk (a ``LocalStore``), else None: looked up once,
         # its chunk files read straight when their layout allows (``ChunkFiles``)
         self.folder = local_folder(array)
@@ -314,10 +314,53 @@ def array_name(array: Any) -> str:
     """An array's URL (its store's, and its path in it)."""
     try:
         path = array.store_path.path.strip("/")
-        base = remote.store_url(array.store_path.store).rstrip("/")
+        base = store_url(array.store_path.store).rstrip("/")
         return f"{base}/{path}" if path else base
     except Exception:
         return getattr(array, "name", "") or "zarr array"
+
+
+def store_url(store: Any) -> str:
+    """A zarr store as a URL: ``s3://bucket/data.zarr``, a folder, a zip file."""
+    fs = getattr(store, "fs", None)
+    if fs is not None:
+        return f"{_fs_protocol(fs)}://{str(store.path).strip('/')}"
+    for attr in ("root", "path"):
+        v = getattr(store, attr, None)
+        if v is not None and str(v):
+            return str(v)
+    inner = getattr(store, "store", None)  # zarr's ObjectStore around an obstore store
+    return _obstore_url(inner) if inner is not None else type(store).__name__
+
+
+def over_network(store: Any) -> bool:
+    """Whether a zarr store is reached over a network: not a local folder, not one in
+    memory or a zip file, and, through fsspec, not on a local or memory filesystem."""
+    if type(store).__name__ in ("LocalStore", "MemoryStore", "ZipStore"):
+        return False
+    fs = getattr(store, "fs", None)
+    if fs is not None:
+        return _fs_protocol(fs).lower() not in remote.LOCAL_PROTOCOLS
+    return True
+
+
+def _fs_protocol(fs: Any) -> str:
+    """An fsspec filesystem's protocol (its first name, when it has several)."""
+    return fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
+
+
+OBSTORE_SCHEMES = {"S3Store": ("s3", "bucket"), "GCSStore": ("gs", "bucket"),
+                   "AzureStore": ("az", "container_name")}  # fmt: skip
+
+
+def _obstore_url(inner: Any) -> str:
+    prefix = str(getattr(inner, "prefix", None) or "").strip("/")
+    config = getattr(inner, "config", None) or {}
+    scheme, key = OBSTORE_SCHEMES.get(type(inner).__name__, (None, None))
+    if scheme and config.get(key):
+        return f"{scheme}://{config[key]}" + (f"/{prefix}" if prefix else "")
+    url = getattr(inner, "url", None) or (config.get("url") if isinstance(config, dict) else None)
+    return str(url or (f"/{prefix}" if prefix else type(inner).__name__))
 
 
 def open_path(path: str, options: Any) -> Any:
@@ -340,7 +383,7 @@ def open_path(path: str, options: Any) -> Any:
 def open_store(store: Any) -> Any:
     """A zarr store object (``LocalStore``, ``FsspecStore``, ``ZipStore``...): the array or
     the group's members at its root, named by the store's URL."""
-    node, name = open_store_node(store), remote.store_url(store)
+    node, name = open_store_node(store), store_url(store)
     if of_type(node, "zarr", "Group"):
         return group_members(node, name)
     return ZarrSource(node, name)
