@@ -311,15 +311,16 @@ def merge_slices(a: list | None, b: list | None, spend: bool = False) -> list | 
     if a[-1].idx[-1] < b[0].idx[0] or b[-1].idx[-1] < a[0].idx[0]:
         return a + b if a[-1].idx[-1] < b[0].idx[0] else b + a
     x, y = join_slices(a), join_slices(b)
-    fold_slices = _per_slice("fold_slices", len(x.idx) + len(y.idx))
     same = len(x.idx) == len(y.idx) and (x.idx == y.idx).all()
-    if spend and same:
+    if spend and same:  # ``y`` folded into ``x``
         x.finished = None  # more values: its z and flags are taken again
-        fold_slices(np.arange(len(x.idx)), *y.columns(), *x.columns())
-        return [x]
-    out = SliceStats.empty(x.idx if same else np.union1d(x.idx, y.idx))
-    for part in (x, y):
-        fold_slices(np.searchsorted(out.idx, part.idx), *part.columns(), *out.columns())
+        out, parts = x, (y,)
+    else:
+        out, parts = SliceStats.empty(x.idx if same else np.union1d(x.idx, y.idx)), (x, y)
+    fold_slices = _per_slice("fold_slices", len(x.idx) + len(y.idx))
+    for part in parts:
+        at = np.arange(len(x.idx)) if out is x else np.searchsorted(out.idx, part.idx)
+        fold_slices(at, *part.columns(), *out.columns())
     return [out]
 
 
