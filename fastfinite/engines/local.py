@@ -171,28 +171,32 @@ def scan_member(member: Member, plan: ScanPlan, shared_bar=None) -> ScanReport:
     bar = shared_bar if shared_bar is not None else _progress_bar(source, opts.progress)
     ram = source.ram_array
     canvas = SliceCanvas(math.prod(spec.by_shape)) if spec.by else None
-    if memory is not None:
-
-        def step(st: Step):
-            if st.cached:
-                return st.regions, st.summary, [], st
-            scanned = scan_region_or_units(source, st.regions[0], spec, opts.on_error, canvas)
-            return st.regions, *scanned, st
-
-        results: Iterator = bounded_map(step, memory.steps, workers)
-    elif workers > 1 and ram is not None and scanned_in_parts(ram, spec.by):
+    if memory is None and workers > 1 and ram is not None and scanned_in_parts(ram, spec.by):
         block = Block(ram, (0,) * ram.ndim)  # in place: contiguous in memory order
         regions = list(member.regions())
         k = RUN_BYTES // (_size(regions[0]) * ram.itemsize) if regions else 1
         k = 1 << max(0, k.bit_length() - 1)  # runs of 2**j regions: subtrees of the merge tree
         batches = (regions[i : i + k] for i in range(0, len(regions), k))
-        results = ((b, summarize_parts(block, b, spec, workers), [], None) for b in batches)
-    else:
-        results = bounded_map(
-            lambda r: ([r], *scan_region_or_units(source, r, spec, opts.on_error, canvas), None),
-            member.regions(),
-            workers,
+        results: Iterator = (
+            (b, summarize_parts(block, b, spec, workers), [], None) for b in batches
         )
+    else:  # a task a region, or a step of the cache's (a region to scan, or recalled)
+        if memory is not None:
+
+            def one(st: Step):
+                if st.cached:
+                    return st.regions, st.summary, [], st
+                scanned = scan_region_or_units(source, st.regions[0], spec, opts.on_error, canvas)
+                return st.regions, *scanned, st
+
+            items = memory.steps
+        else:
+
+            def one(r):
+                return [r], *scan_region_or_units(source, r, spec, opts.on_error, canvas), None
+
+            items = member.regions()
+        results = bounded_map(one, items, workers)
     failed: list = []
     merger = memory.merger if memory is not None else PairwiseMerger(spec.max_locations)
     done, ended = 0, False
