@@ -272,7 +272,7 @@ def _open_file(path: str, kind: str, options) -> Any:
         from . import zarr
         from .base import of_type
 
-        node = zarr.open_zarr(path, None)
+        node, _ = zarr.open_zarr(path)
         if of_type(node, "zarr", "Group"):
             return zarr.group_members(node, path)
         return zarr.ZarrSource(node, path)

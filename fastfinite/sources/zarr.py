@@ -369,12 +369,9 @@ def open_path(path: str, options: Any) -> Any:
     (``options``, a ``ScanOptions``, with fastfinite's defaults: ``remote.storage_defaults``);
     a source opened from a URL is opened again from it in a Dask task, with those options,
     their secrets taken out unless ``options.send_credentials``."""
-    storage = remote.storage_defaults(
-        path, options.storage_options, options.concurrency, options.timeout
-    )
+    node, storage = open_zarr(path, options)
     sent = storage if options.send_credentials else remote.without_secrets(storage)
     url = path.rstrip("/") if remote.protocol(path) not in remote.LOCAL_PROTOCOLS else None
-    node = open_zarr(path, storage)
     if of_type(node, "zarr", "Group"):
         return group_members(node, path.rstrip("/"), url, sent)
     return ZarrSource(node, path, url, sent)
@@ -389,9 +386,11 @@ def open_store(store: Any) -> Any:
     return ZarrSource(node, name)
 
 
-def open_zarr(path: str, storage_options: dict | None = None) -> Any:
-    """Open a Zarr array or group read-only from a path or fsspec URL (``storage_options``:
-    what the URL's filesystem is opened with: credentials, endpoint, pool).
+def open_zarr(path: str, options: Any = None) -> tuple[Any, dict]:
+    """Open a Zarr array or group read-only from a path or fsspec URL: ``(node, storage
+    options)``, those a URL's filesystem is opened with (credentials, endpoint, pool): the
+    scan's (``options``, a ``ScanOptions``) with fastfinite's defaults
+    (``remote.storage_defaults``), none without ``options``.
 
     ``data.zarr``, ``data.zarr/train/x``, ``data.zip`` (a zip store) and ``data.zip/train/x``,
     ``file://``, ``memory://`` and other fsspec URLs (with the fsspec backend installed).
@@ -411,16 +410,21 @@ def open_zarr(path: str, storage_options: dict | None = None) -> Any:
             raise SourceError(f"no such file or directory: {path}")
         else:
             store = os.path.abspath(path)
-    kwargs = {"storage_options": storage_options} if storage_options and "://" in path else {}
+    storage = {}
+    if options is not None:
+        storage = remote.storage_defaults(
+            path, options.storage_options, options.concurrency, options.timeout
+        )
+    kwargs = {"storage_options": storage} if storage and "://" in path else {}
     try:
         if inner:
-            return zarr.open(store=store, path=inner, mode="r")
-        return zarr.open(store=store, mode="r", **kwargs)
+            return zarr.open(store=store, path=inner, mode="r"), storage
+        return zarr.open(store=store, mode="r", **kwargs), storage
     except Exception as e:
         missing = isinstance(e, (FileNotFoundError, KeyError)) or type(e).__name__ in (
             "GroupNotFoundError", "ArrayNotFoundError", "NodeNotFoundError",
         )  # fmt: skip
-        bucket = remote.missing_bucket(path, storage_options) if missing else None
+        bucket = remote.missing_bucket(path, storage) if missing else None
         if bucket is not None:
             raise SourceError(f"the bucket {bucket!r} of {path} does not exist") from None
         if missing and remote.protocol(path) in ("http", "https"):
