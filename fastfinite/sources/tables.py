@@ -102,8 +102,9 @@ class _RowLabels:
 def series_source(s, name: str | None = None) -> ArraySource:
     col = name if name is not None else (s.name if s.name is not None else "series")
     values = _column_array(s)
+    labels = _RowLabels(s.index, col if name is not None else s.name)
     src = ArraySource(values, name=str(col))
-    src.labels = _RowLabels(s.index, col if name is not None else s.name)
+    src.labels = labels
     return src
 
 
