@@ -110,13 +110,13 @@ def series_source(s, name: str | None = None) -> ArraySource:
 
 def dataframe_columns(df) -> TableColumns:
     """``(column name, factory)`` per column, names made unique."""
+    out = TableColumns([], "DataFrame", df.shape[0])
     seen: set[str] = set()
-    out = []
     for pos, name in enumerate(df.columns):
         key = str(name) if str(name) not in seen else f"{name} ({pos})"
         seen.add(key)
         out.append((key, lambda pos=pos, name=name: series_source(df.iloc[:, pos], name)))
-    return TableColumns(out, "DataFrame", df.shape[0])
+    return out
 
 
 class TableSource(Source):
