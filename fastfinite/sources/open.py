@@ -286,7 +286,8 @@ def _open_directory(path: str, options: ScanOptions) -> Target:
 
     contents = walk(path)
     if contents.is_parquet_dataset:
-        return tables.open_parquet(path, contents.parquet_paths())
+        files = contents.parquet_paths()
+        return tables.parquet_columns(path, files)
     if is_datasets_folder(path, contents):
         return open_datasets_folder(path, contents)
     if contents.is_shard_set:

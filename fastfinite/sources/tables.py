@@ -349,12 +349,18 @@ def _leaves(name: str, typ, steps=()):
         yield name, steps, typ
 
 
-def open_parquet(path: str, files: list[str] | None = None) -> TableColumns:
+def open_parquet(path: str) -> TableColumns:
     """``(column, factory)`` for every numeric column (and numeric field nested in a column)
-    of a Parquet file or dataset directory (``files``: a dataset's, when its directory has
-    been walked already, ``DirContents.parquet_paths``)."""
+    of a Parquet file or dataset directory."""
+    return parquet_columns(path, parquet_files(path))
+
+
+def parquet_columns(path: str, files: list[str]) -> TableColumns:
+    """``open_parquet`` of the Parquet file or dataset ``path`` whose files are known
+    (``parquet_files``, or ``DirContents.parquet_paths`` where its directory has been walked
+    already)."""
     pq = _pyarrow()
-    files = [os.path.abspath(f) for f in files or parquet_files(path)]
+    files = [os.path.abspath(f) for f in files]
     try:
         metas = [pq.ParquetFile(f) for f in files]
     except Exception as e:
