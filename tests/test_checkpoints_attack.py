@@ -1,0 +1,365 @@
+"""Checkpoints and shard sets attacked: values at the exact edges of the casts in every
+dtype a format defines, byte orders and layouts its writers allow, names that hide other
+names, links, and skip-lists of samples in folders with dots. Each answer is checked
+against NumPy (``helpers.assert_matches_oracle``, bfloat16/float8 through ml_dtypes), each
+hostile file against the exact error naming the file and the member.
+
+Part: ``fastfinite/sources/safetensors.py``, ``npz.py``, ``unpickle.py``, ``torch_zip.py``,
+``tars.py``, ``arrow.py``, ``gguf.py``, ``fastfinite/report/samples.py``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import struct
+import tarfile
+import zipfile
+
+import numpy as np
+import pytest
+
+import fastfinite
+from fastfinite.errors import SourceError
+
+from . import torchfiles as tf
+from .helpers import assert_matches_oracle
+from .test_checkpoints import assert_group_matches
+
+ml = pytest.importorskip("ml_dtypes")
+
+CASTS = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+# the edges of the casts: float16's max and its rounding edge (65520 rounds to inf), its
+# smallest subnormal and half of it, float8's max (448, 57344) and their rounding edges,
+# float32's max, and values no float fits
+EDGES = np.array([65504, 65519.99, 65520, -65520, 5.96e-8, 2.98e-8, 3e-8, 448, 464, -464,
+                  57344, 61440, 3.39e38, 3.4e38, 1e-40, 1e-300, 1e300, 0, -0.0,
+                  np.nan, np.inf, -np.inf])  # fmt: skip
+FLOATS = ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+def edge_arrays() -> dict[str, np.ndarray]:
+    """The edges in every float dtype, the integer extremes and the edges in every integer
+    dtype, a bool, a 0-d, an empty tensor, and names holding ``/``, ``:`` and ``.``."""
+    out = {}
+    with np.errstate(all="ignore"):
+        for name in FLOATS:
+            out[name] = EDGES.astype(getattr(ml, name, None) or name)
+    for name in INTS:
+        info = np.iinfo(name)
+        ints = [info.min, info.max, 0, 1, 448, 464, 65504, 65520, 57344, 61440]
+        out[name] = np.array([min(max(v, info.min), info.max) for v in ints], dtype=name)
+    out["bool"] = np.array([True, False, True])
+    out["scalar"] = np.array(np.float32(np.nan))
+    out["empty"] = np.zeros((0, 3), np.float32)
+    out["layers/0:attn.w"] = np.array([[np.inf, 65520]], np.float32)
+    return out
+
+
+def _npy(x: np.ndarray) -> bytes:
+    f = io.BytesIO()
+    np.save(f, x)
+    return f.getvalue()
+
+
+def _tar(path, members: list[tuple[str, bytes]]) -> str:
+    with tarfile.open(path, "w") as t:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return str(path)
+
+
+def _safetensors(path, text: bytes, data: bytes) -> str:
+    """A safetensors file of exactly this header text (no padding added)."""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+    return str(path)
+
+
+# -- safetensors ---------------------------------------------------------------------------
+
+
+def test_safetensors_cast_edges_in_every_dtype(tmp_path):
+    from safetensors.numpy import save_file
+
+    arrays = edge_arrays()
+    save_file(arrays, str(tmp_path / "m.safetensors"))
+    r = fastfinite.scan(str(tmp_path / "m.safetensors"), cast=CASTS)
+    assert sorted(r.arrays) == sorted(arrays) and not r.skipped
+    for key, x in arrays.items():
+        assert_matches_oracle(r.arrays[key], x, cast=CASTS)
+    # by hand, without the oracle: float32 -> float16 overflows at 65520, not at 65519.99
+    f32 = arrays["float32"]
+    with np.errstate(over="ignore"):
+        want = np.isfinite(f32) & ~np.isfinite(f32.astype(np.float16))
+    assert r.arrays["float32"].cast["float16"].overflow == int(want.sum()) == 4  # +-65520, e38
+    assert r.arrays["layers/0:attn.w"].cast["float16"].overflow == 1
+    assert r.arrays["scalar"].nan == 1 and r.arrays["empty"].count == 0
+
+
+def test_safetensors_header_spaces_metadata_and_order(tmp_path):
+    """Trailing spaces after the JSON, ``__metadata__``, entries listed out of the order of
+    their bytes, an empty tensor whose offsets lie inside another's: all read as written."""
+    a = np.array([np.nan, 1, 2, 3], np.float32)
+    b = np.array([-np.inf, 70000.0], np.float64)
+    header = {
+        "b": {"dtype": "F64", "shape": [2], "data_offsets": [16, 32]},
+        "__metadata__": {"format": "pt"},
+        "a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+        "e": {"dtype": "F16", "shape": [0, 4], "data_offsets": [8, 8]},
+    }
+    text = json.dumps(header).encode() + b"   "
+    path = _safetensors(tmp_path / "m.safetensors", text, a.tobytes() + b.tobytes())
+    r = fastfinite.scan(path, cast=CASTS)
+    assert_group_matches(
+        r, {"a": a.reshape(2, 2), "e": np.zeros((0, 4), np.float16), "b": b}, cast=CASTS
+    )
+
+
+# -- .npz ------------------------------------------------------------------------------------
+
+
+def _layouts() -> dict[str, np.ndarray]:
+    x = np.random.default_rng(4).standard_normal((5, 7)) * 30000
+    x[1, 2], x[3, 4], x[0, 6] = np.nan, np.inf, 65520
+    with np.errstate(over="ignore"):
+        half = x.astype(">f2")
+    return {
+        "big": x.astype(">f8"),
+        "fortran": np.asfortranarray(x.astype(np.float32)),
+        "big_fortran": np.asfortranarray(x.astype(">f4")),
+        "big_half": half,
+        "big_int": np.arange(-5, 5).astype(">i4"),
+        "empty": np.zeros((3, 0)),
+        "scalar": np.array(np.inf),
+    }
+
+
+def _zip(path, arrays: dict, compress=lambda i: False, zip64=False) -> str:
+    with zipfile.ZipFile(path, "w", allowZip64=True) as zf:
+        for i, (k, x) in enumerate(arrays.items()):
+            kind = zipfile.ZIP_DEFLATED if compress(i) else zipfile.ZIP_STORED
+            if zip64:
+                info = zipfile.ZipInfo(k + ".npy")
+                info.compress_type = kind
+                with zf.open(info, "w", force_zip64=True) as f:
+                    f.write(_npy(x))
+            else:
+                zf.writestr(k + ".npy", _npy(x), kind)
+    return str(path)
+
+
+@pytest.mark.parametrize("layout", ["stored", "compressed", "mixed", "zip64"])
+def test_npz_byte_orders_and_layouts(tmp_path, layout):
+    arrays = _layouts()
+    compress = {"stored": lambda i: False, "compressed": lambda i: True,
+                "mixed": lambda i: i % 2 == 1, "zip64": lambda i: i % 2 == 0}[layout]  # fmt: skip
+    path = _zip(tmp_path / "a.npz", arrays, compress, zip64=layout == "zip64")
+    r = fastfinite.scan(path, cast=CASTS)
+    assert_group_matches(r, arrays, cast=CASTS)
+
+
+# -- tars ------------------------------------------------------------------------------------
+
+
+def test_tar_members_of_every_byte_order_and_layout(tmp_path):
+    arrays = _layouts()
+    npz = _zip(tmp_path / "m.npz", arrays, lambda i: i % 2 == 1)
+    members = [(f"000001.{k}.npy", _npy(x)) for k, x in arrays.items()]
+    path = _tar(tmp_path / "s.tar", members + [("000002.m.npz", open(npz, "rb").read())])
+    r = fastfinite.scan(path, cast=CASTS)
+    want = {f"s.tar/000001.{k}.npy": x for k, x in arrays.items()}
+    want |= {f"s.tar/000002.m.npz/{k}": x for k, x in arrays.items()}
+    assert_group_matches(r, want, cast=CASTS)
+    assert r.bad_samples() == ["s.tar/000001", "s.tar/000002"]
+
+
+def test_one_sample_key_in_two_shards(tmp_path):
+    d = tmp_path / "shards"
+    d.mkdir()
+    a, b = np.array([np.nan, 1.0]), np.array([2.0, -np.inf])
+    _tar(d / "shard-000000.tar", [("000001.x.npy", _npy(a))])
+    _tar(d / "shard-000001.tar", [("000001.x.npy", _npy(b))])
+    r = fastfinite.scan(str(d))
+    assert_group_matches(r, {"shard-000000.tar/000001.x.npy": a,
+                             "shard-000001.tar/000001.x.npy": b})  # fmt: skip
+    assert r.bad_samples() == ["shard-000000.tar/000001", "shard-000001.tar/000001"]
+
+
+# -- PyTorch ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["zip", "compressed", "legacy"])
+def test_torch_views_of_zero_strides_and_no_dimensions(tmp_path, layout):
+    x = np.array([np.nan, 1.0, 2.0, np.inf], np.float32)
+    s = tf.Storage(x, "0")
+    obj = {
+        "expanded": tf.Tensor(s, 1, (3, 3), (0, 1)),  # torch's expand(): a stride of 0
+        "empty": tf.Tensor(s, 100, (0, 5), (5, 1)),  # empty: its offset reaches nothing
+        "scalar": tf.Tensor(s, 3, (), ()),
+        "one": tf.Tensor(s, 3, (1, 1), (7, 9)),  # strides of length-1 axes mean nothing
+        "back": tf.Tensor(s, 0, (2, 2), (1, 2)),  # the transpose of a 2x2
+    }
+    path = tmp_path / "m.pt"
+    if layout == "legacy":
+        tf.write_legacy(path, obj)
+    else:
+        tf.write_zip(path, obj, compress=layout == "compressed")
+    as_strided = np.lib.stride_tricks.as_strided
+    want = {
+        "expanded": as_strided(x[1:], (3, 3), (0, 4)),
+        "empty": np.zeros((0, 5), np.float32),
+        "scalar": np.array(x[3]),
+        "one": x[3:].reshape(1, 1),
+        "back": x.reshape(2, 2).T,
+    }
+    assert_group_matches(fastfinite.scan(str(path), cast=CASTS), want, cast=CASTS)
+
+
+@pytest.mark.parametrize("glob", ["numpy.core.multiarray._reconstruct",
+                                  "torch.nn.modules.linear.Linear",
+                                  "collections.defaultdict", "builtins.getattr"])  # fmt: skip
+def test_pickle_global_of_another_module_is_refused(tmp_path, glob):
+    module, name = glob.rsplit(".", 1)
+    obj = {"w": tf.Tensor(tf.Storage(np.ones(2, np.float32), "0")),
+           "extra": tf.Code(module, name, ())}  # fmt: skip
+    tf.write_zip(tmp_path / "m.pt", obj)
+    for on_error in ("raise", "report"):
+        with pytest.raises(SourceError, match=f"m.pt, member archive/data.pkl: refused to "
+                                              f"load global {glob}"):  # fmt: skip
+            fastfinite.scan(str(tmp_path / "m.pt"), on_error=on_error)
+
+
+# -- GGUF ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("endian", ["LITTLE", "BIG"])
+def test_gguf_cast_edges_in_both_byte_orders(tmp_path, endian):
+    gguf = pytest.importorskip("gguf")
+    with np.errstate(over="ignore"):
+        f = EDGES.astype(np.float32).reshape(2, 11)
+        arrays = {"f32": f, "f16": f.astype(np.float16), "f64": EDGES.reshape(2, 11),
+                  "i8": np.array([[-128, 127, 0, 5]], np.int8),
+                  "i32": np.array([2**31 - 1, -(2**31), 65520, 0], np.int32)}  # fmt: skip
+        bf = EDGES.astype(ml.bfloat16).reshape(2, 11)
+    w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), "llama",
+                        endianess=getattr(gguf.GGUFEndian, endian))  # fmt: skip
+    for k, x in arrays.items():
+        w.add_tensor(k, x.copy())  # the writer swaps the bytes of a big-endian file in place
+    w.add_tensor("bf16", bf.view(np.uint16).copy(), raw_dtype=gguf.GGMLQuantizationType.BF16)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    r = fastfinite.scan(str(tmp_path / "m.gguf"), cast=CASTS)
+    assert_group_matches(r, arrays | {"bf16": bf}, cast=CASTS)
+
+
+# -- Arrow -------------------------------------------------------------------------------------
+
+
+def test_arrow_lists_with_nulls_and_fixed_size_lists_of_float16(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    from pyarrow import feather
+
+    child = pa.array(np.array([1, 2, np.inf, 65504, -65504, np.nan, 7, 8, 9, 1, 1, 1],
+                              np.float16))  # fmt: skip
+    half = pa.FixedSizeListArray.from_arrays(child, 3, mask=pa.array([False, False, True, False]))
+    table = pa.table({
+        "half": half,  # a null row over child values 7, 8, 9: a row of NaN
+        "f": pa.array([[1.0, None, 3.0], None, [np.inf, 5.0, 70000.0], [1e-9, 2.0, 3.0]],
+                      pa.list_(pa.float32())),
+        "i": pa.array([[1, None, 3], None, [4, 5, 6], [7, 8, 9]], pa.list_(pa.int64())),
+        "fi": pa.array([[1, 2], None, [3, 4], [5, 6]], pa.list_(pa.int32(), 2)),
+    })  # fmt: skip
+    nan3 = [np.nan] * 3
+    want = {
+        "half": np.array([[1, 2, np.inf], [65504, -65504, np.nan], nan3, [1, 1, 1]], np.float16),
+        "f": np.array([[1, np.nan, 3], nan3, [np.inf, 5, 70000], [1e-9, 2, 3]], np.float32),
+        "i": np.array([[1, np.nan, 3], nan3, [4, 5, 6], [7, 8, 9]]),
+        "fi": np.array([[1, 2], [np.nan, np.nan], [3, 4], [5, 6]]),
+    }
+    path = str(tmp_path / "t.feather")
+    feather.write_feather(pa.concat_tables([table.slice(1, 2), table]), path, chunksize=2)
+    r = fastfinite.scan(path, cast=CASTS)
+    assert list(r.arrays) == list(want)
+    for key, x in want.items():
+        assert_matches_oracle(r.arrays[key], np.concatenate([x[1:3], x]), cast=CASTS)
+    assert r.nan == sum(sub.nan for sub in r.arrays.values()) == 26  # null rows count as NaN
+    assert r.bad_samples() == [(path, row) for row in range(5)]  # the last row is finite
+
+
+# -- sets: on_error="report", links, and a Dask cluster ---------------------------------------
+
+
+def _mixed_set(d) -> dict[str, np.ndarray]:
+    """A folder of every checkpoint kind, with the layouts above; the arrays by key."""
+    from safetensors.numpy import save_file
+
+    d.mkdir()
+    arrays = _layouts()
+    want = {}
+    _zip(d / "a.npz", arrays, lambda i: i % 2 == 1)
+    want |= {f"a.npz/{k}": x for k, x in arrays.items()}
+    edges = edge_arrays()
+    save_file(edges, str(d / "e.safetensors"))
+    want |= {f"e.safetensors/{k}": edges[k] for k in sorted(edges)}
+    _tar(d / "s.tar", [(f"000001.{k}.npy", _npy(x)) for k, x in arrays.items()])
+    want |= {f"s.tar/000001.{k}.npy": x for k, x in arrays.items()}
+    x = np.array([np.nan, 1.0, 2.0, np.inf], np.float32)
+    tf.write_zip(d / "t.pt", {"v": tf.Tensor(tf.Storage(x, "0"), 0, (2, 2), (1, 2))})
+    want["t.pt/v"] = x.reshape(2, 2).T
+    return want
+
+
+def test_a_set_with_a_lying_member_reports_it_and_scans_the_rest(tmp_path):
+    d = tmp_path / "set"
+    want = _mixed_set(d)
+    text = b'{"bad":{"dtype":"F32","shape":[100],"data_offsets":[0,400]}}'
+    _safetensors(d / "z.safetensors", text, b"\0" * 16)
+    with pytest.raises(SourceError, match=r"z\.safetensors, tensor bad: .*run past the end"):
+        fastfinite.scan(str(d), cast=CASTS)
+    r = fastfinite.scan(str(d), cast=CASTS, on_error="report")
+    assert sorted(r.arrays) == sorted(want)
+    for key, x in want.items():
+        assert_matches_oracle(r.arrays[key], x, cast=CASTS)
+    (f,) = [f for f in r.findings if f.kind == "unreadable_member"]
+    assert "z.safetensors, tensor bad" in f.message and f.severity == "error"
+    assert "z.safetensors/bad" in r.bad_samples()
+
+
+def test_a_set_never_leaves_its_folder_through_links(tmp_path):
+    from safetensors.numpy import save_file
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    save_file({"w": np.array([np.nan], np.float32)}, str(outside / "o.safetensors"))
+    _tar(outside / "o.tar", [("000001.x.npy", _npy(np.array([np.inf])))])
+    d = tmp_path / "set"
+    d.mkdir()
+    np.save(d / "ok.npy", np.array([1.0, -np.inf]))
+    os.symlink(outside / "o.safetensors", d / "o.safetensors")
+    os.symlink(outside / "o.tar", d / "o.tar")
+    os.symlink(outside, d / "sub")
+    r = fastfinite.scan(str(d))
+    assert list(r.arrays) == ["ok.npy"] and (r.nan, r.posinf, r.neginf) == (0, 0, 1)
+    assert sorted(r.skipped) == ["o.safetensors", "o.tar", "sub"]
+
+
+def test_a_set_on_a_dask_cluster_gives_the_local_report(tmp_path, dask_client):
+    d = tmp_path / "set"
+    _mixed_set(d)
+    for target in (str(d), f"{d}/*.npz", str(d / "s.tar")):
+        local = fastfinite.scan(target, cast=CASTS)
+        remote = fastfinite.scan(target, cast=CASTS, scheduler=dask_client)
+        assert remote.to_dict() == local.to_dict(), target
+    text = b'{"bad":{"dtype":"F32","shape":[100],"data_offsets":[0,400]}}'
+    _safetensors(d / "z.safetensors", text, b"\0" * 16)
+    local = fastfinite.scan(str(d), on_error="report")
+    remote = fastfinite.scan(str(d), on_error="report", scheduler=dask_client)
+    assert remote.to_dict() == local.to_dict()
+    assert remote.bad_samples() == local.bad_samples()
