@@ -24,7 +24,7 @@ import fastfinite
 from fastfinite.errors import SourceError
 
 from . import torchfiles as tf
-from .helpers import assert_matches_oracle
+from .helpers import assert_matches_oracle, assert_one_line_error, run_cli
 from .test_checkpoints import assert_group_matches
 
 ml = pytest.importorskip("ml_dtypes")
@@ -99,6 +99,20 @@ def test_safetensors_cast_edges_in_every_dtype(tmp_path):
     assert r.arrays["float32"].cast["float16"].overflow == int(want.sum()) == 4  # +-65520, e38
     assert r.arrays["layers/0:attn.w"].cast["float16"].overflow == 1
     assert r.arrays["scalar"].nan == 1 and r.arrays["empty"].count == 0
+
+
+def test_safetensors_header_naming_a_tensor_twice_is_an_error(tmp_path):
+    """JSON keeps the last of two entries of one name: the first tensor's bytes (its NaN)
+    were silently never scanned."""
+    a = np.array([np.nan, 1, 2, 3], np.float32)
+    b = np.array([1, 2, 3, 4], np.float32)
+    text = (b'{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},'
+            b'"w":{"dtype":"F32","shape":[4],"data_offsets":[16,32]}}')  # fmt: skip
+    path = _safetensors(tmp_path / "m.safetensors", text, a.tobytes() + b.tobytes())
+    for on_error in ("raise", "report"):  # the header itself is ambiguous
+        with pytest.raises(SourceError, match=r"m\.safetensors: its header names 'w' twice"):
+            fastfinite.scan(path, on_error=on_error)
+    assert_one_line_error(run_cli("scan", path), "m.safetensors", "'w' twice")
 
 
 def test_safetensors_header_spaces_metadata_and_order(tmp_path):

@@ -60,12 +60,27 @@ def read_header(head: bytes, size: int, name: str, read=None) -> tuple[dict, int
     if len(text) < n:
         text += read(n - len(text))
     try:
-        header = json.loads(bytes(text))
+        header = json.loads(bytes(text), object_pairs_hook=_once)
+    except _Twice as e:
+        raise SourceError(f"{name}: its header names {e.args[0]!r} twice: one entry would "
+                          "hide the other") from None  # fmt: skip
     except (UnicodeDecodeError, ValueError) as e:
         raise SourceError(f"{name}: its header is not valid JSON ({e})") from None
     if not isinstance(header, dict):
         raise SourceError(f"{name}: its header is not a JSON object")
     return header, 8 + n
+
+
+class _Twice(Exception):
+    """A JSON object of the header holds a name twice (``json`` keeps the last)."""
+
+
+def _once(pairs: list) -> dict:
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        seen: set = set()
+        raise _Twice(next(k for k, _ in pairs if k in seen or seen.add(k)))
+    return out
 
 
 def entries(header: dict, data_size: int, name: str) -> tuple[list, dict[str, str]]:
