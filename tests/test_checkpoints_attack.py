@@ -134,6 +134,32 @@ def test_safetensors_header_spaces_metadata_and_order(tmp_path):
     )
 
 
+def test_safetensors_index_through_a_linked_folder(tmp_path):
+    """A checkpoint folder reached through a link to it: its shards are in its folder (they
+    were refused as "outside the index's folder")."""
+    from safetensors.numpy import save_file
+
+    real = tmp_path / "real"
+    real.mkdir()
+    x = np.array([np.nan, 1.0], np.float32)
+    save_file({"a": x}, str(real / "s1.safetensors"))
+    (real / "m.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"a": "s1.safetensors"}})
+    )
+    os.symlink(real, tmp_path / "link")
+    for target in (tmp_path / "link" / "m.safetensors.index.json", tmp_path / "link"):
+        r = fastfinite.scan(str(target))
+        assert_group_matches(r, {"a": x})
+    # a shard that is a link leading out of the folder is still never read
+    save_file({"c": x}, str(tmp_path / "evil.safetensors"))
+    os.symlink(tmp_path / "evil.safetensors", real / "s2.safetensors")
+    (real / "m.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"a": "s1.safetensors", "c": "s2.safetensors"}})
+    )
+    with pytest.raises(SourceError, match=r"tensor c: .*s2\.safetensors is outside the index"):
+        fastfinite.scan(str(tmp_path / "link"))
+
+
 # -- .npz ------------------------------------------------------------------------------------
 
 

@@ -212,7 +212,8 @@ def open_index(path: str, name: str, options: Any = None) -> Members:
     wmap = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(wmap, dict) or not all(isinstance(v, str) for v in wmap.values()):
         raise SourceError(f"{name} is not a safetensors index: no weight_map of tensor -> file")
-    folder = os.path.dirname(os.path.abspath(path))
+    # the folder's own links resolved (the shards' realpaths are held to it), not the index's
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
     shards: dict[str, list[str]] = {}
     for tensor, shard in wmap.items():
         shards.setdefault(shard, []).append(tensor)
