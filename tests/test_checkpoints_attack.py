@@ -15,6 +15,7 @@ import json
 import os
 import struct
 import tarfile
+import warnings
 import zipfile
 
 import numpy as np
@@ -201,6 +202,26 @@ def test_npz_byte_orders_and_layouts(tmp_path, layout):
     path = _zip(tmp_path / "a.npz", arrays, compress, zip64=layout == "zip64")
     r = fastfinite.scan(path, cast=CASTS)
     assert_group_matches(r, arrays, cast=CASTS)
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_npz_member_named_twice_hides_nothing(tmp_path, compressed):
+    """A zip may hold a name twice (np.load reads the last): the first member, with its
+    NaN, was silently never scanned."""
+    first, second = np.array([np.nan, 1.0]), np.array([np.inf])
+    kind = zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile: "Duplicate name"
+        with zipfile.ZipFile(tmp_path / "a.npz", "w", kind) as zf:
+            zf.writestr("x.npy", _npy(first))
+            zf.writestr("x.npy", _npy(second))
+    r = fastfinite.scan(str(tmp_path / "a.npz"))
+    assert_group_matches(r, {"x": first, "x (2)": second})
+    assert r.bad_samples() == ["x", "x (2)"]
+    # the same .npz as a member of a tar
+    _tar(tmp_path / "s.tar", [("000001.a.npz", (tmp_path / "a.npz").read_bytes())])
+    r = fastfinite.scan(str(tmp_path / "s.tar"))
+    assert_group_matches(r, {"s.tar/000001.a.npz/x": first, "s.tar/000001.a.npz/x (2)": second})
 
 
 # -- tars ------------------------------------------------------------------------------------
