@@ -239,6 +239,26 @@ def test_tar_members_of_every_byte_order_and_layout(tmp_path):
     assert r.bad_samples() == ["s.tar/000001", "s.tar/000002"]
 
 
+def test_bad_samples_of_tar_members_in_folders_with_dots(tmp_path):
+    """WebDataset keys a member by its folders and its file name up to the first dot: a
+    folder ``dir.v1`` made every sample of it ``s.tar/dir`` (one that does not exist)."""
+    bad, good = np.array([1.0, np.nan]), np.ones(2)
+    npz = _zip(tmp_path / "a.npz", {"a.b": bad})
+    path = _tar(tmp_path / "s.tar", [
+        ("dir.v1/000005.x.npy", _npy(bad)),
+        ("dir.v1/000006.x.npy", _npy(good)),
+        ("dir.v1/000007.y.npz", open(npz, "rb").read()),
+    ])  # fmt: skip
+    r = fastfinite.scan(path)
+    assert list(r.arrays) == ["s.tar/dir.v1/000005.x.npy", "s.tar/dir.v1/000006.x.npy",
+                              "s.tar/dir.v1/000007.y.npz/a.b"]  # fmt: skip
+    assert r.bad_samples() == ["s.tar/dir.v1/000005", "s.tar/dir.v1/000007"]
+    out = tmp_path / "bad.txt"
+    cli = run_cli("scan", path, "--bad-samples", out)
+    assert cli.returncode == 1, cli.stderr
+    assert out.read_text() == "s.tar/dir.v1/000005\ns.tar/dir.v1/000007\n"
+
+
 def test_one_sample_key_in_two_shards(tmp_path):
     d = tmp_path / "shards"
     d.mkdir()

@@ -22,12 +22,15 @@ recorded locations; when a kind has more values than locations recorded
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..model.kinds import ERROR, severity_of
 
 Key = Any  # str, int, or (str, int)
 REST_OF_TAR = "(the rest of the tar)"  # the key of what follows a corrupt header (tars.py)
+# the name of a tar's array member (tars.py): ".npy" or a file of arrays, `` (2)`` when twice
+_ARRAY_MEMBER = re.compile(r"\.(npy|npz|safetensors|pth|pt)( \(\d+\))?$")
 
 
 class BadSamples(list):
@@ -119,14 +122,19 @@ def write_keys(keys: BadSamples, path: str) -> None:
 
 
 def _tar_sample(key: str) -> str | None:
-    """``"shard.tar/dir/000005.x.npz/a"`` -> ``"shard.tar/dir/000005"``; None for a key
-    not in a tar."""
-    if ".tar/" not in key:
+    """``"shard.tar/dir.v1/000005.x.npz/a"`` -> ``"shard.tar/dir.v1/000005"`` (the
+    member's folders, then its file name up to its first dot, as WebDataset keys it);
+    None for a key not in a tar."""
+    at = key.lower().find(".tar/")
+    if at < 0:
         return None
-    tar, _, rest = key.partition(".tar/")
+    tar, rest = key[: at + 4], key[at + 5 :]
     parts = rest.split("/")
-    i = next((i for i, p in enumerate(parts) if "." in p), len(parts) - 1)
-    return "/".join([tar + ".tar", *parts[:i], parts[i].split(".", 1)[0]])
+    # the member's file: the first part named as an array member (a folder may hold dots)
+    i = next((i for i, p in enumerate(parts) if _ARRAY_MEMBER.search(p.lower())), None)
+    if i is None:
+        i = len(parts) - 1
+    return "/".join([tar, *parts[:i], parts[i].split(".", 1)[0]])
 
 
 def _rows(report, key: str, notes: list[str]) -> list[int]:
