@@ -274,6 +274,20 @@ def test_one_sample_key_in_two_shards(tmp_path):
 # -- PyTorch ---------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("layout", ["zip", "legacy"])
+def test_torch_keys_that_join_to_one_name_are_an_error(tmp_path, layout):
+    """``{"a.b": x, "a": {"b": y}}``: both are ``a.b`` once joined; one tensor (x's NaN)
+    was silently never scanned."""
+    x = tf.Tensor(tf.Storage(np.array([np.nan, 1.0], np.float32), "0"))
+    y = tf.Tensor(tf.Storage(np.array([2.0, -np.inf], np.float32), "1"))
+    path = tmp_path / "model.pt"
+    (tf.write_zip if layout == "zip" else tf.write_legacy)(path, {"a.b": x, "a": {"b": y}})
+    for on_error in ("raise", "report"):
+        with pytest.raises(SourceError, match=r"model\.pt: two tensors under the key 'a\.b'"):
+            fastfinite.scan(str(path), on_error=on_error)
+    assert_one_line_error(run_cli("scan", path), "model.pt", "two tensors under the key")
+
+
 @pytest.mark.parametrize("layout", ["zip", "compressed", "legacy"])
 def test_torch_views_of_zero_strides_and_no_dimensions(tmp_path, layout):
     x = np.array([np.nan, 1.0, 2.0, np.inf], np.float32)

@@ -266,7 +266,7 @@ def tensors_of(obj: Any, name: str) -> list[tuple[str, TensorRef | UnreadTensor]
     """``(key, tensor)`` of every tensor in nested dicts, lists and tuples, keyed by their
     path joined with ``.`` (``"model.layers.0.w"``; ``""`` for a tensor pickled alone);
     ``UnreadTensor`` for those that are not dense data; other values (numbers, text) are
-    not arrays and are passed over."""
+    not arrays and are passed over. Two tensors under one key are an error naming it."""
     out: list[tuple[str, TensorRef | UnreadTensor]] = []
     stack: list[tuple[str, Any, int]] = [("", obj, 0)]
     seen: set[int] = set()
@@ -288,4 +288,10 @@ def tensors_of(obj: Any, name: str) -> list[tuple[str, TensorRef | UnreadTensor]
             raise SourceError(f"{name}: containers nested more than {MAX_DEPTH} deep")
         for k, v in reversed(items):
             stack.append((f"{key}.{k}" if key else str(k), v, depth + 1))
+    seen_keys: set[str] = set()
+    for key, _ in out:  # {"a.b": x, "a": {"b": y}}: one would hide the other
+        if key in seen_keys:
+            raise SourceError(f"{name}: two tensors under the key {key!r} (nested keys are "
+                              "joined with '.')")  # fmt: skip
+        seen_keys.add(key)
     return out
