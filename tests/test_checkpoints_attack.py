@@ -388,6 +388,34 @@ def test_arrow_lists_with_nulls_and_fixed_size_lists_of_float16(tmp_path):
     assert r.bad_samples() == [(path, row) for row in range(5)]  # the last row is finite
 
 
+def test_arrow_integers_past_2_53_with_nulls(tmp_path):
+    """Integers with nulls read as float64, rounded, as pandas and the Parquet reader read
+    them: pyarrow's checked cast raised its own ArrowInvalid, a traceback."""
+    pa = pytest.importorskip("pyarrow")
+    from pyarrow import feather, parquet
+
+    table = pa.table({
+        "u": pa.array([2**64 - 1, None, 3], pa.uint64()),
+        "i": pa.array([2**63 - 1, None, -(2**63)], pa.int64()),
+        "l": pa.array([[2**62 + 1, None], None, [1, 2]], pa.list_(pa.int64())),
+    })  # fmt: skip
+    want = {
+        "u": np.array([2.0**64, np.nan, 3.0]),
+        "i": np.array([2.0**63, np.nan, -(2.0**63)]),
+        "l": np.array([[2.0**62, np.nan], [np.nan, np.nan], [1.0, 2.0]]),
+    }
+    feather.write_feather(table, str(tmp_path / "t.feather"))
+    parquet.write_table(table.select(["u", "i"]), str(tmp_path / "t.parquet"))
+    r = fastfinite.scan(str(tmp_path / "t.feather"), cast=CASTS)
+    assert list(r.arrays) == list(want)
+    for key, x in want.items():
+        assert_matches_oracle(r.arrays[key], x, cast=CASTS)
+    p = fastfinite.scan(str(tmp_path / "t.parquet"), cast=CASTS)
+    for key in ("u", "i"):
+        assert p.arrays[key].counts() == r.arrays[key].counts()
+        assert (p.arrays[key].min, p.arrays[key].max) == (r.arrays[key].min, r.arrays[key].max)
+
+
 # -- sets: on_error="report", links, and a Dask cluster ---------------------------------------
 
 

@@ -145,12 +145,12 @@ def column_values(col, dtype: np.dtype, width: int | None) -> np.ndarray:
 
     if width is None:
         if col.null_count and not pa.types.is_floating(col.type):
-            col = col.cast(pa.float64())
+            col = col.cast(pa.float64(), safe=False)  # rounded past 2**53, as pandas reads it
         values = col.to_numpy(zero_copy_only=False)
         return values if values.dtype == dtype else values.astype(dtype)
     flat = pc.list_flatten(col)  # the values of the rows that are not null
     if flat.null_count and not pa.types.is_floating(flat.type):
-        flat = flat.cast(pa.float64())
+        flat = flat.cast(pa.float64(), safe=False)
     values = flat.to_numpy(zero_copy_only=False)
     values = values if values.dtype == dtype else values.astype(dtype)
     if not col.null_count:
