@@ -271,6 +271,44 @@ def test_one_sample_key_in_two_shards(tmp_path):
     assert r.bad_samples() == ["shard-000000.tar/000001", "shard-000001.tar/000001"]
 
 
+@pytest.mark.parametrize("fmt", ["gnu", "posix"])
+def test_a_sparse_tar_member_is_never_read_as_its_stored_bytes(tmp_path, fmt):
+    """GNU tar -S stores a member's data without its holes: its bytes in the tar are not
+    its contents. They were read in place, the holes' length taken from the members after
+    it: garbage scanned silently (here a NaN and values of 1e294 that the file lacks)."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("tar"):
+        pytest.skip("no tar program to write a sparse member")
+    src = tmp_path / "src"
+    src.mkdir()
+    x = np.zeros(300_000)
+    x[[5, -1]] = np.inf, np.nan
+    data = _npy(x)
+    with open(src / "000001.x.npy", "wb") as f:  # a file with a hole: its zeros not written
+        f.write(data[:4096])
+        f.truncate(len(data))
+        f.seek(len(data) - 8)
+        f.write(data[-8:])
+    np.save(src / "000002.z.npy", np.ones(400_000))  # after it: what the holes read
+    path = tmp_path / "s.tar"
+    cmd = ["tar", "-S", f"--format={fmt}", "-cf", str(path),
+           "000001.x.npy", "000002.z.npy"]  # fmt: skip
+    if subprocess.run(cmd, cwd=src, capture_output=True).returncode:
+        pytest.skip("this tar cannot write sparse members")
+    with tarfile.open(path) as t:
+        if t.getmember("000001.x.npy").sparse is None:
+            pytest.skip("tar wrote no holes")
+    with pytest.raises(SourceError, match=r"s\.tar, member 000001\.x\.npy: it is a sparse"):
+        fastfinite.scan(str(path))
+    r = fastfinite.scan(str(path), on_error="report")
+    assert_group_matches(r, {"s.tar/000002.z.npy": np.ones(400_000)})
+    assert "sparse member" in r.skipped["s.tar/000001.x.npy"]
+    assert r.bad_samples() == ["s.tar/000001"]
+    assert_one_line_error(run_cli("scan", path), "s.tar, member 000001.x.npy", "sparse")
+
+
 # -- PyTorch ---------------------------------------------------------------------------------
 
 

@@ -76,7 +76,11 @@ def open_tar(path: str, options=None, key: str | None = None) -> list[tuple[str,
 
     for key, info in zip(member_keys(infos), infos):
         lower = info.name.lower()
-        if info.isfile() and lower.endswith(BUFFER_SUFFIXES) and _inside(info, size):
+        if info.isfile() and info.sparse is not None and lower.endswith((".npy", *BUFFER_SUFFIXES)):
+            why = (f"cannot read {name}, member {info.name}: it is a sparse member (tar -S): "
+                   "its holes are not stored, so its bytes cannot be read in place")  # fmt: skip
+            out.append((key, _raise(_unreadable(why, options))))
+        elif info.isfile() and lower.endswith(BUFFER_SUFFIXES) and _inside(info, size):
             out += [
                 (key + k[len(info.name) :], f)
                 for k, f in _buffer_members(name, info, mapped, options)
