@@ -454,6 +454,28 @@ def test_arrow_integers_past_2_53_with_nulls(tmp_path):
         assert (p.arrays[key].min, p.arrays[key].max) == (r.arrays[key].min, r.arrays[key].max)
 
 
+def test_bad_samples_of_tables_whose_column_names_hold_a_slash(tmp_path):
+    """In a set, a table's column is keyed ``"t.feather/emb/v1"``: its rows were named
+    ``("t.feather/emb", row)``, a table that does not exist."""
+    pa = pytest.importorskip("pyarrow")
+    from pyarrow import feather, parquet
+
+    d = tmp_path / "set"
+    d.mkdir()
+    table = pa.table({"emb/v1": [1.0, np.nan, 3.0], "ok": [np.inf, 1.0, 1.0]})
+    feather.write_feather(table, str(d / "t.feather"))
+    parquet.write_table(table, str(d / "p.parquet"))
+    np.save(d / "a.npy", np.zeros(2))
+    r = fastfinite.scan(str(d))
+    assert list(r.arrays) == ["a.npy", "p.parquet/emb/v1", "p.parquet/ok", "t.feather/emb/v1",
+                              "t.feather/ok"]  # fmt: skip
+    assert r.bad_samples() == [("p.parquet", 1), ("p.parquet", 0), ("t.feather", 1),
+                               ("t.feather", 0)]  # fmt: skip
+    out = tmp_path / "bad.txt"
+    assert run_cli("scan", d, "--bad-samples", out).returncode == 1
+    assert out.read_text() == "p.parquet\t1\np.parquet\t0\nt.feather\t1\nt.feather\t0\n"
+
+
 # -- sets: on_error="report", links, and a Dask cluster ---------------------------------------
 
 

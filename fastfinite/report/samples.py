@@ -98,9 +98,19 @@ def _member_keys(key: str, sub, notes: list[str]) -> list[Key]:
     if tar is not None:
         return [tar]
     if sub.by == (0,) or _is_table_column(sub):
-        table = key.rsplit("/", 1)[0] if _is_table_column(sub) and "/" in key else key
+        table = _table_of(key, sub) if _is_table_column(sub) else key
         return [(table, row) for row in _rows(sub, key, notes)]
     return [key]
+
+
+def _table_of(key: str, sub) -> str:
+    """The table of the column ``key`` (``"t.feather/emb/v1"`` -> ``"t.feather"``: the
+    column's own name, from its locations' labels, may hold a ``/``)."""
+    for loc in sub.locations:
+        column = str((loc.labels or {}).get("column", ""))
+        if column and key.endswith("/" + column):
+            return key[: -len(column) - 1]
+    return key.rsplit("/", 1)[0] if "/" in key else key
 
 
 def _is_table_column(report) -> bool:
