@@ -27,6 +27,7 @@ from fastfinite.errors import SourceError
 from . import torchfiles as tf
 from .helpers import assert_matches_oracle, assert_one_line_error, run_cli
 from .test_checkpoints import assert_group_matches
+from .test_checkpoints_hostile import PWNED, no_pwn  # noqa: F401 - no_pwn: a fixture
 
 ml = pytest.importorskip("ml_dtypes")
 
@@ -365,6 +366,32 @@ def test_pickle_global_of_another_module_is_refused(tmp_path, glob):
         with pytest.raises(SourceError, match=f"m.pt, member archive/data.pkl: refused to "
                                               f"load global {glob}"):  # fmt: skip
             fastfinite.scan(str(tmp_path / "m.pt"), on_error=on_error)
+
+
+@pytest.mark.usefixtures("no_pwn")
+def test_torch_members_of_a_tar_views_and_code(tmp_path):
+    """``.pth`` members of a tar: big-endian, compressed, strided views, read in place; one
+    with code is refused naming the tar, the member and the global (it was called "not a
+    valid PyTorch (zip) checkpoint", which it is)."""
+    x = np.array([np.nan, 1, 2, np.inf, 5, 6], np.float32)
+    s = tf.Storage(x, "0")
+    obj = {"t": tf.Tensor(s, 1, (2, 2), (1, 2)), "e": tf.Tensor(s, 2, (3,), (0,))}
+    tf.write_zip(tmp_path / "big.pth", obj, byteorder="big")
+    tf.write_zip(tmp_path / "comp.pth", obj, compress=True)
+    tf.write_zip(tmp_path / "evil.pth", {"w": tf.Tensor(s), "h": tf.Code(args=(f"touch {PWNED}",))})
+    path = _tar(tmp_path / "s.tar", [(f"00000{i}.{n}.pth", (tmp_path / f"{n}.pth").read_bytes())
+                                     for i, n in enumerate(("big", "comp", "evil"))])  # fmt: skip
+    as_strided = np.lib.stride_tricks.as_strided
+    want = {"t": as_strided(x[1:], (2, 2), (4, 8)), "e": as_strided(x[2:], (3,), (0,))}
+    words = r"s\.tar/000002\.evil\.pth, member archive/data\.pkl: refused to load global os\.system"
+    with pytest.raises(SourceError, match=words) as e:
+        fastfinite.scan(path)
+    assert "not a valid" not in str(e.value)
+    r = fastfinite.scan(path, on_error="report")
+    assert_group_matches(r, {f"s.tar/00000{i}.{n}.pth/{k}": v for i, n in enumerate(("big", "comp"))
+                             for k, v in want.items()})  # fmt: skip
+    assert "refused to load global os.system" in r.skipped["s.tar/000002.evil.pth"]
+    assert r.bad_samples() == ["s.tar/000000", "s.tar/000001", "s.tar/000002"]
 
 
 # -- GGUF ------------------------------------------------------------------------------------

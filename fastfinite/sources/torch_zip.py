@@ -248,6 +248,8 @@ def torch_bytes(data: bytes | memoryview, name: str, options: Any = None) -> Mem
 
     try:
         return _zip_members(zf, name, options, factory)
+    except SourceError:  # a refused global, a lying tensor: said as it is
+        raise
     except (zipfile.BadZipFile, ValueError, EOFError) as e:
         raise SourceError(f"{name} is not a valid PyTorch (zip) checkpoint: {e}") from None
 
