@@ -563,6 +563,11 @@ def test_a_set_never_leaves_its_folder_through_links(tmp_path):
 def test_a_set_on_a_dask_cluster_gives_the_local_report(tmp_path, dask_client):
     d = tmp_path / "set"
     _mixed_set(d)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile: "Duplicate name"
+        with zipfile.ZipFile(d / "dup.npz", "w") as zf:
+            zf.writestr("x.npy", _npy(np.array([np.nan, 1.0])))
+            zf.writestr("x.npy", _npy(np.array([np.inf])), zipfile.ZIP_DEFLATED)
     for target in (str(d), f"{d}/*.npz", str(d / "s.tar")):
         local = fastfinite.scan(target, cast=CASTS)
         remote = fastfinite.scan(target, cast=CASTS, scheduler=dask_client)
