@@ -162,6 +162,36 @@ def test_safetensors_index_through_a_linked_folder(tmp_path):
         fastfinite.scan(str(tmp_path / "link"))
 
 
+def test_a_checkpoint_folder_never_hides_the_files_its_index_does_not_name(tmp_path):
+    """A folder of a sharded checkpoint also holding a ``consolidated.safetensors`` (with a
+    NaN), a ``.npy`` and an ``original/`` folder: the scan said nothing of them (nan 0,
+    nothing skipped); they are listed in ``skipped`` with a ``stray_file`` warning."""
+    from safetensors.numpy import save_file
+
+    d = tmp_path / "ckpt"
+    (d / "original").mkdir(parents=True)
+    x = np.array([1.0, 2.0], np.float32)
+    save_file({"a": x}, str(d / "model-00001-of-00001.safetensors"))
+    save_file({"a": np.array([np.nan], np.float32)}, str(d / "consolidated.safetensors"))
+    np.save(d / "extra.npy", np.array([np.inf]))
+    (d / "config.json").write_text("{}")
+    (d / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"a": "model-00001-of-00001.safetensors"}})
+    )
+    r = fastfinite.scan(str(d))
+    assert_group_matches(r, {"a": x})
+    what = "that model.safetensors.index.json does not name: not scanned (scan it alone)"
+    assert r.skipped == {
+        "consolidated.safetensors": f"a checkpoint file {what}",
+        "extra.npy": f"a .npy file {what}",
+        "original": f"a folder {what}",
+    }
+    assert [(f.kind, f.severity) for f in r.findings] == [("stray_file", "warning")] * 3
+    # the index given alone is the checkpoint alone
+    r = fastfinite.scan(str(d / "model.safetensors.index.json"))
+    assert list(r.arrays) == ["a"] and not r.skipped
+
+
 # -- .npz ------------------------------------------------------------------------------------
 
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SourceError, UnsupportedDtypeError
+from ..errors import SkippedMemberError, SourceError, UnsupportedDtypeError
 from .base import regular_file
 from .ndarray import ArraySource
-from .tensors import MappedTensor, Members, checked_group, format_dtype
+from .tensors import MappedTensor, Members, checked_group, failing, format_dtype
 
 MAX_HEADER = 100 << 20  # safetensors' own limit on the JSON header
 DTYPES = {  # the format's dtype names -> NumPy's (bfloat16 and float8: ml_dtypes)
@@ -249,11 +249,36 @@ def open_index(path: str, name: str, options: Any = None) -> Members:
 
 def open_folder(path: str, name: str, options: Any = None) -> Members | None:
     """A directory holding one ``*.safetensors.index.json``: that sharded checkpoint; None
-    for any other directory."""
+    for any other directory. The folder's other array files and folders, which the index
+    does not name (a ``consolidated.safetensors``, an ``original/`` folder), are members
+    listed in ``skipped`` with a ``stray_file`` finding: not scanned, never hidden."""
     try:
         found = [e for e in os.listdir(path) if e.endswith(".safetensors.index.json")]
     except OSError:
         return None
     if len(found) != 1:
         return None
-    return open_index(os.path.join(path, found[0]), os.path.join(name, found[0]), options)
+    index = os.path.join(path, found[0])
+    members = open_index(index, os.path.join(name, found[0]), options)
+    return members + _strays(path, found[0], {k for k, _ in members})
+
+
+def _strays(path: str, index: str, tensors: set[str]) -> Members:
+    """The entries of a checkpoint's folder holding arrays that its index does not name."""
+    from .walk import ARRAY_KINDS, name_kind
+
+    with open(os.path.join(path, index), "rb") as f:
+        wmap = json.loads(f.read(MAX_HEADER + 1))["weight_map"]  # read once already
+    named = {os.path.normpath(v).split(os.sep)[0] for v in wmap.values()}
+    out = []
+    for entry in sorted(os.scandir(path), key=lambda e: e.name):
+        if entry.name.startswith((".", "_")) or entry.name in named or entry.name == index:
+            continue
+        folder = entry.is_dir(follow_symlinks=False)
+        kind = "folder" if folder else name_kind(entry.name)
+        if entry.name in tensors or not (folder or kind in ARRAY_KINDS):
+            continue
+        why = (f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} that {index} does not name: "
+               "not scanned (scan it alone)")  # fmt: skip
+        out.append((entry.name, failing(SkippedMemberError(why, "stray_file"))))
+    return out
