@@ -136,6 +136,30 @@ def test_safetensors_header_spaces_metadata_and_order(tmp_path):
     )
 
 
+def test_safetensors_tensors_at_unaligned_offsets(tmp_path):
+    """Offsets the format allows but its writer never makes: float32 and float64 at byte 3
+    after 3 bytes of uint8, large enough to be scanned in parts; alone and in a tar."""
+    rng = np.random.default_rng(5)
+    f = rng.standard_normal(300_001).astype(np.float32)
+    f[[7, 100_000, 300_000]] = np.nan, np.inf, 70000
+    d = f[:50_001].astype(np.float64)
+    d[3] = -np.inf
+    u = np.array([1, 2, 3], np.uint8)
+    header = {
+        "u": {"dtype": "U8", "shape": [3], "data_offsets": [0, 3]},
+        "f": {"dtype": "F32", "shape": [f.size], "data_offsets": [3, 3 + f.nbytes]},
+        "d": {"dtype": "F64", "shape": [d.size], "data_offsets": [3 + f.nbytes, 3 + f.nbytes + d.nbytes]},
+    }  # fmt: skip
+    text = json.dumps(header).encode()
+    data = u.tobytes() + f.tobytes() + d.tobytes()
+    path = _safetensors(tmp_path / "m.safetensors", text + b" " * (-len(text) % 8), data)
+    want = {"u": u, "f": f, "d": d}
+    assert_group_matches(fastfinite.scan(path, cast=CASTS), want, cast=CASTS)
+    tar = _tar(tmp_path / "s.tar", [("000001.m.safetensors", open(path, "rb").read())])
+    r = fastfinite.scan(tar, cast=CASTS)
+    assert_group_matches(r, {f"s.tar/000001.m.safetensors/{k}": x for k, x in want.items()}, CASTS)
+
+
 def test_safetensors_index_through_a_linked_folder(tmp_path):
     """A checkpoint folder reached through a link to it: its shards are in its folder (they
     were refused as "outside the index's folder")."""
