@@ -571,6 +571,22 @@ def test_bad_samples_of_tables_whose_column_names_hold_a_slash(tmp_path):
     assert out.read_text() == "p.parquet\t1\np.parquet\t0\nt.feather\t1\nt.feather\t0\n"
 
 
+def test_bad_samples_of_a_dataframe_indexed_by_text_or_time():
+    """A DataFrame's rows are its index labels: text and timestamps raised ValueError and
+    TypeError out of ``bad_samples()`` (``int(label)``)."""
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"x": [1.0, np.nan, 3.0], "y": [np.inf, 1.0, 1.0]}, index=["a", "b", "c"])
+    assert fastfinite.scan(df).bad_samples() == [("DataFrame", "b"), ("DataFrame", "a")]
+    days = pd.date_range("2020-01-01", periods=3)
+    df = pd.DataFrame({"x": [1.0, np.nan, 3.0]}, index=days)
+    assert fastfinite.scan(df).bad_samples() == [("DataFrame", days[1])]
+    df = pd.DataFrame({"x": [np.nan, np.nan, 3.0]}, index=[1, "a", 2])  # labels of two types
+    assert sorted(fastfinite.scan(df).bad_samples(), key=repr) == [("DataFrame", "a"),
+                                                                    ("DataFrame", 1)]  # fmt: skip
+    df = pd.DataFrame({"x": [1.0, np.nan]}, index=[10, 20])
+    assert fastfinite.scan(df).bad_samples() == [("DataFrame", 20)]
+
+
 # -- sets: on_error="report", links, and a Dask cluster ---------------------------------------
 
 

@@ -8,7 +8,8 @@ A key is, by what was scanned:
 - a member of a WebDataset tar: its sample, the member's path up to the first dot of its
   file name (``"shard-000000.tar/000005"`` for ``000005.x.npy`` and ``000005.y.npz/a``);
 - a value in a table (Parquet, Arrow, a DataFrame), alone or in a set: ``(table, row)``,
-  the table's name or key and the row;
+  the table's name or key and the row (a DataFrame's: its index label, text or a
+  timestamp as it is);
 - an array scanned with ``by=0``: its row index (an ``int``), or ``(key, row)`` in a group
   (a table scanned with ``by=0``: ``(table, row)``);
 - an array alone, without ``by``: its name.
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 import re
 from typing import Any
+
+import numpy as np
 
 from ..model.kinds import ERROR, severity_of
 
@@ -147,11 +150,11 @@ def _tar_sample(key: str) -> str | None:
     return "/".join([tar, *parts[:i], parts[i].split(".", 1)[0]])
 
 
-def _rows(report, key: str, notes: list[str]) -> list[int]:
+def _rows(report, key: str, notes: list[str]) -> list[Key]:
     """The rows of an array or table column with an error: from its per-row findings
     (``by=0``: every row is listed) and its recorded locations; a note when some kind has
     more values than locations recorded (and no per-row finding covers it)."""
-    rows: set[int] = set()
+    rows: set[Key] = set()
     covered: set[str] = set()
     if report.by == (0,):
         for f in report.findings:
@@ -167,7 +170,7 @@ def _rows(report, key: str, notes: list[str]) -> list[int]:
             continue
         recorded[loc.kind] = recorded.get(loc.kind, 0) + 1
         if loc.index:
-            rows.add(int(loc.labels["row"]) if loc.labels and "row" in loc.labels else loc.index[0])
+            rows.add(_row(loc))
     for kind, n in report.counts().items():
         if n and severity_of(kind) == ERROR and kind not in covered and recorded.get(kind, 0) < n:
             notes.append(
@@ -178,7 +181,19 @@ def _rows(report, key: str, notes: list[str]) -> list[int]:
     for f in report.findings:  # unreadable chunks: rows unknown
         if f.severity == ERROR and f.kind in ("unreadable_chunk", "missing_chunk"):
             notes.append(f"{key}: {f.kind} at {tuple(f.where)}: its rows are not listed")
-    return sorted(rows)
+    try:
+        return sorted(rows)
+    except TypeError:  # labels of several types (an index of numbers and text)
+        return sorted(rows, key=repr)
+
+
+def _row(loc) -> Key:
+    """The row of a location: its label when it has one (a DataFrame's index: an integer,
+    text, a timestamp...), else its position."""
+    if not (loc.labels and "row" in loc.labels):
+        return loc.index[0]
+    label = loc.labels["row"]
+    return int(label) if isinstance(label, (int, np.integer)) else label
 
 
 def _unreadable_members(report) -> list[str]:
