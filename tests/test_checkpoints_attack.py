@@ -585,6 +585,9 @@ def test_bad_samples_of_a_dataframe_indexed_by_text_or_time():
                                                                     ("DataFrame", 1)]  # fmt: skip
     df = pd.DataFrame({"x": [1.0, np.nan]}, index=[10, 20])
     assert fastfinite.scan(df).bad_samples() == [("DataFrame", 20)]
+    # by=0: positions, every one (labels and positions were mixed: 4 keys for 2 rows)
+    df = pd.DataFrame({"x": [1.0, np.nan, 3.0], "y": [np.inf, 1, 1]}, index=[10, 20, 30])
+    assert fastfinite.scan(df, by=0).bad_samples() == [("DataFrame", 0), ("DataFrame", 1)]
 
 
 # -- sets: on_error="report", links, and a Dask cluster ---------------------------------------

@@ -9,7 +9,8 @@ A key is, by what was scanned:
   file name (``"shard-000000.tar/000005"`` for ``000005.x.npy`` and ``000005.y.npz/a``);
 - a value in a table (Parquet, Arrow, a DataFrame), alone or in a set: ``(table, row)``,
   the table's name or key and the row (a DataFrame's: its index label, text or a
-  timestamp as it is);
+  timestamp as it is; scanned with ``by=0``, its position, as the per-row findings give
+  it);
 - an array scanned with ``by=0``: its row index (an ``int``), or ``(key, row)`` in a group
   (a table scanned with ``by=0``: ``(table, row)``);
 - an array alone, without ``by``: its name.
@@ -169,8 +170,8 @@ def _rows(report, key: str, notes: list[str]) -> list[Key]:
         if severity_of(loc.kind) != ERROR:
             continue
         recorded[loc.kind] = recorded.get(loc.kind, 0) + 1
-        if loc.index:
-            rows.add(_row(loc))
+        if loc.index:  # with by=0 the rows are positions, as its findings give them
+            rows.add(int(loc.index[0]) if report.by == (0,) else _row(loc))
     for kind, n in report.counts().items():
         if n and severity_of(kind) == ERROR and kind not in covered and recorded.get(kind, 0) < n:
             notes.append(
