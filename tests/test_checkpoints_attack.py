@@ -681,3 +681,10 @@ def test_a_set_on_a_dask_cluster_gives_the_local_report(tmp_path, dask_client):
     remote = fastfinite.scan(str(d), on_error="report", scheduler=dask_client)
     assert remote.to_dict() == local.to_dict()
     assert remote.bad_samples() == local.bad_samples()
+    # a sharded checkpoint's folder with a file its index does not name
+    (d / "m.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"float32": "e.safetensors", "bool": "e.safetensors"}})
+    )
+    local = fastfinite.scan(str(d), cast=CASTS)
+    assert "a.npz" in local.skipped and local.arrays["float32"].count == 18
+    assert fastfinite.scan(str(d), cast=CASTS, scheduler=dask_client).to_dict() == local.to_dict()
