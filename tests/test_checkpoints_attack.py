@@ -160,6 +160,30 @@ def test_safetensors_tensors_at_unaligned_offsets(tmp_path):
     assert_group_matches(r, {f"s.tar/000001.m.safetensors/{k}": x for k, x in want.items()}, CASTS)
 
 
+def test_safetensors_index_naming_one_shard_two_ways_or_a_tensor_in_two(tmp_path):
+    """``./s2.safetensors`` and ``s2.safetensors`` are one shard (each of its tensors was
+    an error, "both ./s2.safetensors and s2.safetensors hold it"); a tensor two shards hold
+    is an error naming both, or with ``on_error="report"`` a finding."""
+    from safetensors.numpy import save_file
+
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    x, y = np.array([np.nan, 1.0], np.float32), np.array([np.inf], np.float32)
+    save_file({"a": x}, str(d / "s1.safetensors"))
+    save_file({"b": y, "c": x}, str(d / "s2.safetensors"))
+    index = d / "m.safetensors.index.json"
+    wmap = {"a": "s1.safetensors", "b": "./s2.safetensors", "c": "s2.safetensors"}
+    index.write_text(json.dumps({"weight_map": wmap}))
+    assert_group_matches(fastfinite.scan(str(index)), {"a": x, "b": y, "c": x})
+    save_file({"a": y, "b": y, "c": x}, str(d / "s2.safetensors"))  # now a in both
+    with pytest.raises(SourceError, match=r"tensor a: both .*s1\.safetensors and .*s2\.safe"):
+        fastfinite.scan(str(index))
+    r = fastfinite.scan(str(index), on_error="report")
+    assert_group_matches(r, {"b": y, "c": x})
+    assert "both" in r.skipped["a"] and [f.kind for f in r.findings] == ["unreadable_member"]
+    assert_one_line_error(run_cli("scan", index), "tensor a: both")
+
+
 def test_safetensors_index_through_a_linked_folder(tmp_path):
     """A checkpoint folder reached through a link to it: its shards are in its folder (they
     were refused as "outside the index's folder")."""

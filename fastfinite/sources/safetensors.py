@@ -215,8 +215,8 @@ def open_index(path: str, name: str, options: Any = None) -> Members:
     # the folder's own links resolved (the shards' realpaths are held to it), not the index's
     folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
     shards: dict[str, list[str]] = {}
-    for tensor, shard in wmap.items():
-        shards.setdefault(shard, []).append(tensor)
+    for tensor, shard in wmap.items():  # "./s1.safetensors" and "s1.safetensors": one shard
+        shards.setdefault(os.path.normpath(shard) if shard else shard, []).append(tensor)
     members, problems, seen = [], {}, {}
     for shard, named in shards.items():
         where = os.path.join(os.path.dirname(name), shard)
