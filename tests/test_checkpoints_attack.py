@@ -303,6 +303,43 @@ def test_npz_member_named_twice_hides_nothing(tmp_path, compressed):
     assert_group_matches(r, {"s.tar/000001.a.npz/x": first, "s.tar/000001.a.npz/x (2)": second})
 
 
+def _central_offset_to_first(path) -> None:
+    """Point the central directory's second entry at the first member's local header."""
+    raw = bytearray(open(path, "rb").read())
+    second = raw.index(b"PK\x01\x02", raw.index(b"PK\x01\x02") + 4)
+    struct.pack_into("<I", raw, second + 42, 0)
+    open(path, "wb").write(bytes(raw))
+
+
+def test_a_zip_whose_directory_points_at_another_member(tmp_path):
+    """The central directory says ``b.npy`` is at the local header of ``a.npy`` (zipfile and
+    np.load refuse it): a's bytes, and its NaN, were scanned as b's, b's never."""
+    with zipfile.ZipFile(tmp_path / "m.npz", "w") as zf:
+        zf.writestr("a.npy", _npy(np.array([np.nan, 1.0])))
+        zf.writestr("b.npy", _npy(np.array([2.0, 3.0])))
+    _central_offset_to_first(tmp_path / "m.npz")
+    words = r"m\.npz, member b\.npy: the local zip header at offset 0 names b'a\.npy'"
+    with pytest.raises(SourceError, match=words):
+        fastfinite.scan(str(tmp_path / "m.npz"))
+    r = fastfinite.scan(str(tmp_path / "m.npz"), on_error="report")
+    assert list(r.arrays) == ["a"] and "names b'a.npy'" in r.skipped["b"]
+    _tar(tmp_path / "s.tar", [("000001.m.npz", (tmp_path / "m.npz").read_bytes())])
+    with pytest.raises(SourceError, match=r"000001\.m\.npz:b\.npy: the local zip header"):
+        fastfinite.scan(str(tmp_path / "s.tar"))
+    # a torch checkpoint: storage 1's entry pointed at data.pkl's header
+    s0, s1 = tf.Storage(np.ones(2, np.float32), "0"), tf.Storage(np.ones(2, np.float32), "1")
+    tf.write_zip(tmp_path / "m.pt", {"a": tf.Tensor(s0), "b": tf.Tensor(s1)})
+    with zipfile.ZipFile(tmp_path / "m.pt") as zf:
+        names = [i.filename for i in zf.infolist()]
+    assert names[:1] == ["archive/data.pkl"]
+    raw = bytearray((tmp_path / "m.pt").read_bytes())
+    entry = raw.index(b"archive/data/1", raw.index(b"PK\x01\x02")) - 46  # its central entry
+    struct.pack_into("<I", raw, entry + 42, 0)
+    (tmp_path / "m.pt").write_bytes(bytes(raw))
+    with pytest.raises(SourceError, match=r"m\.pt, tensor b: the local zip header at offset 0"):
+        fastfinite.scan(str(tmp_path / "m.pt"))
+
+
 # -- tars ------------------------------------------------------------------------------------
 
 
