@@ -160,6 +160,25 @@ def test_safetensors_tensors_at_unaligned_offsets(tmp_path):
     assert_group_matches(r, {f"s.tar/000001.m.safetensors/{k}": x for k, x in want.items()}, CASTS)
 
 
+def test_safetensors_header_longer_than_64_kib_alone_and_in_a_tar(tmp_path):
+    """1,500 tensors (a real model's shard): its header is 147 kB. In a tar it was "cannot
+    read ... TypeError: unsupported operand type(s) for +=: 'memoryview' and 'memoryview'"."""
+    from safetensors.numpy import save
+
+    arrays = {f"model.layers.{i}.self_attn.q_proj.weight": np.full(2, i, np.float32)
+              for i in range(1500)}  # fmt: skip
+    arrays["model.layers.7.x"] = np.array([np.nan, -np.inf], np.float32)
+    data = save(arrays)
+    assert struct.unpack("<Q", data[:8])[0] > 1 << 16
+    (tmp_path / "m.safetensors").write_bytes(data)
+    path = _tar(tmp_path / "s.tar", [("000001.m.safetensors", data)])
+    for target, prefix in ((tmp_path / "m.safetensors", ""), (path, "s.tar/000001.m.safetensors/")):
+        r = fastfinite.scan(str(target))
+        assert sorted(r.arrays) == sorted(prefix + k for k in arrays)
+        assert (r.nan, r.neginf, r.count) == (1, 1, 3000)
+        assert_matches_oracle(r.arrays[prefix + "model.layers.7.x"], arrays["model.layers.7.x"])
+
+
 def test_safetensors_index_naming_one_shard_two_ways_or_a_tensor_in_two(tmp_path):
     """``./s2.safetensors`` and ``s2.safetensors`` are one shard (each of its tensors was
     an error, "both ./s2.safetensors and s2.safetensors hold it"); a tensor two shards hold

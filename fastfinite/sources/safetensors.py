@@ -56,9 +56,9 @@ def read_header(head: bytes, size: int, name: str, read=None) -> tuple[dict, int
     if n > MAX_HEADER:
         raise SourceError(f"{name}: its header length {n} is past safetensors' limit "
                           f"of {MAX_HEADER} bytes")  # fmt: skip
-    text = head[8 : 8 + n]
+    text = bytes(head[8 : 8 + n])  # head may be a memoryview (a member of a tar)
     if len(text) < n:
-        text += read(n - len(text))
+        text += bytes(read(n - len(text)))
     try:
         header = json.loads(bytes(text), object_pairs_hook=_once)
     except _Twice as e:
