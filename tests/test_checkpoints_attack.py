@@ -374,6 +374,20 @@ def test_tar_members_of_every_byte_order_and_layout(tmp_path):
     assert r.bad_samples() == ["s.tar/000001", "s.tar/000002"]
 
 
+def test_a_tar_member_named_as_an_array_of_another_hides_nothing(tmp_path):
+    """A member ``000001.a.npz/x`` beside the member ``000001.a.npz`` (array ``x``, a NaN):
+    both were keyed ``s.tar/000001.a.npz/x``, and the skipped one hid the array: nothing
+    scanned, nan 0."""
+    npz = _zip(tmp_path / "a.npz", {"x": np.array([np.nan])})
+    for other in (b"a label", _npy(np.array([np.inf]))):
+        path = _tar(tmp_path / "s.tar", [("000001.a.npz", open(npz, "rb").read()),
+                                          ("000001.a.npz/x", other)])  # fmt: skip
+        r = fastfinite.scan(path)
+        assert (list(r.arrays), r.nan) == (["s.tar/000001.a.npz/x"], 1)
+        assert list(r.skipped) == ["s.tar/000001.a.npz/x (2)"]
+        assert r.bad_samples() == ["s.tar/000001"]
+
+
 def test_bad_samples_of_tar_members_in_folders_with_dots(tmp_path):
     """WebDataset keys a member by its folders and its file name up to the first dot: a
     folder ``dir.v1`` made every sample of it ``s.tar/dir`` (one that does not exist)."""
