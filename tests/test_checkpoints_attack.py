@@ -516,6 +516,31 @@ def test_torch_views_of_zero_strides_and_no_dimensions(tmp_path, layout):
     assert_group_matches(fastfinite.scan(str(path), cast=CASTS), want, cast=CASTS)
 
 
+@pytest.mark.parametrize("layout", ["zip", "big-endian", "compressed", "legacy"])
+def test_torch_cast_edges_in_every_storage_dtype(tmp_path, layout):
+    """Views of float8_e5m2 (strided, or read from a compressed storage) were "TypeError:
+    data type '<f1' not understood": ml_dtypes' typestr that ``as_strided`` cannot read."""
+    arrays = {k: x for k, x in edge_arrays().items() if k in tf.STORAGE_OF}
+    obj, want = {}, {}
+    for i, (k, x) in enumerate(arrays.items()):
+        if k.startswith("float8"):  # as torch saves them: an untyped storage, the dtype named
+            s = tf.Storage(x, str(i), "UntypedStorage")
+            obj[k] = tf.Tensor(s, 0, x.shape, v3=True)
+            obj[k + "[1::2]"] = tf.Tensor(s, 1, (x.size // 2,), (2,), v3=True)  # a view
+            want[k + "[1::2]"] = x[1::2]
+        else:
+            obj[k] = tf.Tensor(tf.Storage(x, str(i)), 0, x.shape)
+        want[k] = x
+    want = {k: want[k] for k in obj}  # in the checkpoint's order
+    path = tmp_path / "m.pt"
+    if layout == "legacy":
+        tf.write_legacy(path, obj)
+    else:
+        tf.write_zip(path, obj, byteorder="big" if layout == "big-endian" else "little",
+                     compress=layout == "compressed")  # fmt: skip
+    assert_group_matches(fastfinite.scan(str(path), cast=CASTS), want, cast=CASTS)
+
+
 @pytest.mark.parametrize("glob", ["numpy.core.multiarray._reconstruct",
                                   "torch.nn.modules.linear.Linear",
                                   "collections.defaultdict", "builtins.getattr"])  # fmt: skip
@@ -566,7 +591,9 @@ def test_gguf_cast_edges_in_both_byte_orders(tmp_path, endian):
         f = EDGES.astype(np.float32).reshape(2, 11)
         arrays = {"f32": f, "f16": f.astype(np.float16), "f64": EDGES.reshape(2, 11),
                   "i8": np.array([[-128, 127, 0, 5]], np.int8),
-                  "i32": np.array([2**31 - 1, -(2**31), 65520, 0], np.int32)}  # fmt: skip
+                  "i16": np.array([-(2**15), 2**15 - 1, 448, 464], np.int16),
+                  "i32": np.array([2**31 - 1, -(2**31), 65520, 0], np.int32),
+                  "i64": np.array([2**63 - 1, -(2**63), 65504, 65520], np.int64)}  # fmt: skip
         bf = EDGES.astype(ml.bfloat16).reshape(2, 11)
     w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), "llama",
                         endianess=getattr(gguf.GGUFEndian, endian))  # fmt: skip

@@ -140,8 +140,16 @@ def _mapped(path: str, offset: int, dtype, shape, order: str, strides=None) -> n
     if strides is None:
         return np.memmap(path, dtype, "r", offset=offset, shape=tuple(shape), order=order)
     base = np.memmap(path, dtype, "r", offset=offset, shape=(_span(shape, strides),))
-    step = tuple(s * dtype.itemsize for s in strides)
-    return np.lib.stride_tricks.as_strided(base, tuple(shape), step, writeable=False)
+    return strided_view(base, tuple(shape), tuple(s * dtype.itemsize for s in strides))
+
+
+def strided_view(base: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...]):
+    """``np.lib.stride_tricks.as_strided`` (read-only) for every dtype: taken over bytes of
+    the item's size and viewed back, since ml_dtypes' ``float8_e5m2`` has an array
+    interface type (``<f1``) that ``as_strided`` cannot read back."""
+    raw = base.view(np.dtype(f"V{base.dtype.itemsize}"))
+    view = np.lib.stride_tricks.as_strided(raw, shape, strides, writeable=False)
+    return view.view(base.dtype)
 
 
 _LOCAL = struct.Struct("<4s22xHH")  # a zip local header: signature ... name and extra lengths
