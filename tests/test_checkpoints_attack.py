@@ -691,6 +691,26 @@ def test_arrow_integers_past_2_53_with_nulls(tmp_path):
         assert (p.arrays[key].min, p.arrays[key].max) == (r.arrays[key].min, r.arrays[key].max)
 
 
+def test_a_datasets_split_with_a_file_missing(tmp_path):
+    """``data-00000-of-00002.arrow`` missing (a download cut short): the other file's rows
+    were numbered from 0, so the skip-list named row 1 for datasets' row 4."""
+    pa = pytest.importorskip("pyarrow")
+    d = tmp_path / "ds"
+    d.mkdir()
+    (d / "dataset_info.json").write_text("{}")
+    (d / "state.json").write_text("{}")
+    t1, t2 = pa.table({"v": [1.0, 2.0, 3.0]}), pa.table({"v": [4.0, np.nan]})
+    for k, t in enumerate((t1, t2)):
+        with pa.ipc.new_stream(d / f"data-{k:05d}-of-00002.arrow", t.schema) as w:
+            w.write_table(t)
+    assert fastfinite.scan(str(d)).bad_samples() == [(str(d), 4)]
+    (d / "data-00000-of-00002.arrow").unlink()
+    with pytest.raises(SourceError, match=r"ds: its split data has 2 files, 1 missing "
+                                          r"\(-00000-of-00002\.arrow"):  # fmt: skip
+        fastfinite.scan(str(d))
+    assert_one_line_error(run_cli("scan", d), "split data has 2 files, 1 missing")
+
+
 def test_bad_samples_of_tables_whose_column_names_hold_a_slash(tmp_path):
     """In a set, a table's column is keyed ``"t.feather/emb/v1"``: its rows were named
     ``("t.feather/emb", row)``, a table that does not exist."""
