@@ -60,7 +60,7 @@ def read_header(head: bytes, size: int, name: str, read=None) -> tuple[dict, int
     if len(text) < n:
         text += bytes(read(n - len(text)))
     try:
-        header = json.loads(bytes(text), object_pairs_hook=_once)
+        header = json.loads(text, object_pairs_hook=_once)
     except _Twice as e:
         raise SourceError(f"{name}: its header names {e.args[0]!r} twice: one entry would "
                           "hide the other") from None  # fmt: skip
@@ -76,6 +76,7 @@ class _Twice(Exception):
 
 
 def _once(pairs: list) -> dict:
+    """``json``'s ``object_pairs_hook``: the object, or ``_Twice`` naming a repeated name."""
     out = dict(pairs)
     if len(out) < len(pairs):
         seen: set = set()
@@ -268,7 +269,7 @@ def _strays(path: str, index: str, tensors: set[str]) -> Members:
     from .walk import ARRAY_KINDS, name_kind
 
     with open(os.path.join(path, index), "rb") as f:
-        wmap = json.loads(f.read(MAX_HEADER + 1))["weight_map"]  # read once already
+        wmap = json.loads(f.read(MAX_HEADER + 1))["weight_map"]  # open_index checked it
     named = {os.path.normpath(v).split(os.sep)[0] for v in wmap.values()}
     out = []
     for entry in sorted(os.scandir(path), key=lambda e: e.name):
