@@ -496,18 +496,34 @@ def test_torch_keys_that_join_to_one_name_are_an_error(tmp_path, layout):
     assert_one_line_error(run_cli("scan", path), "model.pt", "two tensors under the key")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect in sources/unpickle.tensors_of (left: its fix must still bound a pickle "
-    "of containers shared 2**64 ways): a dict pickled under two keys is walked once, the "
-    "tensors under the second key are missing from report.arrays",
-)
 def test_torch_dict_pickled_under_two_keys(tmp_path):
+    """``{"model": d, "ema": d}``, one dict pickled once: its tensors were listed under
+    ``model`` only, ``ema.w`` missing from the report (the walk passed a container seen
+    before over)."""
     x = np.array([np.nan, 1.0], np.float32)
     shared = {"w": tf.Tensor(tf.Storage(x, "0"))}
     tf.write_zip(tmp_path / "m.pt", {"model": shared, "ema": shared})
     r = fastfinite.scan(str(tmp_path / "m.pt"))
     assert_group_matches(r, {"model.w": x, "ema.w": x})
+
+
+def test_torch_containers_shared_a_billion_ways_are_an_error(tmp_path, monkeypatch):
+    """64 levels of a list holding one list twice: 2**64 paths, a pickle of a few hundred
+    bytes. Walked along every path, it is stopped by a bound, with an error."""
+    from fastfinite.sources import unpickle
+
+    monkeypatch.setattr(unpickle, "MAX_VISITS", 10_000)
+    storage = tf.Storage(np.ones(2, np.float32), "0")
+    leaf = [tf.Tensor(storage)]
+    for _ in range(40):
+        leaf = [leaf, leaf]
+    with zipfile.ZipFile(tmp_path / "m.pt", "w") as zf:  # tf.write_zip walks every path
+        zf.writestr("archive/data.pkl", tf.dumps({"w": leaf}))
+        zf.writestr("archive/data/0", storage.array.tobytes())
+    with pytest.raises(
+        SourceError, match=r"m\.pt: more than 10000 tensors and containers, counted"
+    ):
+        fastfinite.scan(str(tmp_path / "m.pt"))
 
 
 @pytest.mark.parametrize("layout", ["zip", "compressed", "legacy"])
