@@ -103,6 +103,24 @@ def test_safetensors_cast_edges_in_every_dtype(tmp_path):
     assert r.arrays["scalar"].nan == 1 and r.arrays["empty"].count == 0
 
 
+def test_safetensors_every_bit_pattern_of_the_small_floats(tmp_path):
+    """All 256 float8 and all 65,536 float16 and bfloat16 bit patterns (every NaN encoding,
+    subnormal, infinity), each location, count and statistic against NumPy."""
+    b8, b16 = np.arange(256, dtype=np.uint8), np.arange(65536, dtype=np.uint16)
+    arrays = {"F8_E4M3": b8.view(ml.float8_e4m3fn), "F8_E5M2": b8.view(ml.float8_e5m2),
+              "BF16": b16.view(ml.bfloat16), "F16": b16.view(np.float16)}  # fmt: skip
+    header, data = {}, b""
+    for code, x in arrays.items():
+        header[code] = {"dtype": code, "shape": [x.size], "data_offsets": [len(data), len(data) + x.nbytes]}  # fmt: skip
+        data += x.tobytes()
+    text = json.dumps(header).encode()
+    path = _safetensors(tmp_path / "m.safetensors", text + b" " * (-len(text) % 8), data)
+    r = fastfinite.scan(path, cast=CASTS, max_locations=70_000)
+    for code, x in arrays.items():
+        assert_matches_oracle(r.arrays[code], x, cast=CASTS, max_locations=70_000)
+    assert [r.arrays[c].nan for c in arrays] == [2, 6, 254, 2046]
+
+
 def test_safetensors_header_naming_a_tensor_twice_is_an_error(tmp_path):
     """JSON keeps the last of two entries of one name: the first tensor's bytes (its NaN)
     were silently never scanned."""
