@@ -8,7 +8,9 @@ A key is, by what was scanned:
 - a member of a WebDataset tar: its sample, the member's path up to the first dot of its
   file name (``"shard-000000.tar/000005"`` for ``000005.x.npy`` and ``000005.y.npz/a``);
 - a value in a table (Parquet, Arrow, a DataFrame), alone or in a set: ``(table, row)``,
-  the table's name or key and the row;
+  the table's name or key and the row (a DataFrame's: its index label, text or a
+  timestamp as it is; scanned with ``by=0``, its position, as the per-row findings give
+  it);
 - an array scanned with ``by=0``: its row index (an ``int``), or ``(key, row)`` in a group
   (a table scanned with ``by=0``: ``(table, row)``);
 - an array alone, without ``by``: its name.
@@ -22,12 +24,17 @@ recorded locations; when a kind has more values than locations recorded
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+import numpy as np
 
 from ..model.kinds import ERROR, severity_of
 
 Key = Any  # str, int, or (str, int)
 REST_OF_TAR = "(the rest of the tar)"  # the key of what follows a corrupt header (tars.py)
+# the name of a tar's array member (tars.py): ".npy" or a file of arrays, `` (2)`` when twice
+_ARRAY_MEMBER = re.compile(r"\.(npy|npz|safetensors|pth|pt)( \(\d+\))?$")
 
 
 class BadSamples(list):
@@ -95,9 +102,19 @@ def _member_keys(key: str, sub, notes: list[str]) -> list[Key]:
     if tar is not None:
         return [tar]
     if sub.by == (0,) or _is_table_column(sub):
-        table = key.rsplit("/", 1)[0] if _is_table_column(sub) and "/" in key else key
+        table = _table_of(key, sub) if _is_table_column(sub) else key
         return [(table, row) for row in _rows(sub, key, notes)]
     return [key]
+
+
+def _table_of(key: str, sub) -> str:
+    """The table of the column ``key`` (``"t.feather/emb/v1"`` -> ``"t.feather"``: the
+    column's own name, from its locations' labels, may hold a ``/``)."""
+    for loc in sub.locations:
+        column = str((loc.labels or {}).get("column", ""))
+        if column and key.endswith("/" + column):
+            return key[: -len(column) - 1]
+    return key.rsplit("/", 1)[0] if "/" in key else key
 
 
 def _is_table_column(report) -> bool:
@@ -119,21 +136,26 @@ def write_keys(keys: BadSamples, path: str) -> None:
 
 
 def _tar_sample(key: str) -> str | None:
-    """``"shard.tar/dir/000005.x.npz/a"`` -> ``"shard.tar/dir/000005"``; None for a key
-    not in a tar."""
-    if ".tar/" not in key:
+    """``"shard.tar/dir.v1/000005.x.npz/a"`` -> ``"shard.tar/dir.v1/000005"`` (the
+    member's folders, then its file name up to its first dot, as WebDataset keys it);
+    None for a key not in a tar."""
+    at = key.lower().find(".tar/")
+    if at < 0:
         return None
-    tar, _, rest = key.partition(".tar/")
+    tar, rest = key[: at + 4], key[at + 5 :]
     parts = rest.split("/")
-    i = next((i for i, p in enumerate(parts) if "." in p), len(parts) - 1)
-    return "/".join([tar + ".tar", *parts[:i], parts[i].split(".", 1)[0]])
+    # the member's file: the first part named as an array member (a folder may hold dots)
+    i = next((i for i, p in enumerate(parts) if _ARRAY_MEMBER.search(p.lower())), None)
+    if i is None:
+        i = len(parts) - 1
+    return "/".join([tar, *parts[:i], parts[i].split(".", 1)[0]])
 
 
-def _rows(report, key: str, notes: list[str]) -> list[int]:
+def _rows(report, key: str, notes: list[str]) -> list[Key]:
     """The rows of an array or table column with an error: from its per-row findings
     (``by=0``: every row is listed) and its recorded locations; a note when some kind has
     more values than locations recorded (and no per-row finding covers it)."""
-    rows: set[int] = set()
+    rows: set[Key] = set()
     covered: set[str] = set()
     if report.by == (0,):
         for f in report.findings:
@@ -148,8 +170,8 @@ def _rows(report, key: str, notes: list[str]) -> list[int]:
         if severity_of(loc.kind) != ERROR:
             continue
         recorded[loc.kind] = recorded.get(loc.kind, 0) + 1
-        if loc.index:
-            rows.add(int(loc.labels["row"]) if loc.labels and "row" in loc.labels else loc.index[0])
+        if loc.index:  # with by=0 the rows are positions, as its findings give them
+            rows.add(int(loc.index[0]) if report.by == (0,) else _row(loc))
     for kind, n in report.counts().items():
         if n and severity_of(kind) == ERROR and kind not in covered and recorded.get(kind, 0) < n:
             notes.append(
@@ -160,7 +182,19 @@ def _rows(report, key: str, notes: list[str]) -> list[int]:
     for f in report.findings:  # unreadable chunks: rows unknown
         if f.severity == ERROR and f.kind in ("unreadable_chunk", "missing_chunk"):
             notes.append(f"{key}: {f.kind} at {tuple(f.where)}: its rows are not listed")
-    return sorted(rows)
+    try:
+        return sorted(rows)
+    except TypeError:  # labels of several types (an index of numbers and text)
+        return sorted(rows, key=repr)
+
+
+def _row(loc) -> Key:
+    """The row of a location: its label when it has one (a DataFrame's index: an integer,
+    text, a timestamp...), else its position."""
+    if not (loc.labels and "row" in loc.labels):
+        return loc.index[0]
+    label = loc.labels["row"]
+    return int(label) if isinstance(label, (int, np.integer)) else label
 
 
 def _unreadable_members(report) -> list[str]:

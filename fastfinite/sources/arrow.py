@@ -31,6 +31,7 @@ from .tables import FileColumn, TableColumns
 
 DATASETS_MARKERS = ("dataset_info.json", "state.json")
 _SHARD = re.compile(r"-\d{5}-of-\d{5}$")
+_OF = re.compile(r"-(\d{5})-of-(\d{5})\.arrow$")
 
 
 def _pa():
@@ -145,12 +146,12 @@ def column_values(col, dtype: np.dtype, width: int | None) -> np.ndarray:
 
     if width is None:
         if col.null_count and not pa.types.is_floating(col.type):
-            col = col.cast(pa.float64())
+            col = col.cast(pa.float64(), safe=False)  # rounded past 2**53, as pandas reads it
         values = col.to_numpy(zero_copy_only=False)
         return values if values.dtype == dtype else values.astype(dtype)
     flat = pc.list_flatten(col)  # the values of the rows that are not null
     if flat.null_count and not pa.types.is_floating(flat.type):
-        flat = flat.cast(pa.float64())
+        flat = flat.cast(pa.float64(), safe=False)
     values = flat.to_numpy(zero_copy_only=False)
     values = values if values.dtype == dtype else values.astype(dtype)
     if not col.null_count:
@@ -276,6 +277,24 @@ def split_name(rel: str) -> str:
     return _SHARD.sub("", rel[: -len(".arrow")] if rel.endswith(".arrow") else rel)
 
 
+def _whole_split(path: str, split: str, files: list[str]) -> None:
+    """A split's files named ``-00000-of-00003`` are all there: with one missing, its rows
+    could not be numbered as ``datasets`` numbers them (a ``SourceError`` naming it)."""
+    counts = {m.group(2) for f in files if (m := _OF.search(f))}
+    have = {int(m.group(1)) for f in files if (m := _OF.search(f))}
+    if not counts:
+        return
+    if len(counts) > 1:
+        raise SourceError(f"{path}: the files of its split {split} say different counts of "
+                          f"files ({', '.join(sorted(counts))})")  # fmt: skip
+    n = int(counts.pop())
+    missing = [f"{i:05d}" for i in range(n) if i not in have]
+    if missing:
+        raise SourceError(f"{path}: its split {split} has {n} files, {len(missing)} missing "
+                          f"(-{missing[0]}-of-{n:05d}.arrow...): its rows cannot be numbered "
+                          "as datasets numbers them")  # fmt: skip
+
+
 def open_datasets_folder(path: str, contents) -> list:
     """The tables of a ``datasets`` folder: one split alone is its table's columns;
     several are a group keyed ``"split/column"``."""
@@ -283,6 +302,8 @@ def open_datasets_folder(path: str, contents) -> list:
     for rel, kind in contents.items():
         if kind == "Arrow file":
             tables.setdefault(split_name(rel), []).append(os.path.join(path, *rel.split("/")))
+    for split, files in tables.items():
+        _whole_split(path, split, files)
     if len(tables) == 1:
         ((split, files),) = tables.items()
         return open_arrow(sorted(files), path)

@@ -67,11 +67,9 @@ def open_npz(path: str, name: str, options: Any = None) -> Members:
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
         raise SourceError(f"{name} is not a valid .npz (zip) file: {e}") from None
     members, problems = [], {}
-    for info in infos:
-        key = _key(info.filename)
-        where = f"{name}, member {info.filename}"
-        if info.is_dir():
-            continue
+    infos = [i for i in infos if not i.is_dir()]
+    for info, (key, member) in zip(infos, _names(infos)):
+        where = f"{name}, member {member}"
         if not info.filename.endswith(".npy"):
             members.append((key, _skipped(f"{info.filename} is not a .npy member")))
         elif info.flag_bits & 1:
@@ -79,14 +77,14 @@ def open_npz(path: str, name: str, options: Any = None) -> Members:
             problems[key] = f"cannot read {where}: it is encrypted"
         elif info.compress_type == zipfile.ZIP_STORED:
             try:
-                members.append((key, _stored(path, info, size, where, options)))
+                members.append((key, _stored(path, info, size, member, where, options)))
             except UnsupportedDtypeError as e:
                 members.append((key, failing(e)))
             except SourceError as e:
                 members.append((key, None))
                 problems[key] = str(e)
         else:
-            members.append((key, lambda i=info, w=where: _inflated(path, i, w, options)))
+            members.append((key, lambda i=info, m=member: _inflated(path, i, m, name, options)))
     return checked_group(members, problems, options)
 
 
@@ -94,11 +92,24 @@ def _key(filename: str) -> str:
     return filename[:-4] if filename.endswith(".npy") else filename
 
 
+def _names(infos: list[zipfile.ZipInfo]) -> list[tuple[str, str]]:
+    """``(key, member)`` of each member: ``np.load``'s name (``"x"`` for ``x.npy``) and the
+    member's; a name the zip holds twice (``np.load`` reads the last) gets `` (2)``,
+    `` (3)``... after its first, so that no member hides another."""
+    seen: dict[str, int] = {}
+    out = []
+    for info in infos:
+        n = seen[info.filename] = seen.get(info.filename, 0) + 1
+        tail = "" if n == 1 else f" ({n})"
+        out.append((_key(info.filename) + tail, info.filename + tail))
+    return out
+
+
 def _skipped(why: str):
     return failing(SkippedMemberError(why))
 
 
-def _stored(path: str, info: zipfile.ZipInfo, size: int, where: str, options: Any):
+def _stored(path: str, info: zipfile.ZipInfo, size: int, member: str, where: str, options: Any):
     """The factory of a stored member, its headers checked now: the local header's offset
     and the ``.npy`` header inside, the array within the member and the file."""
     start = file_data_start(path, info, size, where)
@@ -112,18 +123,19 @@ def _stored(path: str, info: zipfile.ZipInfo, size: int, where: str, options: An
     name = where.replace(", member ", ":")
     dtype = _raw(dtype, options, name)
     order = "F" if fortran else "C"
-    return lambda: MappedTensor(path, start + head, dtype, shape, name, order, "npz", info.filename)
+    return lambda: MappedTensor(path, start + head, dtype, shape, name, order, "npz", member)
 
 
-def _inflated(path: str, info: zipfile.ZipInfo, where: str, options: Any) -> HeldMember:
+def _inflated(path: str, info: zipfile.ZipInfo, member: str, name: str, options: Any):
     """A compressed member, read whole (it is the one member in memory)."""
+    where = f"{name}, member {member}"
     try:
         with zipfile.ZipFile(path) as zf, zf.open(info) as f:
             data = f.read()
     except Exception as e:  # a corrupt stream, a bad CRC, a file cut short
         raise member_error(options, f"cannot read {where}: {type(e).__name__}: {e}") from None
     source = npy_bytes(data, where.replace(", member ", ":"), options)
-    return HeldMember(source.array, source.name, path, info.filename, "npz")
+    return HeldMember(source.array, source.name, path, member, "npz")
 
 
 def npy_bytes(data: bytes | memoryview, name: str, options: Any = None) -> ArraySource:
@@ -151,10 +163,10 @@ def npz_bytes(data: bytes | memoryview, name: str, options: Any = None) -> Membe
     except (zipfile.BadZipFile, ValueError, EOFError) as e:
         raise SourceError(f"{name} is not a valid .npz (zip) file: {e}") from None
 
-    def opened(info):
-        where = f"{name}:{info.filename}"
+    def opened(info, member):
+        where = f"{name}:{member}"
         if not info.filename.endswith(".npy"):
             raise SkippedMemberError(f"{info.filename} is not a .npy member")
         return npy_bytes(member_bytes(view, zf, info, where, options), where, options)
 
-    return [(_key(i.filename), lambda i=i: opened(i)) for i in infos]
+    return [(key, lambda i=i, m=m: opened(i, m)) for i, (key, m) in zip(infos, _names(infos))]

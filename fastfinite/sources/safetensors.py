@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SourceError, UnsupportedDtypeError
+from ..errors import SkippedMemberError, SourceError, UnsupportedDtypeError
 from .base import regular_file
 from .ndarray import ArraySource
-from .tensors import MappedTensor, Members, checked_group, format_dtype
+from .tensors import MappedTensor, Members, checked_group, failing, format_dtype
 
 MAX_HEADER = 100 << 20  # safetensors' own limit on the JSON header
 DTYPES = {  # the format's dtype names -> NumPy's (bfloat16 and float8: ml_dtypes)
@@ -56,16 +56,32 @@ def read_header(head: bytes, size: int, name: str, read=None) -> tuple[dict, int
     if n > MAX_HEADER:
         raise SourceError(f"{name}: its header length {n} is past safetensors' limit "
                           f"of {MAX_HEADER} bytes")  # fmt: skip
-    text = head[8 : 8 + n]
+    text = bytes(head[8 : 8 + n])  # head may be a memoryview (a member of a tar)
     if len(text) < n:
-        text += read(n - len(text))
+        text += bytes(read(n - len(text)))
     try:
-        header = json.loads(bytes(text))
+        header = json.loads(text, object_pairs_hook=_once)
+    except _Twice as e:
+        raise SourceError(f"{name}: its header names {e.args[0]!r} twice: one entry would "
+                          "hide the other") from None  # fmt: skip
     except (UnicodeDecodeError, ValueError) as e:
         raise SourceError(f"{name}: its header is not valid JSON ({e})") from None
     if not isinstance(header, dict):
         raise SourceError(f"{name}: its header is not a JSON object")
     return header, 8 + n
+
+
+class _Twice(Exception):
+    """A JSON object of the header holds a name twice (``json`` keeps the last)."""
+
+
+def _once(pairs: list) -> dict:
+    """``json``'s ``object_pairs_hook``: the object, or ``_Twice`` naming a repeated name."""
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        seen: set = set()
+        raise _Twice(next(k for k, _ in pairs if k in seen or seen.add(k)))
+    return out
 
 
 def entries(header: dict, data_size: int, name: str) -> tuple[list, dict[str, str]]:
@@ -197,10 +213,11 @@ def open_index(path: str, name: str, options: Any = None) -> Members:
     wmap = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(wmap, dict) or not all(isinstance(v, str) for v in wmap.values()):
         raise SourceError(f"{name} is not a safetensors index: no weight_map of tensor -> file")
-    folder = os.path.dirname(os.path.abspath(path))
+    # the folder's own links resolved (the shards' realpaths are held to it), not the index's
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
     shards: dict[str, list[str]] = {}
-    for tensor, shard in wmap.items():
-        shards.setdefault(shard, []).append(tensor)
+    for tensor, shard in wmap.items():  # "./s1.safetensors" and "s1.safetensors": one shard
+        shards.setdefault(os.path.normpath(shard) if shard else shard, []).append(tensor)
     members, problems, seen = [], {}, {}
     for shard, named in shards.items():
         where = os.path.join(os.path.dirname(name), shard)
@@ -233,11 +250,36 @@ def open_index(path: str, name: str, options: Any = None) -> Members:
 
 def open_folder(path: str, name: str, options: Any = None) -> Members | None:
     """A directory holding one ``*.safetensors.index.json``: that sharded checkpoint; None
-    for any other directory."""
+    for any other directory. The folder's other array files and folders, which the index
+    does not name (a ``consolidated.safetensors``, an ``original/`` folder), are members
+    listed in ``skipped`` with a ``stray_file`` finding: not scanned, never hidden."""
     try:
         found = [e for e in os.listdir(path) if e.endswith(".safetensors.index.json")]
     except OSError:
         return None
     if len(found) != 1:
         return None
-    return open_index(os.path.join(path, found[0]), os.path.join(name, found[0]), options)
+    index = os.path.join(path, found[0])
+    members = open_index(index, os.path.join(name, found[0]), options)
+    return members + _strays(path, found[0], {k for k, _ in members})
+
+
+def _strays(path: str, index: str, tensors: set[str]) -> Members:
+    """The entries of a checkpoint's folder holding arrays that its index does not name."""
+    from .walk import ARRAY_KINDS, name_kind
+
+    with open(os.path.join(path, index), "rb") as f:
+        wmap = json.loads(f.read(MAX_HEADER + 1))["weight_map"]  # open_index checked it
+    named = {os.path.normpath(v).split(os.sep)[0] for v in wmap.values()}
+    out = []
+    for entry in sorted(os.scandir(path), key=lambda e: e.name):
+        if entry.name.startswith((".", "_")) or entry.name in named or entry.name == index:
+            continue
+        folder = entry.is_dir(follow_symlinks=False)
+        kind = "folder" if folder else name_kind(entry.name)
+        if entry.name in tensors or not (folder or kind in ARRAY_KINDS):
+            continue
+        why = (f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} that {index} does not name: "
+               "not scanned (scan it alone)")  # fmt: skip
+        out.append((entry.name, failing(SkippedMemberError(why, "stray_file"))))
+    return out

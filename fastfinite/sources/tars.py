@@ -76,7 +76,11 @@ def open_tar(path: str, options=None, key: str | None = None) -> list[tuple[str,
 
     for key, info in zip(member_keys(infos), infos):
         lower = info.name.lower()
-        if info.isfile() and lower.endswith(BUFFER_SUFFIXES) and _inside(info, size):
+        if info.isfile() and info.sparse is not None and lower.endswith((".npy", *BUFFER_SUFFIXES)):
+            why = (f"cannot read {name}, member {info.name}: it is a sparse member (tar -S): "
+                   "its holes are not stored, so its bytes cannot be read in place")  # fmt: skip
+            out.append((key, _raise(_unreadable(why, options))))
+        elif info.isfile() and lower.endswith(BUFFER_SUFFIXES) and _inside(info, size):
             out += [
                 (key + k[len(info.name) :], f)
                 for k, f in _buffer_members(name, info, mapped, options)
@@ -94,6 +98,17 @@ def open_tar(path: str, options=None, key: str | None = None) -> list[tuple[str,
         )  # fmt: skip
     if not infos and problem is None:
         raise SourceError(f"{name} is an empty tar: it holds no member")
+    return _unique(out)
+
+
+def _unique(members: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The members, a key met again (a member ``a.npz/x`` beside the array ``x`` of the
+    member ``a.npz``) given `` (2)``, `` (3)``... so that no member hides another."""
+    seen: dict[str, int] = {}
+    out = []
+    for key, factory in members:
+        n = seen[key] = seen.get(key, 0) + 1
+        out.append((key if n == 1 else f"{key} ({n})", factory))
     return out
 
 

@@ -140,8 +140,16 @@ def _mapped(path: str, offset: int, dtype, shape, order: str, strides=None) -> n
     if strides is None:
         return np.memmap(path, dtype, "r", offset=offset, shape=tuple(shape), order=order)
     base = np.memmap(path, dtype, "r", offset=offset, shape=(_span(shape, strides),))
-    step = tuple(s * dtype.itemsize for s in strides)
-    return np.lib.stride_tricks.as_strided(base, tuple(shape), step, writeable=False)
+    return strided_view(base, tuple(shape), tuple(s * dtype.itemsize for s in strides))
+
+
+def strided_view(base: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...]):
+    """``np.lib.stride_tricks.as_strided`` (read-only) for every dtype: taken over bytes of
+    the item's size and viewed back, since ml_dtypes' ``float8_e5m2`` has an array
+    interface type (``<f1``) that ``as_strided`` cannot read back."""
+    raw = base.view(np.dtype(f"V{base.dtype.itemsize}"))
+    view = np.lib.stride_tricks.as_strided(raw, shape, strides, writeable=False)
+    return view.view(base.dtype)
 
 
 _LOCAL = struct.Struct("<4s22xHH")  # a zip local header: signature ... name and extra lengths
@@ -149,12 +157,17 @@ _LOCAL = struct.Struct("<4s22xHH")  # a zip local header: signature ... name and
 
 def zip_data_start(head: bytes, info: Any, size: int, where: str) -> int:
     """Where the bytes of the zip member ``info`` start, from ``head`` (the bytes at its
-    local header's offset, at least 30), in a zip of ``size`` bytes; a ``SourceError``
-    naming ``where`` when the header is not there or the bytes run past the end."""
+    local header's offset, its name included), in a zip of ``size`` bytes; a
+    ``SourceError`` naming ``where`` when the header is not there, names another member
+    (as ``zipfile`` refuses it) or the bytes run past the end."""
     if len(head) < _LOCAL.size or bytes(head[:4]) != b"PK\x03\x04":
         raise SourceError(f"cannot read {where}: the local zip header of {info.filename} is "
                           f"not at offset {info.header_offset}")  # fmt: skip
     n, m = _LOCAL.unpack(bytes(head[: _LOCAL.size]))[1:]
+    name = bytes(head[_LOCAL.size : _LOCAL.size + n])
+    if name.decode("utf-8" if info.flag_bits & 0x800 else "cp437", "replace") != info.orig_filename:
+        raise SourceError(f"cannot read {where}: the local zip header at offset "
+                          f"{info.header_offset} names {name!r}, not {info.filename}")  # fmt: skip
     start = info.header_offset + _LOCAL.size + n + m
     if start + info.file_size > size:
         raise SourceError(f"cannot read {where}: {info.filename}'s {info.file_size} bytes at "
@@ -166,7 +179,10 @@ def file_data_start(path: str, info: Any, size: int, where: str) -> int:
     """``zip_data_start`` of a member of the zip file ``path``."""
     with open(path, "rb") as f:
         f.seek(info.header_offset)
-        return zip_data_start(f.read(_LOCAL.size), info, size, where)
+        head = f.read(_LOCAL.size)
+        if len(head) == _LOCAL.size:
+            head += f.read(_LOCAL.unpack(head)[1])  # its name
+        return zip_data_start(head, info, size, where)
 
 
 def member_bytes(view: memoryview, zf: Any, info: Any, where: str, options: Any):
@@ -177,7 +193,7 @@ def member_bytes(view: memoryview, zf: Any, info: Any, where: str, options: Any)
     try:
         if info.compress_type == zipfile.ZIP_STORED and not info.flag_bits & 1:
             start = zip_data_start(
-                view[info.header_offset :][: _LOCAL.size], info, len(view), where
+                view[info.header_offset :][: _LOCAL.size + 0xFFFF], info, len(view), where
             )
             return view[start : start + info.file_size]
         return zf.read(info)

@@ -35,6 +35,7 @@ from .tensors import (
     format_dtype,
     member_bytes,
     member_error,
+    strided_view,
 )
 from .unpickle import TensorRef, UnreadTensor, itemsize, load, tensors_of
 
@@ -87,10 +88,7 @@ def strided(base: np.ndarray, ref: TensorRef) -> np.ndarray:
     """The tensor's values, a read-only view of ``base`` (its storage from the tensor's
     first element) by its size and stride."""
     item = base.dtype.itemsize
-    view = np.lib.stride_tricks.as_strided(
-        base, ref.size, tuple(s * item for s in ref.stride), writeable=False
-    )
-    return view
+    return strided_view(base, ref.size, tuple(s * item for s in ref.stride))
 
 
 def _archive(names: list[str], name: str) -> str:
@@ -248,6 +246,8 @@ def torch_bytes(data: bytes | memoryview, name: str, options: Any = None) -> Mem
 
     try:
         return _zip_members(zf, name, options, factory)
+    except SourceError:  # a refused global, a lying tensor: said as it is
+        raise
     except (zipfile.BadZipFile, ValueError, EOFError) as e:
         raise SourceError(f"{name} is not a valid PyTorch (zip) checkpoint: {e}") from None
 

@@ -55,6 +55,7 @@ DTYPES = {
     "float8_e4m3fnuz": "float8_e4m3fnuz", "float8_e5m2fnuz": "float8_e5m2fnuz",
 }  # fmt: skip
 MAX_DEPTH = 64  # nested containers walked
+MAX_VISITS = 1 << 21  # tensors and containers walked, each counted along every path to it
 
 
 def itemsize(name: str) -> int:
@@ -262,16 +263,25 @@ def load(data: bytes, name: str) -> Any:
         raise SourceError(f"{name}: not a valid pickle: {type(e).__name__}: {e}") from None
 
 
+_WALKED = (TensorRef, UnreadTensor, dict, list, tuple)
+
+
 def tensors_of(obj: Any, name: str) -> list[tuple[str, TensorRef | UnreadTensor]]:
     """``(key, tensor)`` of every tensor in nested dicts, lists and tuples, keyed by their
     path joined with ``.`` (``"model.layers.0.w"``; ``""`` for a tensor pickled alone);
     ``UnreadTensor`` for those that are not dense data; other values (numbers, text) are
-    not arrays and are passed over."""
+    not arrays and are passed over. Two tensors under one key are an error naming it."""
     out: list[tuple[str, TensorRef | UnreadTensor]] = []
-    stack: list[tuple[str, Any, int]] = [("", obj, 0)]
-    seen: set[int] = set()
+    # (key, value, depth, the containers it is inside): a container pickled under two keys
+    # is walked under each (as torch.load gives both), one inside itself is not walked again
+    stack: list[tuple[str, Any, int, frozenset]] = [("", obj, 0, frozenset())]
+    visited = 0
     while stack:
-        key, value, depth = stack.pop()
+        key, value, depth, inside = stack.pop()
+        visited += 1
+        if visited > MAX_VISITS:  # containers shared 2**64 ways would never end
+            raise SourceError(f"{name}: more than {MAX_VISITS} tensors and containers, "
+                              "counted along every path to them (containers shared many ways)")  # fmt: skip
         if isinstance(value, (TensorRef, UnreadTensor)):
             out.append((key, value))
             continue
@@ -281,11 +291,18 @@ def tensors_of(obj: Any, name: str) -> list[tuple[str, TensorRef | UnreadTensor]
             items = list(enumerate(value))
         else:
             continue
-        if id(value) in seen:  # a container that holds itself
+        if id(value) in inside:  # a container that holds itself
             continue
-        seen.add(id(value))
         if depth >= MAX_DEPTH:
             raise SourceError(f"{name}: containers nested more than {MAX_DEPTH} deep")
+        inside = inside | {id(value)}
         for k, v in reversed(items):
-            stack.append((f"{key}.{k}" if key else str(k), v, depth + 1))
+            if isinstance(v, _WALKED):  # numbers and text are passed over here
+                stack.append((f"{key}.{k}" if key else str(k), v, depth + 1, inside))
+    seen_keys: set[str] = set()
+    for key, _ in out:  # {"a.b": x, "a": {"b": y}}: one would hide the other
+        if key in seen_keys:
+            raise SourceError(f"{name}: two tensors under the key {key!r} (nested keys are "
+                              "joined with '.')")  # fmt: skip
+        seen_keys.add(key)
     return out
