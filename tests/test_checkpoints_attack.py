@@ -197,13 +197,10 @@ def test_safetensors_header_longer_than_64_kib_alone_and_in_a_tar(tmp_path):
         assert_matches_oracle(r.arrays[prefix + "model.layers.7.x"], arrays["model.layers.7.x"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="unclear, left: a Hugging Face hub cache snapshot (its index and shards are links "
-    "into ../../blobs) is refused, 'outside the index's folder', by the rule that a shard is "
-    "read only inside it; whether links of the folder given may be followed is a design call",
-)
 def test_a_hugging_face_cache_snapshot(tmp_path):
+    """A Hugging Face hub snapshot: its index and shards are links into ``../../blobs``.
+    The index names its shards inside its folder, so they are read where the links lead;
+    a shard named outside the folder (``../x``) is still refused."""
     from safetensors.numpy import save_file
 
     (tmp_path / "blobs").mkdir()
@@ -216,6 +213,13 @@ def test_a_hugging_face_cache_snapshot(tmp_path):
     os.symlink("../../blobs/9f1e", snap / "model-00001-of-00001.safetensors")
     os.symlink("../../blobs/77aa", snap / "model.safetensors.index.json")
     assert_group_matches(fastfinite.scan(str(snap)), {"a": x})
+    assert_group_matches(fastfinite.scan(str(snap / "model.safetensors.index.json")), {"a": x})
+    (snap / "model.safetensors.index.json").unlink()
+    (snap / "m.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"a": "../../blobs/9f1e"}})
+    )
+    with pytest.raises(SourceError, match="outside the index's folder"):
+        fastfinite.scan(str(snap / "m.safetensors.index.json"))
 
 
 def test_safetensors_index_naming_one_shard_two_ways_or_a_tensor_in_two(tmp_path):
@@ -244,7 +248,8 @@ def test_safetensors_index_naming_one_shard_two_ways_or_a_tensor_in_two(tmp_path
 
 def test_safetensors_index_through_a_linked_folder(tmp_path):
     """A checkpoint folder reached through a link to it: its shards are in its folder (they
-    were refused as "outside the index's folder")."""
+    were refused as "outside the index's folder"); a shard is held to the folder by its
+    name, not by where a link in the folder leads."""
     from safetensors.numpy import save_file
 
     real = tmp_path / "real"
@@ -258,13 +263,16 @@ def test_safetensors_index_through_a_linked_folder(tmp_path):
     for target in (tmp_path / "link" / "m.safetensors.index.json", tmp_path / "link"):
         r = fastfinite.scan(str(target))
         assert_group_matches(r, {"a": x})
-    # a shard that is a link leading out of the folder is still never read
-    save_file({"c": x}, str(tmp_path / "evil.safetensors"))
-    os.symlink(tmp_path / "evil.safetensors", real / "s2.safetensors")
-    (real / "m.safetensors.index.json").write_text(
-        json.dumps({"weight_map": {"a": "s1.safetensors", "c": "s2.safetensors"}})
-    )
-    with pytest.raises(SourceError, match=r"tensor c: .*s2\.safetensors is outside the index"):
+    # a shard named in the folder is read where its link leads (a Hugging Face snapshot);
+    # a shard named outside it never is
+    save_file({"c": x}, str(tmp_path / "blob.safetensors"))
+    os.symlink(tmp_path / "blob.safetensors", real / "s2.safetensors")
+    wmap = {"a": "s1.safetensors", "c": "s2.safetensors"}
+    (real / "m.safetensors.index.json").write_text(json.dumps({"weight_map": wmap}))
+    assert_group_matches(fastfinite.scan(str(tmp_path / "link")), {"a": x, "c": x})
+    wmap["c"] = "../blob.safetensors"
+    (real / "m.safetensors.index.json").write_text(json.dumps({"weight_map": wmap}))
+    with pytest.raises(SourceError, match=r"tensor c: .*blob\.safetensors is outside the index"):
         fastfinite.scan(str(tmp_path / "link"))
 
 

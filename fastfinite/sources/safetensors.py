@@ -213,7 +213,8 @@ def open_index(path: str, name: str, options: Any = None) -> Members:
     wmap = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(wmap, dict) or not all(isinstance(v, str) for v in wmap.values()):
         raise SourceError(f"{name} is not a safetensors index: no weight_map of tensor -> file")
-    # the folder's own links resolved (the shards' realpaths are held to it), not the index's
+    # a shard is named inside the folder (its name, not where a link in the folder leads:
+    # a Hugging Face snapshot's shards are links into its cache's blobs)
     folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
     shards: dict[str, list[str]] = {}
     for tensor, shard in wmap.items():  # "./s1.safetensors" and "s1.safetensors": one shard
@@ -221,7 +222,7 @@ def open_index(path: str, name: str, options: Any = None) -> Members:
     members, problems, seen = [], {}, {}
     for shard, named in shards.items():
         where = os.path.join(os.path.dirname(name), shard)
-        shard_path = os.path.realpath(os.path.join(folder, shard))
+        shard_path = os.path.normpath(os.path.join(folder, shard))
         try:
             if os.path.isabs(shard) or not shard_path.startswith(folder + os.sep):
                 raise SourceError(f"{where} is outside the index's folder {folder}: not read")
