@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from ..errors import SourceError
 from .files import ARRAY_FILE_SUFFIXES
@@ -140,13 +141,14 @@ def walk(root: str, levels: int | None = None) -> DirContents:
     def note(kind: str, rel: str) -> None:
         out.other.setdefault(kind, []).append(rel)
 
+    npys = None  # out.other[".npy file"], once there is one
     stack = [("", 0)]
     while stack:
         rel_dir, depth = stack.pop()
         here = os.path.join(root, rel_dir) if rel_dir else root
         try:
             with os.scandir(here) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                entries = sorted(it, key=_NAME)
         except OSError as e:
             if not rel_dir:
                 raise SourceError(f"cannot read the directory {root}: {e.strerror or e}") from None
@@ -158,9 +160,15 @@ def walk(root: str, levels: int | None = None) -> DirContents:
             if out.entries > MAX_ENTRIES:
                 out.stopped = f"{MAX_ENTRIES} files and directories"
                 return out
-            if entry.name.startswith((".", "_")):
+            name = entry.name
+            if name[0] in "._":
                 continue
-            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            if name.endswith(".npy") and _regular(entry):  # most entries of most sets
+                if npys is None:
+                    npys = out.other.setdefault(".npy file", [])
+                npys.append(rel)
+                continue
             kind = entry_kind(entry, bool(out.other))
             if kind == "directory":
                 if levels is not None and depth + 1 >= levels:
@@ -176,6 +184,18 @@ def walk(root: str, levels: int | None = None) -> DirContents:
         stack += [(d, depth + 1) for d in reversed(subdirs)]  # sorted, depth first
     out.parquet.sort()
     return out
+
+
+_NAME = attrgetter("name")
+
+
+def _regular(entry: os.DirEntry) -> bool:
+    """Whether a directory's entry is a regular file (not a link), by the type its listing
+    gave (``entry_kind`` says what else it is)."""
+    try:
+        return entry.is_file(follow_symlinks=False)
+    except OSError:
+        return False
 
 
 def entry_kind(entry: os.DirEntry, mixed: bool = False) -> str:
