@@ -59,8 +59,11 @@ def _lanes(d: np.ndarray, acc: np.ndarray) -> None:
             acc += lanes[:, b]
     if n > full * SUB:
         tail = d[:, full * SUB :]
-        pad = np.zeros((rows, -(-tail.shape[1] // LANES) * LANES))
-        pad[:, : tail.shape[1]] = tail
+        if not full and n % LANES == 0 and d.flags.c_contiguous:
+            pad = d  # what the padded copy would hold, laid out as it would be
+        else:
+            pad = np.zeros((rows, -(-tail.shape[1] // LANES) * LANES))
+            pad[:, : tail.shape[1]] = tail
         acc += in_order(pad.reshape(rows, -1, LANES), 1)
 
 
@@ -161,11 +164,11 @@ def scan_rows(x, rows, n, thr, counts, cap, seen, blocks, shift, s1, s2, mn, mx,
                 for c, mk in zip((cnan, cpos, cneg), _nonfinite(masks)):
                     c[r0 : r0 + rs] += mk.sum(axis=1)
             with np.errstate(over="ignore", invalid="ignore"):
-                d = v.astype(np.float64) - k[:, None]
+                d = np.subtract(v, k[:, None], dtype=np.float64)  # v in float64, then - k
                 if not clean:
                     d[~fin] = 0.0
                 _lanes(d, acc1)  # a long row's pieces continue its lanes
-                _lanes(d * d, acc2)
+                _lanes(np.multiply(d, d, out=d), acc2)
             if w:
                 lo = np.minimum(lo, (v if clean else np.where(fin, v, np.inf)).min(axis=1))
                 hi = np.maximum(hi, (v if clean else np.where(fin, v, -np.inf)).max(axis=1))
