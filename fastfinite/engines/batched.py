@@ -190,39 +190,41 @@ def _windows(plan: ScanPlan, names: list) -> Iterator[tuple[int, list, list]]:
         first += len(data)
 
 
-def _scan_window(first: int, data: list, kinds: list, plan: ScanPlan, headers: dict, rows: _Rows):
+def _scan_window(
+    first: int, data: list, raw_dtypes: list, plan: ScanPlan, headers: dict, rows: _Rows
+):
     """The window's small ``.npy`` members this path takes (``_parse``) scanned together,
     grouped by their header: the clean ones' statistics in ``rows``' columns, the others'
     reports in ``rows.built``; ``(which of the window were, their bytes of values)``."""
     opts = plan.options
     done = np.zeros(len(data), bool)
     groups: dict = {}  # (raw_dtype, header) -> (positions, bytes, (dtype, shape, start))
-    last = None  # the last group: its raw_dtype, header, size and lists
+    # the header of the last member parsed, its size, raw_dtype and its group's lists
+    head, size, rd, add_position, add_bytes = None, 0, None, list.append, list.append
     for j, got in enumerate(data):
         if got is None:
             continue
-        rd = kinds[j]
         if (  # the header of the member before: its group's
-            last is not None
+            head is not None
             and type(got) is bytes
-            and len(got) == last[2]
-            and last[0] == rd
-            and got.startswith(last[1])
+            and len(got) == size
+            and raw_dtypes[j] == rd
+            and got.startswith(head)
         ):
-            last[3].append(j)
-            last[4].append(got)
+            add_position(j)
+            add_bytes(got)
             continue
+        rd = raw_dtypes[j]
         parsed = _parse(got, rd, headers)
         if parsed is None:
             continue
-        dtype, shape, start = parsed
-        key = (rd, bytes(got[:start]))
+        key = (rd, bytes(got[: parsed[2]]))
         group = groups.get(key)
         if group is None:
             group = groups[key] = ([], [], parsed)
         group[0].append(j)
         group[1].append(got)
-        last = (rd, key[1], len(got), group[0], group[1])
+        head, size, add_position, add_bytes = key[1], len(got), group[0].append, group[1].append
     nbytes = 0
     for positions, got, (dtype, shape, start) in groups.values():
         spec = ScanSpec(

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass, field
+from itertools import repeat
 from operator import attrgetter
 
 from ..errors import SourceError
@@ -87,7 +88,11 @@ class DirContents:
         """``(path, kind)`` of every entry it holds (directories but Zarr stores walked
         into), sorted by path."""
         held = dict(self.other, **{"Parquet file": self.parquet})
-        return sorted((p, kind) for kind, paths in held.items() for p in paths)
+        pairs: list[tuple[str, str]] = []
+        for kind, paths in held.items():
+            pairs += zip(paths, repeat(kind))
+        pairs.sort()  # paths are unique: by path
+        return pairs
 
     def holdings(self) -> list[str]:
         """What it holds, kind by kind: ``["1 .npy file (a.npy)", "2 Parquet files (...)"]``."""
