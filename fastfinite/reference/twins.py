@@ -64,7 +64,20 @@ def _lanes(d: np.ndarray, acc: np.ndarray) -> None:
         else:
             pad = np.zeros((rows, -(-tail.shape[1] // LANES) * LANES))
             pad[:, : tail.shape[1]] = tail
-        acc += in_order(pad.reshape(rows, -1, LANES), 1)
+        acc += _lane_sums(pad.reshape(rows, -1, LANES))
+
+
+def _lane_sums(v: np.ndarray) -> np.ndarray:
+    """``in_order(v, 1)`` of ``v`` (rows, sub-blocks, ``LANES``): of many rows of few
+    sub-blocks, each sub-block added in turn to the rows' sums from 0.0 (the same
+    additions in the same order; twice as fast as a reduction over the middle axis)."""
+    rows, subs, _ = v.shape
+    if rows < 64 or subs > 64:
+        return in_order(v, 1)
+    out = np.zeros((rows, LANES))
+    for j in range(subs):
+        out += v[:, j]
+    return out
 
 
 def _risks(v: np.ndarray, fin: np.ndarray, clean: bool, thr: np.ndarray) -> list:
