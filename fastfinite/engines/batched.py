@@ -152,8 +152,9 @@ def _scan_set(plan: ScanPlan, alone, bar) -> MemberReports:
             where = {path: p for p, path, _ in rest}
             for m, r in alone([(path, factory) for _, path, factory in rest]):
                 rows.built[where[m.path]] = r
-    order = {path: i for i, (path, _) in enumerate(entries)}  # as one by one
-    for said in (plan.skipped, plan.findings):
+    said_any = plan.skipped or plan.findings
+    order = {path: i for i, (path, _) in enumerate(entries)} if said_any else {}  # as one by one
+    for said in (plan.skipped, plan.findings) if said_any else ():
         items = sorted(said.items(), key=lambda kv: order.get(kv[0], len(order)))
         said.clear()
         said.update(items)

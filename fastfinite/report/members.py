@@ -112,15 +112,17 @@ class MemberReports(MutableMapping):
             for t, k in zip(tids.tolist(), per.tolist()):
                 elements += self._templates[t].elements * k
         n, mean, std = chan_fold(ns, means, stds)
-        counted = [i for i, c in enumerate(ns) if c]
+        if not all(ns):  # the extrema of the members with a value
+            los = [lo for lo, c in zip(los, ns) if c]
+            his = [hi for hi, c in zip(his, ns) if c]
         counts = {
             "nan": nan,
             "posinf": posinf,
             "neginf": neginf,
             "cast": {t: CastRisk(*c) for t, c in sums.items()},
             "count": int(n),
-            "min": min((los[i] for i in counted), default=math.nan),
-            "max": max((his[i] for i in counted), default=math.nan),
+            "min": min(los, default=math.nan),
+            "max": max(his, default=math.nan),
             "mean": float(mean) if n else math.nan,
             "std": float(std) if n else math.nan,
         }

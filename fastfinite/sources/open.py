@@ -47,11 +47,12 @@ def open_source(data: Any, options: ScanOptions | None = None) -> Target:
         target = _open(data, options)
     if isinstance(target, list):  # each member opens later, alone: its errors name it
         own = getattr(target, "files", {})  # a set's .npy files: their factories name them
-        with collector_paused():  # a set of 100,000 files: as many factories, no cycle
-            target[:] = [
-                (path, factory if path in own else _named(factory, name, path))
-                for path, factory in target
-            ]
+        if len(own) < len(target):
+            with collector_paused():  # a set of 100,000 files: as many factories, no cycle
+                target[:] = [
+                    (path, factory if path in own else _named(factory, name, path))
+                    for path, factory in target
+                ]
     return target
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter
@@ -146,7 +147,6 @@ def walk(root: str, levels: int | None = None) -> DirContents:
     def note(kind: str, rel: str) -> None:
         out.other.setdefault(kind, []).append(rel)
 
-    npys = None  # out.other[".npy file"], once there is one
     stack = [("", 0)]
     while stack:
         rel_dir, depth = stack.pop()
@@ -159,22 +159,36 @@ def walk(root: str, levels: int | None = None) -> DirContents:
                 raise SourceError(f"cannot read the directory {root}: {e.strerror or e}") from None
             note("directory it cannot read", rel_dir)
             continue
+        # the regular .npy files (most entries of most sets) taken at once; the others
+        # one by one, each seeing what the walk saw before it (``mixed``)
+        npy = _npy_files(entries) if out.entries + len(entries) <= MAX_ENTRIES else None
+        first = npy.index(True) if npy is not None and True in npy else len(entries)
+        rest: Iterable = enumerate(entries)
+        if first < len(entries):
+            out.entries += len(entries)
+            rest = [(i, e) for i, (e, is_npy) in enumerate(zip(entries, npy)) if not is_npy]
+            pre = f"{rel_dir}/" if rel_dir else ""
+            npys = out.other.setdefault(".npy file", [])
+            before = bool(npys)
+            npys += [pre + e.name for e, is_npy in zip(entries, npy) if is_npy]
         subdirs = []
-        for entry in entries:
-            out.entries += 1
-            if out.entries > MAX_ENTRIES:
-                out.stopped = f"{MAX_ENTRIES} files and directories"
-                return out
+        for i, entry in rest:
+            if first == len(entries):  # counted one by one
+                out.entries += 1
+                if out.entries > MAX_ENTRIES:
+                    out.stopped = f"{MAX_ENTRIES} files and directories"
+                    return out
             name = entry.name
             if name[0] in "._":
                 continue
             rel = f"{rel_dir}/{name}" if rel_dir else name
-            if name.endswith(".npy") and _regular(entry):  # most entries of most sets
-                if npys is None:
-                    npys = out.other.setdefault(".npy file", [])
-                npys.append(rel)
-                continue
-            kind = entry_kind(entry, bool(out.other))
+            if first < len(entries):  # what the walk had noted before this entry
+                mixed = (
+                    first < i or before or any(v for k, v in out.other.items() if k != ".npy file")
+                )
+            else:
+                mixed = bool(out.other)
+            kind = entry_kind(entry, mixed)
             if kind == "directory":
                 if levels is not None and depth + 1 >= levels:
                     continue
@@ -194,13 +208,16 @@ def walk(root: str, levels: int | None = None) -> DirContents:
 _NAME = attrgetter("name")
 
 
-def _regular(entry: os.DirEntry) -> bool:
-    """Whether a directory's entry is a regular file (not a link), by the type its listing
-    gave (``entry_kind`` says what else it is)."""
+def _npy_files(entries: list[os.DirEntry]) -> list[bool] | None:
+    """Whether each entry of a directory is a regular file named ``*.npy`` (not ``.*`` or
+    ``_*``), by the type its listing gave; None when a type cannot be read."""
     try:
-        return entry.is_file(follow_symlinks=False)
+        return [
+            e.name.endswith(".npy") and e.name[0] not in "._" and e.is_file(follow_symlinks=False)
+            for e in entries
+        ]
     except OSError:
-        return False
+        return None
 
 
 def entry_kind(entry: os.DirEntry, mixed: bool = False) -> str:
