@@ -170,7 +170,9 @@ def walk(root: str, levels: int | None = None) -> DirContents:
             pre = f"{rel_dir}/" if rel_dir else ""
             npys = out.other.setdefault(".npy file", [])
             before = bool(npys)
-            npys += [pre + e.name for e, is_npy in zip(entries, npy) if is_npy]
+            # this directory's .npy files, by position: noted in order with those of its
+            # other entries that are .npy files too (by their magic bytes, ``X.NPY``...)
+            here_npy = [(i, pre + e.name) for i, (e, is_npy) in enumerate(zip(entries, npy)) if is_npy]  # fmt: skip
         subdirs = []
         for i, entry in rest:
             if first == len(entries):  # counted one by one
@@ -194,12 +196,20 @@ def walk(root: str, levels: int | None = None) -> DirContents:
                     continue
                 if depth + 1 >= MAX_DEPTH:
                     out.stopped = f"{MAX_DEPTH} levels of directories ({rel})"
+                    if first < len(entries):  # the .npy files before it, as noted
+                        npys += [r for at, r in sorted(here_npy) if at < i]
                     return out
                 subdirs.append(rel)
             elif kind == "Parquet file":
                 out.parquet.append(rel)
+            elif kind == ".npy file" and first < len(entries):
+                here_npy.append((i, rel))
             else:
                 note(kind, rel)
+        if first < len(entries):
+            if len(here_npy) > len(entries) - len(rest):  # some by their magic bytes
+                here_npy.sort()
+            npys += [rel for _, rel in here_npy]
         stack += [(d, depth + 1) for d in reversed(subdirs)]  # sorted, depth first
     out.parquet.sort()
     return out
