@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter
 
+from ..compute.pools import collector_paused
 from ..errors import SourceError
 from .files import ARRAY_FILE_SUFFIXES
 from .hdf5 import H5_SUFFIXES
@@ -90,8 +91,9 @@ class DirContents:
         into), sorted by path."""
         held = dict(self.other, **{"Parquet file": self.parquet})
         pairs: list[tuple[str, str]] = []
-        for kind, paths in held.items():
-            pairs += zip(paths, repeat(kind))
+        with collector_paused():  # as many pairs as entries, no cycle
+            for kind, paths in held.items():
+                pairs += zip(paths, repeat(kind))
         pairs.sort()  # paths are unique: by path
         return pairs
 
@@ -142,6 +144,11 @@ def walk(root: str, levels: int | None = None) -> DirContents:
     """What the directory ``root`` holds, by the rule of this module (never following a
     link, never entering a Zarr store, at most ``MAX_ENTRIES`` entries and ``MAX_DEPTH``
     levels); ``levels``: look only that many levels down (a glob without ``**``)."""
+    with collector_paused():  # 100,000 entries, no cycle
+        return _walk(root, levels)
+
+
+def _walk(root: str, levels: int | None) -> DirContents:
     out = DirContents(root)
 
     def note(kind: str, rel: str) -> None:
