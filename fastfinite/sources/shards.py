@@ -20,6 +20,8 @@ import os
 from collections.abc import Callable
 from fnmatch import fnmatchcase
 from functools import partial
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 from ..compute.pools import collector_paused
@@ -170,6 +172,8 @@ def _set(root: str, items: list[tuple[str, str]], options) -> ShardSet:
 
 
 def _members_of(root: str, items: list[tuple[str, str]], options) -> ShardSet:
+    if items and set(map(itemgetter(1), items)) == {".npy file"}:
+        return _npy_set(root, [rel for rel, _ in items], options)
     out, paths, raws, skips, files = [], [], {}, {}, {}
     posix = os.sep == "/"
     prefix = os.path.join(root, "")  # root and its separator: ``os.path.join(root, rel)``
@@ -190,6 +194,17 @@ def _members_of(root: str, items: list[tuple[str, str]], options) -> ShardSet:
             out.append((rel, skipped))
             skips[rel] = skipped.skip
     return ShardSet(out, paths, raws, skips, files)
+
+
+def _npy_set(root: str, rels: list[str], options) -> ShardSet:
+    """``_members_of`` a set of ``.npy`` files only, made without a loop of Python."""
+    if os.sep == "/":
+        prefix = os.path.join(root, "")
+        paths = [prefix + rel for rel in rels]
+    else:
+        paths = [os.path.join(root, *rel.split("/")) for rel in rels]
+    factories = map(partial, repeat(_open_npy_member), paths, repeat(options))  # _npy_factory
+    return ShardSet(list(zip(rels, factories)), paths, {}, {}, dict(zip(rels, paths)))
 
 
 _WHY = {  # why an entry of a set is not scanned, by its ``walk`` kind

@@ -179,7 +179,8 @@ def _walk(root: str, levels: int | None) -> DirContents:
             before = bool(npys)
             # this directory's .npy files, by position: noted in order with those of its
             # other entries that are .npy files too (by their magic bytes, ``X.NPY``...)
-            here_npy = [(i, pre + e.name) for i, (e, is_npy) in enumerate(zip(entries, npy)) if is_npy]  # fmt: skip
+            here_npy = [pre + e.name for e, is_npy in zip(entries, npy) if is_npy]
+            extra: list[tuple[int, str]] = []  # (position, path) of the others that are
         subdirs = []
         for i, entry in rest:
             if first == len(entries):  # counted one by one
@@ -204,25 +205,29 @@ def _walk(root: str, levels: int | None) -> DirContents:
                 if depth + 1 >= MAX_DEPTH:
                     out.stopped = f"{MAX_DEPTH} levels of directories ({rel})"
                     if first < len(entries):  # the .npy files before it, as noted
-                        npys += [r for at, r in sorted(here_npy) if at < i]
+                        npys += [r for at, r in _in_order(npy, here_npy, extra) if at < i]
                     return out
                 subdirs.append(rel)
             elif kind == "Parquet file":
                 out.parquet.append(rel)
             elif kind == ".npy file" and first < len(entries):
-                here_npy.append((i, rel))
+                extra.append((i, rel))
             else:
                 note(kind, rel)
         if first < len(entries):
-            if len(here_npy) > len(entries) - len(rest):  # some by their magic bytes
-                here_npy.sort()
-            npys += [rel for _, rel in here_npy]
+            npys += [r for _, r in _in_order(npy, here_npy, extra)] if extra else here_npy
         stack += [(d, depth + 1) for d in reversed(subdirs)]  # sorted, depth first
     out.parquet.sort()
     return out
 
 
 _NAME = attrgetter("name")
+
+
+def _in_order(npy: list[bool], paths: list[str], extra: list) -> list[tuple[int, str]]:
+    """``(position, path)`` of a directory's ``.npy`` files (``paths``, those ``npy``
+    marks) and of its ``extra`` ones, in the directory's order."""
+    return sorted([*zip((i for i, is_npy in enumerate(npy) if is_npy), paths), *extra])
 
 
 def _npy_files(entries: list[os.DirEntry]) -> list[bool] | None:
