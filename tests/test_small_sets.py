@@ -204,3 +204,34 @@ def test_the_walk_stops_where_it_stopped_one_entry_at_a_time(tmp_path, monkeypat
         SourceError, match=r"at least 5 .npy files \(0.npy, 1.npy, 2.npy, \+2 more\)"
     ):
         fastfinite.scan(tmp_path / "t2")
+
+
+def test_files_of_one_size_and_other_headers_are_read_as_rows_and_told_apart(tmp_path, monkeypatch):
+    """Files of the first file's size are read into rows of one array; those whose header
+    is another (``<i4``, ``>f4``, another shape of the same bytes) are scanned as what
+    they are, and a file that changed between the walk and the read is what its factory
+    says it is."""
+    rng = np.random.default_rng(5)
+    kinds = [("<f4", (6, 4)), ("<i4", (6, 4)), (">f4", (6, 4)), ("<f4", (24,)), ("<f8", (12,))]
+    for i in range(40):
+        dtype, shape = kinds[i % len(kinds)] if i else kinds[0]
+        x = (rng.standard_normal(shape) * 100).astype(dtype)
+        if i % 7 == 3 and dtype.endswith("f4"):
+            x.reshape(-1)[2] = np.nan
+        np.save(tmp_path / f"{i:02d}.npy", x)
+    sizes = {os.path.getsize(tmp_path / f"{i:02d}.npy") for i in range(5)}
+    assert len(sizes) == 1  # one size, five headers
+    want = _one_by_one(monkeypatch, tmp_path)
+    got = fastfinite.scan(tmp_path)
+    assert got.arrays.pending() > 20
+    _same(got, want)
+    # a file gone between the walk and its read: the error its factory raises
+    real = batched.read_rows
+
+    def gone(paths, size):
+        os.remove(paths[5])
+        return real(paths, size)
+
+    monkeypatch.setattr(batched, "read_rows", gone)
+    r = fastfinite.scan(tmp_path, on_error="report")
+    assert "05.npy" in r.skipped and "05.npy" not in r.arrays and len(r.arrays) == 39

@@ -38,7 +38,7 @@ from ..report.build import build_report, report_meta
 from ..report.members import MemberReports, like
 from ..report.model import CastRisk, Location, ScanReport
 from ..sources.ndarray import ArraySource
-from ..sources.small import RawNpy, read_files
+from ..sources.small import RawNpy, read_files, read_rows
 from .plan import ScanPlan
 
 WINDOW = 4096  # entries of a set read before they are scanned
@@ -137,8 +137,8 @@ def _scan_set(plan: ScanPlan, alone, bar) -> MemberReports:
     rows = _Rows(len(entries))
     headers: dict = {}  # a header's bytes -> (dtype, shape, nbytes), or None
     skips = plan.target.skips
-    for first, data, raw_dtypes in _windows(plan, rows.names):
-        done, nbytes = _scan_window(first, data, raw_dtypes, plan, headers, rows)
+    for first, data, raw_dtypes, stacked in _windows(plan, rows.names, headers):
+        done, nbytes = _scan_window(first, data, raw_dtypes, stacked, plan, headers, rows)
         if bar is not None:
             bar.update(nbytes)
         rest = []
@@ -161,18 +161,30 @@ def _scan_set(plan: ScanPlan, alone, bar) -> MemberReports:
     return rows.reports(entries)
 
 
-def _windows(plan: ScanPlan, names: list) -> Iterator[tuple[int, list, list]]:
+def _windows(plan: ScanPlan, names: list, headers: dict) -> Iterator[tuple]:
     """Runs of a set's entries read: ``(position of the first, the bytes of each small
-    ``.npy`` member or None, the ``raw_dtype`` of each)``, at most ``WINDOW`` entries and
-    about ``WINDOW_BYTES`` bytes a run; ``names``: each member's name, filled in. (Reading
-    the next run on a thread while one is scanned gained nothing: 10,000 files, 0.27 s
-    either way; nor did reading on two threads.)"""
+    ``.npy`` member or None, the ``raw_dtype`` of each, the run's files of the set's most
+    common kind or None)``, at most ``WINDOW`` entries and about ``WINDOW_BYTES`` bytes a
+    run; ``names``: each member's name, filled in. The files of a set of files only are
+    read each into its row of one array (``read_rows``) when they are of the kind of its
+    first (the others' bytes as they are). (Reading the next run on a thread while one is
+    scanned gained nothing, nor did reading on two threads: the GIL.)"""
     entries, files, raws = plan.entries, plan.target.files, plan.target.raw
     raw_dtype = plan.options.raw_dtype
+    kind = None  # the first file's: (its size, header, parsed header)
     first = 0
     while first < len(entries):
         window = entries[first : first + WINDOW]
         paths = [files.get(k) for k, _ in window]
+        if not raws and kind is None:
+            kind = _kind_of_first(paths, raw_dtype, headers)
+        if not raws and kind is not None:
+            paths = paths[: max(1, WINDOW_BYTES // kind[0])]
+            data, stacked = _read_rows(paths, kind)
+            names[first : first + len(data)] = paths
+            yield first, data, [raw_dtype] * len(data), stacked
+            first += len(data)
+            continue
         data = read_files(paths, WINDOW_BYTES)
         names[first : first + len(data)] = paths[: len(data)]
         kinds = [raw_dtype] * len(data)
@@ -188,19 +200,58 @@ def _windows(plan: ScanPlan, names: list) -> Iterator[tuple[int, list, list]]:
                 got = data[j] = raw.read()
                 names[first + j], kinds[j] = raw.name, raw.raw_dtype
                 held += len(got) if got is not None else 0
-        yield first, data, kinds
+        yield first, data, kinds, None
         first += len(data)
 
 
+def _kind_of_first(paths: list, raw_dtype, headers: dict) -> tuple | None:
+    """``(size, header, parsed)`` of the first of ``paths`` when this path takes it
+    (``_parse``), else None."""
+    path = next((p for p in paths if p is not None), None)
+    got = read_files([path], WINDOW_BYTES)[0] if path is not None else None
+    parsed = _parse(got, raw_dtype, headers) if got is not None else None
+    return None if parsed is None else (len(got), bytes(got[: parsed[2]]), parsed)
+
+
+def _read_rows(paths: list, kind: tuple) -> tuple[list, tuple | None]:
+    """The files ``paths`` read (``read_rows``): those of ``kind`` (its size and header)
+    as ``(kind, their positions, their rows)``, the others' bytes (or None) in a list as
+    ``read_files`` gives them (None for those of ``kind``)."""
+    size, header, _ = kind
+    rows, got, longer = read_rows(paths, size)
+    n = np.asarray(got, np.int64)
+    same = n == size
+    if same.any():
+        same &= (rows[:, : len(header)] == np.frombuffer(header, np.uint8)).all(axis=1)
+    data: list = [None] * len(paths)
+    for i in np.flatnonzero(~same & (n >= 0)).tolist():
+        data[i] = longer.get(i) if n[i] > size else bytes(rows[i, : n[i]])
+    at = np.flatnonzero(same)
+    if not len(at):
+        return data, None
+    return data, (kind, at, rows if len(at) == len(rows) else rows[at])
+
+
 def _scan_window(
-    first: int, data: list, raw_dtypes: list, plan: ScanPlan, headers: dict, rows: _Rows
+    first: int,
+    data: list,
+    raw_dtypes: list,
+    stacked: tuple | None,
+    plan: ScanPlan,
+    headers: dict,
+    rows: _Rows,
 ):
     """The window's small ``.npy`` members this path takes (``_parse``) scanned together,
-    grouped by their header: the clean ones' statistics in ``rows``' columns, the others'
-    reports in ``rows.built``; ``(which of the window were, their bytes of values)``."""
+    grouped by their header (``stacked``: ``(kind, positions, their bytes as rows)`` of
+    those of the set's most common kind, read so): the clean ones' statistics in
+    ``rows``' columns, the others' reports in ``rows.built``; ``(which of the window were,
+    their bytes of values)``."""
     opts = plan.options
     done = np.zeros(len(data), bool)
     groups: dict = {}  # (raw_dtype, header) -> (positions, bytes, (dtype, shape, start))
+    if stacked is not None:
+        kind, at, stack = stacked
+        groups[None] = (at, stack, kind[2])
     # the header of the last member parsed, its size, raw_dtype and its group's lists
     head, size, rd, add_position, add_bytes = None, 0, None, list.append, list.append
     for j, got in enumerate(data):
@@ -234,10 +285,11 @@ def _scan_window(
         )
         k = math.prod(shape)
         m = len(got)
-        joined = b"".join(got)
-        size = len(joined) // m
-        # each member's values, in place in the joined bytes
-        view = np.ndarray((m, k), dtype, joined, start, (size, dtype.itemsize))
+        if isinstance(got, np.ndarray):  # read as rows
+            view = got[:, start:].view(dtype).reshape(m, k)
+        else:  # each member's values, in place in the joined bytes
+            joined = b"".join(got)
+            view = np.ndarray((m, k), dtype, joined, start, (len(joined) // m, dtype.itemsize))
         where = first + np.asarray(positions, np.int64)
         done[where - first] = True
         nbytes += m * k * dtype.itemsize

@@ -9,6 +9,8 @@ import stat
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import numpy as np
+
 SMALL_NPY = 1 << 20  # .npy members of at most this many bytes may be scanned together
 
 
@@ -115,3 +117,42 @@ def _rest(fd: int, first: bytes) -> bytes | None:
         return None
     rest = os.read(fd, size - len(first) + 1)
     return first + rest if len(first) + len(rest) == size else None
+
+
+def read_rows(paths: list, size: int) -> tuple[np.ndarray, list[int], dict[int, Any]]:
+    """The files ``paths`` (None: not a file to read) read each into its row of ``size``
+    bytes of one array (the size most files of a set share: no bytes object a file, no
+    copy to stack them): ``(rows, got, longer)``, ``got`` the bytes read of each file (-1
+    when it cannot be opened or read, as ``read_files``'s None), ``longer`` the bytes of
+    each file longer than ``size`` (None past ``SMALL_NPY``), as ``read_files`` reads it."""
+    rows = np.empty((len(paths), size), np.uint8)
+    flat = memoryview(rows.reshape(-1))
+    extra = memoryview(bytearray(FIRST))  # what a file holds past its row
+    got: list[int] = []
+    append = got.append
+    longer: dict[int, Any] = {}
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+    open_, readv, close = os.open, os.readv, os.close
+    at = 0
+    for i, path in enumerate(paths):
+        row = flat[at : at + size]
+        at += size
+        if path is None:
+            append(-1)
+            continue
+        try:
+            fd = open_(path, flags)
+        except OSError:
+            append(-1)
+            continue
+        try:
+            n = readv(fd, [row, extra])
+            if n > size:
+                first = bytes(row) + bytes(extra[: n - size])
+                longer[i] = _rest(fd, first) if n == size + FIRST else first
+        except OSError:
+            n = -1
+        finally:
+            close(fd)
+        append(n)
+    return rows, got, longer
