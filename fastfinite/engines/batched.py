@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compute.batch import found_summary, scan_stacked, small_data
+from ..compute.batch import found_summary, scan_stacked, small_data, takes_twin
 from ..compute.blocks import check_dtype, first_where
 from ..compute.pools import collector_paused
 from ..compute.positions import kind_mask
@@ -294,7 +294,7 @@ def _scan_window(
         done[where - first] = True
         nbytes += m * k * dtype.itemsize
         per = max(1, STACK_VALUES // (k * (2 if dtype.kind == "c" else 1)))
-        for rows_of, values in _stacks(view):
+        for rows_of, values in _stacks(view, takes_twin(spec, m, k)):
             values.flags.writeable = False  # read-only, as a map is
             at = where[rows_of] if rows_of is not None else where
             for b in range(0, len(values), per):
@@ -302,13 +302,13 @@ def _scan_window(
     return done, nbytes
 
 
-def _stacks(view: np.ndarray) -> list[tuple[np.ndarray | None, np.ndarray]]:
+def _stacks(view: np.ndarray, twin: bool) -> list[tuple[np.ndarray | None, np.ndarray]]:
     """The rows of ``view`` copied into stacks to scan: ``(which rows, their values)``
-    (None: all, in order). Of float (or complex) values of 4 bytes or more, the rows that
-    may hold a NaN or an inf (their sum is not finite) apart from the others: a stack of
-    finite rows takes the kernels' (or twins') quick way, whatever a few rows hold. Each
-    row's results are its own, whichever rows it is stacked with."""
-    if view.dtype.kind in "fc" and view.dtype.itemsize >= 4:
+    (None: all, in order). For the twin (``twin``), of float values of 4 bytes or more,
+    the rows that may hold a NaN or an inf (their sum is not finite) apart from the
+    others: a stack of finite rows takes the twin's quick way, whatever a few rows hold.
+    Each row's results are its own, whichever rows it is stacked with."""
+    if twin and view.dtype.kind == "f" and view.dtype.itemsize >= 4:
         with np.errstate(all="ignore"):
             finite = np.isfinite(view.sum(axis=1))
         if not finite.all():
