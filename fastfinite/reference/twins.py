@@ -131,9 +131,12 @@ def _listed(masks, spans, counts, cap, seen, blocks, m) -> int:
 
 def _first_finite(x2: np.ndarray, axis: int) -> np.ndarray:
     """The first finite value along ``axis`` of each line (0 for none), in float64."""
-    fin = np.isfinite(x2)
     if x2.shape[axis] == 0:
         return np.zeros(x2.shape[1 - axis])
+    head = x2[:, 0] if axis == 1 else x2[0]
+    if np.isfinite(head).all():  # each line's first value (most lines: not all looked at)
+        return head.astype(np.float64)
+    fin = np.isfinite(x2)
     first = np.argmax(fin, axis=axis)
     got = np.take_along_axis(x2, np.expand_dims(first, axis), axis).squeeze(axis)
     return np.where(fin.any(axis=axis), got, 0).astype(np.float64)
