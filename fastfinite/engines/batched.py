@@ -1,21 +1,26 @@
 """A set's small ``.npy`` members (files of a directory or glob, members of tar shards)
 scanned together on the local engine: about 1 ms of Python a member (a map, a source, a
 twin's call, a summary's merge, a report's build) made a set of 10,000 files of 1 KB a
-hundred times slower than reading them.
+hundred times slower than reading them; every microsecond a member counts against the 5
+it takes to read it.
 
-The members of a window of the set are read whole (``sources.small``), their ``.npy``
+The members of a window of the set are read whole (``sources.small``: a set of files
+only reads each file of its first file's kind into its row of one array), their ``.npy``
 headers parsed once per distinct header, and those of one dtype and shape are stacked as
 the rows of one block, scanned by the kernels (or twins) every scan calls
-(``compute.batch``). A member with nothing to report gets the report its own scan would
-build: its statistics are its row's, to the last bit, and the rest is the report of the
-first such member of its kind (``build_report``), copied. A member with something to
-report has its row's counts and statistics, its first positions looked for in its bytes
-(``compute.batch.found_summary``), and its report built; one whose sums overflowed (or
-are too small, or that holds no finite value) is scanned again alone, from its bytes. An
-entry that is not scanned (a label, a link) is recorded from the error its factory
-would raise; every other entry (a header this path does not take, a file too large or
-that cannot be read, a member of another kind) goes the ordinary way, scanned alone by
-the engine. The reports, skipped entries and findings keep the set's order.
+(``compute.batch``). A member with nothing to report keeps its row's statistics in
+columns (``report.members.MemberReports``): its report, built when first asked for, is
+the one its own scan builds (its statistics are its row's, to the last bit; the rest is
+the report of the first such member of its kind, ``build_report``'s, copied), and the
+group's totals are taken from the columns. A member with something to report has its
+row's counts and statistics, its first positions looked for in its bytes (as
+``compute.batch.found_summary`` looks for them), and its report built; one whose sums
+overflowed (or are too small, or that holds no finite value) is scanned again alone,
+from its bytes. An entry that is not scanned (a label, a link) is recorded from the
+error its factory would raise; every other entry (a header this path does not take, a
+file too large or that cannot be read, a member of another kind) goes the ordinary way,
+scanned alone by the engine. The reports, skipped entries and findings keep the set's
+order.
 """
 
 from __future__ import annotations

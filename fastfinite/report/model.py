@@ -884,10 +884,9 @@ class ScanReport:
         an array of a member that is itself a group by ``member_path``: ``member`` finds
         it). A group in which nothing numeric was scanned has a ``nothing_scanned``
         finding."""
-        from .members import MemberReports
-
-        lazy = isinstance(arrays, MemberReports)
-        if lazy:  # the members not built are clean: their counts from columns
+        # ``members.MemberReports``: the members not built are clean, counted from columns
+        lazy = callable(getattr(arrays, "group_counts", None))
+        if lazy:
             items, shared = arrays.built(), arrays.templates()
             subs = [r for _, r in items]
             counts, total_sum, elements = arrays.group_counts()
