@@ -130,6 +130,10 @@ def open_glob(pattern: str, options) -> ShardSet:
 
 def open_directory(root: str, contents, options) -> ShardSet:
     """The members of a directory that ``walk`` found to be a shard set."""
+    npy = contents.only(".npy file")
+    if npy is not None:  # most sets: their paths sorted, not paired with their kind
+        with collector_paused():
+            return _npy_set(root, npy, options)
     return _set(root, contents.items(), options)
 
 

@@ -97,6 +97,14 @@ class DirContents:
         pairs.sort()  # paths are unique: by path
         return pairs
 
+    def only(self, kind: str) -> list[str] | None:
+        """The paths of its entries, sorted, when every one is a ``kind`` (``items``'
+        paths then), else None."""
+        paths = self.other.get(kind)
+        if not paths or self.parquet or len(self.other) > 1 or self.stopped:
+            return None
+        return sorted(paths)
+
     def holdings(self) -> list[str]:
         """What it holds, kind by kind: ``["1 .npy file (a.npy)", "2 Parquet files (...)"]``."""
         held = dict(self.other, **{"Parquet file": self.parquet})
