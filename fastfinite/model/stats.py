@@ -115,7 +115,7 @@ def chan_fold(ns, means, stds) -> tuple:
     value (``n == 0``) left out: ``chan``'s operations inlined (a group's 10,000 members
     took 1.5 us each through calls), its bits; ``(n, mean, std)``."""
     na, ma, sa = 0, 0.0, 0.0
-    inf, sqrt = math.inf, math.sqrt
+    inf, sqrt, tiny, absolute = math.inf, math.sqrt, TINY, abs
     for nb, mb, sb in zip(ns, means, stds):
         if nb == 0:
             continue
@@ -126,12 +126,12 @@ def chan_fold(ns, means, stds) -> tuple:
         wa = na / t
         wb = nb / t
         delta = mb - ma
-        if abs(delta) < inf:
+        if absolute(delta) < inf:
             mean = ma + delta * wb
         else:
             mean = ma * wa + mb * wb
         s = sqrt(wa * sa * sa + wb * sb * sb + wa * wb * delta * delta)
-        if not s < TINY:  # then ``s < TINY and top > 0`` cannot hold: ``top`` not needed
+        if not s < tiny:  # then ``s < TINY and top > 0`` cannot hold: ``top`` not needed
             if not s < inf:
                 s = _chan_scaled(ma, sa, mb, sb, wa, wb)
         else:
