@@ -244,3 +244,23 @@ def test_the_skip_list_builds_no_clean_member(tmp_path, monkeypatch):
     assert r.arrays.pending() == 12
     assert r.bad_samples() == ["bad.npy"] == _one_by_one(monkeypatch, tmp_path).bad_samples()
     assert r.arrays.pending() == 12
+
+
+def test_runs_of_files_follow_the_common_kind(tmp_path, monkeypatch):
+    """A run of files read as rows of its first file's kind; when most are of another,
+    the next run takes the kind of its own first file. The reports stay the files' own."""
+    np.save(tmp_path / "000.npy", np.arange(3.0))
+    rng = np.random.default_rng(8)
+    for i in range(1, 30):
+        x = rng.standard_normal(40).astype(np.float32)
+        if i == 17:
+            x[4] = np.inf
+        np.save(tmp_path / f"{i:03d}.npy", x)
+    sizes = []
+    real = batched.read_rows
+    monkeypatch.setattr(batched, "read_rows", lambda p, size: sizes.append(size) or real(p, size))
+    monkeypatch.setattr(batched, "WINDOW", 8)
+    got = fastfinite.scan(tmp_path)
+    small, big = (os.path.getsize(tmp_path / n) for n in ("000.npy", "001.npy"))
+    assert sizes == [small, big, big, big]
+    _same(got, _one_by_one(monkeypatch, tmp_path))

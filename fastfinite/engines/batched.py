@@ -187,6 +187,8 @@ def _windows(plan: ScanPlan, names: list, headers: dict) -> Iterator[tuple]:
             paths = paths[: max(1, WINDOW_BYTES // kind[0])]
             data, stacked = _read_rows(paths, kind)
             names[first : first + len(data)] = paths
+            if stacked is None or 2 * len(stacked[1]) < len(data):  # not the common kind
+                kind = None  # the next run's first file's, then
             yield first, data, [raw_dtype] * len(data), stacked
             first += len(data)
             continue
