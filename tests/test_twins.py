@@ -90,7 +90,7 @@ def _stats(m: int):
     return [*(np.full(m, 7.0) for _ in range(5)), *(np.zeros(m, np.int64) for _ in range(3))]
 
 
-ROWS = [(1, 1), (1, 17), (4, 300), (30, 40), (3, SUB - 1), (2, SUB + LANES + 3), (1, 2 * SUB + 45)]  # fmt: skip
+ROWS = [(1, 1), (1, 17), (4, 300), (30, 40), (3, SUB - 1), (2, SUB + LANES + 3), (1, 2 * SUB + 45), (80, 256), (65, 40)]  # fmt: skip
 COLS = [(1, 5), (30, 40), (CHUNK + 1, 17), (2 * CHUNK + 3, LANES + 1), (3, TILE + 33), (0, 7)]
 
 
@@ -456,3 +456,22 @@ def test_the_cache_is_keyed_on_every_source_the_kernels_are_made_of(tmp_path):
         assert run.returncode == 0, run.stderr
         misses.append(int(run.stdout.split()[-1]))
     assert misses == [1, 0, 1], misses
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f8"])
+@pytest.mark.parametrize("shape", [(80, 256), (65, 40), (200, 48)])
+def test_many_short_rows_sum_their_lanes_in_one_order(dtype, shape):
+    """Many rows shorter than a sub-block (a set's small files stacked): the twin adds
+    each row's sub-blocks in turn (``_lane_sums``), the kernel's order, with values of
+    every size and special ones planted, and without."""
+    rows, n = shape
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal(shape) * 10.0 ** rng.integers(-30, 30, shape)).astype(dtype)
+    for planted in (False, True):
+        if planted:
+            x[3, 5], x[7, -1], x[-1, 0] = np.nan, np.inf, -np.inf
+        thr = ScanSpec(x.shape, x.dtype, ("float16",)).thresholds
+        args = [read_only(x.reshape(-1)), rows, n, thr, *_finds(3, rows + 1), *_stats(rows)]
+        ka, ta = _copies(args)
+        ko, to = kernels.scan_rows(*ka), TWINS["scan_rows"](*ta)
+        assert same(outputs("scan_rows", ka, ko), outputs("scan_rows", ta, to))

@@ -56,6 +56,14 @@ def small_data(spec: ScanSpec, values: int) -> ScanSpec:
     return replace(spec, twin_max=1 << 62)
 
 
+def takes_twin(spec: ScanSpec, rows: int, values: int) -> bool:
+    """Whether ``scan_stacked`` scans ``rows`` arrays of ``values`` values of ``spec``
+    (real floats) with the kernels' NumPy twin (their kernels not loaded, or the twin's
+    size): a hint, for what runs faster on one or the other."""
+    small = rows * values <= small_data(spec, values).twin_max
+    return dispatch.is_twin(dispatch.pick("scan_rows", spec.dtype, small))
+
+
 def scan_stacked(x2: np.ndarray, spec: ScanSpec) -> StackedRows:
     """Scan the rows of ``x2`` (C-contiguous, shape ``(arrays, values)``), each the values
     of one array of ``spec`` (its shape, dtype, casts) in C order, as each array's own scan

@@ -108,3 +108,46 @@ def chan(na, ma, sa, nb, mb, sb):
         sa, sb, d = sa / k, sb / k, mb / k - ma / k
         s = math.sqrt(wa * sa * sa + wb * sb * sb + wa * wb * d * d) * k
     return na + nb, mean, s
+
+
+def chan_fold(ns, means, stds) -> tuple:
+    """``chan`` folded over parts in order, from ``(0, 0.0, 0.0)``, the parts without a
+    value (``n == 0``) left out: ``chan``'s operations inlined (a group's 10,000 members
+    took 1.5 us each through calls), its bits; ``(n, mean, std)``."""
+    na, ma, sa = 0, 0.0, 0.0
+    inf, sqrt, tiny, absolute = math.inf, math.sqrt, TINY, abs
+    for nb, mb, sb in zip(ns, means, stds):
+        if nb == 0:
+            continue
+        if na == 0:
+            na, ma, sa = nb, mb, sb
+            continue
+        t = na + nb
+        wa = na / t
+        wb = nb / t
+        delta = mb - ma
+        if absolute(delta) < inf:
+            mean = ma + delta * wb
+        else:
+            mean = ma * wa + mb * wb
+        s = sqrt(wa * sa * sa + wb * sb * sb + wa * wb * delta * delta)
+        if not s < tiny:  # then ``s < TINY and top > 0`` cannot hold: ``top`` not needed
+            if not s < inf:
+                s = _chan_scaled(ma, sa, mb, sb, wa, wb)
+        else:
+            s = _chan_scaled(ma, sa, mb, sb, wa, wb, s)
+        na, ma, sa = t, mean, s
+    return na, ma, sa
+
+
+def _chan_scaled(ma, sa, mb, sb, wa, wb, s=None):
+    """``chan``'s std taken again on values scaled by a power of two (``s``: the unscaled
+    one, kept when ``top`` is 0, as ``chan`` keeps it)."""
+    top = abs(ma) if abs(ma) > abs(mb) else abs(mb)
+    top = top if top > sa else sa
+    top = top if top > sb else sb
+    if s is not None and not top > 0:
+        return s
+    k = math.ldexp(1.0, math.frexp(top)[1] - 1)
+    sa, sb, d = sa / k, sb / k, mb / k - ma / k
+    return math.sqrt(wa * sa * sa + wb * sb * sb + wa * wb * d * d) * k

@@ -29,7 +29,7 @@ from ..model.kinds import (
     severity_of,
     with_groups,
 )
-from ..model.stats import chan
+from ..model.stats import chan_fold
 
 SCHEMA = "fastfinite.report/2"
 SCHEMAS = ("fastfinite.report/1", SCHEMA)  # what ``from_dict`` reads: /1 has no severities
@@ -884,12 +884,24 @@ class ScanReport:
         an array of a member that is itself a group by ``member_path``: ``member`` finds
         it). A group in which nothing numeric was scanned has a ``nothing_scanned``
         finding."""
-        subs = list(arrays.values())
+        # ``members.MemberReports``: the members not built are clean, counted from columns
+        lazy = callable(getattr(arrays, "group_counts", None))
+        if lazy:
+            items, shared = arrays.built(), arrays.templates()
+            subs = [r for _, r in items]
+            counts, total_sum, elements = arrays.group_counts()
+        else:
+            arrays = dict(arrays)
+            items, shared = list(arrays.items()), []
+            subs = [r for _, r in items]
+            counts = combined_counts(subs)
+            total_sum, elements = sum(r.sum for r in subs), sum(r.elements for r in subs)
         findings = [
             Finding(f.kind, f.where, f.message, member_path(path, f.array), f.severity)
-            for path, r in arrays.items()
+            for path, r in items
             for f in r.findings
         ]
+        subs += shared
         cap = max((r.max_locations for r in subs), default=100)
         if not subs:
             why = f"all {len(skipped)} members were skipped" if skipped else "it is empty"
@@ -901,16 +913,16 @@ class ScanReport:
             name=name,
             shape=(),
             dtype="group",
-            **combined_counts(subs),
-            sum=sum(r.sum for r in subs),
-            elements=sum(r.elements for r in subs),
-            locations=group_locations(arrays, cap),
+            **counts,
+            sum=total_sum,
+            elements=elements,
+            locations=group_locations(dict(items) if lazy else arrays, cap),
             max_locations=cap,
             findings=findings,
             missing_chunks=sum(r.missing_chunks for r in subs),
             fill_nonfinite=any(r.fill_nonfinite for r in subs if r.missing_chunks),
             complete=all(r.complete for r in subs),
-            arrays=dict(arrays),
+            arrays=arrays,
             skipped=dict(skipped or {}),
         )
 
@@ -1037,10 +1049,10 @@ def combined_counts(reports: list[ScanReport]) -> dict[str, Any]:
             c[0] += risk.overflow
             c[1] += risk.underflow
     cast = {t: CastRisk(*c) for t, c in sums.items()}
-    n, mean, std = 0, 0.0, 0.0
-    for r in reports:  # ``chan``: ``combine``'s bits on scalars, without NumPy's calls
-        if r.count:
-            n, mean, std = chan(n, mean, std, r.count, r.mean, r.std)
+    # ``chan``: ``combine``'s bits on scalars, without NumPy's calls
+    n, mean, std = chan_fold(
+        [r.count for r in reports], [r.mean for r in reports], [r.std for r in reports]
+    )
     counted = [r for r in reports if r.count]
     return {
         "nan": sum(r.nan for r in reports),

@@ -59,7 +59,9 @@ def bad_samples(report) -> BadSamples:
         notes.append(f"{report.name}: the scan stopped early (fail_fast); the rest is unchecked")
     if report.arrays or report.skipped or report.dtype == "group":
         table = len(report.shape) == 2  # a table's columns (a group's shape is ())
-        for key, sub in report.arrays.items():
+        built = getattr(report.arrays, "built", None)  # ``members.MemberReports``: the
+        # members not built are clean, no key of theirs is bad
+        for key, sub in built() if callable(built) else report.arrays.items():
             if table:
                 keys += [(report.name, row) for row in _rows(sub, key, notes)]
             else:

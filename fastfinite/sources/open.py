@@ -46,8 +46,13 @@ def open_source(data: Any, options: ScanOptions | None = None) -> Target:
     with reader_errors(name):
         target = _open(data, options)
     if isinstance(target, list):  # each member opens later, alone: its errors name it
-        with collector_paused():  # a set of 100,000 files: as many factories, no cycle
-            target[:] = [(path, _named(factory, name, path)) for path, factory in target]
+        own = getattr(target, "files", {})  # a set's .npy files: their factories name them
+        if len(own) < len(target):
+            with collector_paused():  # a set of 100,000 files: as many factories, no cycle
+                target[:] = [
+                    (path, factory if path in own else _named(factory, name, path))
+                    for path, factory in target
+                ]
     return target
 
 

@@ -20,6 +20,8 @@ import os
 from collections.abc import Callable
 from fnmatch import fnmatchcase
 from functools import partial
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 from ..compute.pools import collector_paused
@@ -32,7 +34,6 @@ from ..errors import (
 )
 from .base import reader_errors
 from .ndarray import open_npy
-from .small import RawNpy
 from .walk import ARRAY_KINDS, path_kind, walk
 
 GLOB_CHARS = "*?["
@@ -46,12 +47,24 @@ class ShardSet(list):
     ``raw``, how to read its small ``.npy`` members whole, by key (``small.RawNpy``), and
     ``skips``, the error of each entry that is not scanned (a label, a link...)."""
 
-    def __init__(self, members, paths: list[str], raw: dict | None = None):
+    def __init__(
+        self,
+        members,
+        paths: list[str],
+        raw: dict | None = None,
+        skips: dict | None = None,
+        files: dict | None = None,
+    ):
         super().__init__(members)
         self.paths = paths
         self.raw = raw if raw is not None else {}
         # the entries that are not scanned, by key: the error their factory raises
-        self.skips = {k: f.skip for k, f in members if getattr(f, "skip", None) is not None}
+        if skips is None:
+            skips = {k: f.skip for k, f in members if getattr(f, "skip", None) is not None}
+        self.skips = skips
+        # the plain ``.npy`` files of the set, by key: their paths (read whole when small,
+        # ``raw_dtype`` the scan's; their name in a report is their path)
+        self.files = files if files is not None else {}
 
 
 def is_glob(path: str) -> bool:
@@ -99,6 +112,10 @@ def open_glob(pattern: str, options) -> ShardSet:
 
 def open_directory(root: str, contents, options) -> ShardSet:
     """The members of a directory that ``walk`` found to be a shard set."""
+    npy = contents.only(".npy file")
+    if npy is not None:  # most sets: their paths sorted, not paired with their kind
+        with collector_paused():
+            return _npy_set(root, npy, options)
     return _set(root, contents.items(), options)
 
 
@@ -141,23 +158,39 @@ def _set(root: str, items: list[tuple[str, str]], options) -> ShardSet:
 
 
 def _members_of(root: str, items: list[tuple[str, str]], options) -> ShardSet:
-    out, paths, raws = [], [], {}
-    raw_dtype = getattr(options, "raw_dtype", None)
+    if items and set(map(itemgetter(1), items)) == {".npy file"}:
+        return _npy_set(root, [rel for rel, _ in items], options)
+    out, paths, raws, skips, files = [], [], {}, {}, {}
     posix = os.sep == "/"
+    prefix = os.path.join(root, "")  # root and its separator: ``os.path.join(root, rel)``
     for rel, kind in items:
-        path = os.path.join(root, rel) if posix else os.path.join(root, *rel.split("/"))
+        path = prefix + rel if posix else os.path.join(root, *rel.split("/"))
         if kind == ".npy file":  # one array: mapped when its member is scanned, not before
             paths.append(path)
-            out.append((rel, _npy_factory(path, options)))
-            raws[rel] = RawNpy(path, path, None, raw_dtype)  # and read whole, when small
+            out.append((rel, partial(_open_npy_member, path, options)))  # _npy_factory
+            files[rel] = path  # and read whole, when small
         elif kind in ARRAY_KINDS:
             paths.append(path)
             members = file_members(path, rel, kind, options)
             out += members
             raws.update((k, f.raw_npy) for k, f in members if getattr(f, "raw_npy", None))
+            skips.update((k, f.skip) for k, f in members if getattr(f, "skip", None) is not None)
         else:
-            out.append((rel, _skip(_WHY.get(kind, f"{_article(kind)}"), _kind_of(kind))))
-    return ShardSet(out, paths, raws)
+            skipped = _skip(_WHY.get(kind, f"{_article(kind)}"), _kind_of(kind))
+            out.append((rel, skipped))
+            skips[rel] = skipped.skip
+    return ShardSet(out, paths, raws, skips, files)
+
+
+def _npy_set(root: str, rels: list[str], options) -> ShardSet:
+    """``_members_of`` a set of ``.npy`` files only, made without a loop of Python."""
+    if os.sep == "/":
+        prefix = os.path.join(root, "")
+        paths = [prefix + rel for rel in rels]
+    else:
+        paths = [os.path.join(root, *rel.split("/")) for rel in rels]
+    factories = map(partial, repeat(_open_npy_member), paths, repeat(options))  # _npy_factory
+    return ShardSet(list(zip(rels, factories)), paths, {}, {}, dict(zip(rels, paths)))
 
 
 _WHY = {  # why an entry of a set is not scanned, by its ``walk`` kind
@@ -223,9 +256,16 @@ def file_members(path: str, rel: str, kind: str, options) -> Members:
 
 
 def _npy_factory(path: str, options) -> Callable[[], Any]:
-    """The factory of a ``.npy`` file: mapped when its member is scanned, not before."""
+    """The factory of a ``.npy`` file: mapped when its member is scanned, not before (a
+    ``partial``: 10,000 of them cost little to make)."""
+    return partial(_open_npy_member, path, options)
+
+
+def _open_npy_member(path: str, options) -> Any:
+    """A ``.npy`` file of a set opened (``_guarded``'s errors: naming the file, or with
+    ``on_error="report"`` a skipped member)."""
     raw = getattr(options, "raw_dtype", None)
-    return _guarded(partial(open_npy, path, raw_dtype=raw), path, None, options)
+    return _guarded(partial(open_npy, path, raw_dtype=raw), path, None, options)()
 
 
 def _guarded(factory, path: str, key: str | None, options) -> Callable[[], Any]:

@@ -9,6 +9,8 @@ import stat
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import numpy as np
+
 SMALL_NPY = 1 << 20  # .npy members of at most this many bytes may be scanned together
 
 
@@ -65,3 +67,92 @@ def read_small_file(path: str, head: int | None = None) -> Any:
         return None
     finally:
         os.close(fd)
+
+
+FIRST = 1 << 14  # bytes first read of each file of ``read_files``
+
+
+def read_files(paths: list, budget: int) -> list:
+    """The bytes of the files ``paths`` in order (None for a path that is None, a file
+    larger than ``SMALL_NPY`` or one that cannot be read), as ``read_small_file`` reads
+    them, until ``budget`` bytes are read: the list may end before ``paths`` does. A file
+    of fewer than ``FIRST`` bytes is read in one call, without ``fstat`` (its entry's type
+    said it is a regular file; a FIFO put in its place gives nothing, not open as
+    non-blocking)."""
+    out: list = []
+    append = out.append
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+    open_, read, close = os.open, os.read, os.close
+    held = 0
+    for path in paths:
+        if path is None:
+            append(None)
+            continue
+        try:
+            fd = open_(path, flags)
+        except OSError:
+            append(None)
+            continue
+        try:
+            data = read(fd, FIRST)
+            if len(data) == FIRST:
+                data = _rest(fd, data)
+        except OSError:
+            data = None
+        finally:
+            close(fd)
+        append(data)
+        if data is not None:
+            held += len(data)
+            if held >= budget:
+                break
+    return out
+
+
+def _rest(fd: int, first: bytes) -> bytes | None:
+    """A file's bytes after its ``first`` ones, read as ``read_small_file`` reads it."""
+    st = os.fstat(fd)
+    size = st.st_size
+    if not stat.S_ISREG(st.st_mode) or size > SMALL_NPY or size < len(first):
+        return None
+    rest = os.read(fd, size - len(first) + 1)
+    return first + rest if len(first) + len(rest) == size else None
+
+
+def read_rows(paths: list, size: int) -> tuple[np.ndarray, list[int], dict[int, Any]]:
+    """The files ``paths`` (None: not a file to read) read each into its row of ``size``
+    bytes of one array (the size most files of a set share: no bytes object a file, no
+    copy to stack them): ``(rows, got, longer)``, ``got`` the bytes read of each file (-1
+    when it cannot be opened or read, as ``read_files``'s None), ``longer`` the bytes of
+    each file longer than ``size`` (None past ``SMALL_NPY``), as ``read_files`` reads it."""
+    rows = np.empty((len(paths), size), np.uint8)
+    flat = memoryview(rows.reshape(-1))
+    extra = memoryview(bytearray(FIRST))  # what a file holds past its row
+    got: list[int] = []
+    append = got.append
+    longer: dict[int, Any] = {}
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+    open_, readv, close = os.open, os.readv, os.close
+    at = 0
+    for i, path in enumerate(paths):
+        row = flat[at : at + size]
+        at += size
+        if path is None:
+            append(-1)
+            continue
+        try:
+            fd = open_(path, flags)
+        except OSError:
+            append(-1)
+            continue
+        try:
+            n = readv(fd, [row, extra])
+            if n > size:
+                first = bytes(row) + bytes(extra[: n - size])
+                longer[i] = _rest(fd, first) if n == size + FIRST else first
+        except OSError:
+            n = -1
+        finally:
+            close(fd)
+        append(n)
+    return rows, got, longer

@@ -21,8 +21,12 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
 
+from ..compute.pools import collector_paused
 from ..errors import SourceError
 from .files import ARRAY_FILE_SUFFIXES
 from .hdf5 import H5_SUFFIXES
@@ -86,7 +90,20 @@ class DirContents:
         """``(path, kind)`` of every entry it holds (directories but Zarr stores walked
         into), sorted by path."""
         held = dict(self.other, **{"Parquet file": self.parquet})
-        return sorted((p, kind) for kind, paths in held.items() for p in paths)
+        pairs: list[tuple[str, str]] = []
+        with collector_paused():  # as many pairs as entries, no cycle
+            for kind, paths in held.items():
+                pairs += zip(paths, repeat(kind))
+        pairs.sort()  # paths are unique: by path
+        return pairs
+
+    def only(self, kind: str) -> list[str] | None:
+        """The paths of its entries, sorted, when every one is a ``kind`` (``items``'
+        paths then), else None."""
+        paths = self.other.get(kind)
+        if not paths or self.parquet or len(self.other) > 1 or self.stopped:
+            return None
+        return sorted(paths)
 
     def holdings(self) -> list[str]:
         """What it holds, kind by kind: ``["1 .npy file (a.npy)", "2 Parquet files (...)"]``."""
@@ -135,6 +152,11 @@ def walk(root: str, levels: int | None = None) -> DirContents:
     """What the directory ``root`` holds, by the rule of this module (never following a
     link, never entering a Zarr store, at most ``MAX_ENTRIES`` entries and ``MAX_DEPTH``
     levels); ``levels``: look only that many levels down (a glob without ``**``)."""
+    with collector_paused():  # 100,000 entries, no cycle
+        return _walk(root, levels)
+
+
+def _walk(root: str, levels: int | None) -> DirContents:
     out = DirContents(root)
 
     def note(kind: str, rel: str) -> None:
@@ -146,36 +168,86 @@ def walk(root: str, levels: int | None = None) -> DirContents:
         here = os.path.join(root, rel_dir) if rel_dir else root
         try:
             with os.scandir(here) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                entries = sorted(it, key=_NAME)
         except OSError as e:
             if not rel_dir:
                 raise SourceError(f"cannot read the directory {root}: {e.strerror or e}") from None
             note("directory it cannot read", rel_dir)
             continue
+        # the regular .npy files (most entries of most sets) taken at once; the others
+        # one by one, each seeing what the walk saw before it (``mixed``)
+        npy = _npy_files(entries) if out.entries + len(entries) <= MAX_ENTRIES else None
+        first = npy.index(True) if npy is not None and True in npy else len(entries)
+        rest: Iterable = enumerate(entries)
+        if first < len(entries):
+            out.entries += len(entries)
+            rest = [(i, e) for i, (e, is_npy) in enumerate(zip(entries, npy)) if not is_npy]
+            pre = f"{rel_dir}/" if rel_dir else ""
+            npys = out.other.setdefault(".npy file", [])
+            before = bool(npys)
+            # this directory's .npy files, by position: noted in order with those of its
+            # other entries that are .npy files too (by their magic bytes, ``X.NPY``...)
+            here_npy = [pre + e.name for e, is_npy in zip(entries, npy) if is_npy]
+            extra: list[tuple[int, str]] = []  # (position, path) of the others that are
         subdirs = []
-        for entry in entries:
-            out.entries += 1
-            if out.entries > MAX_ENTRIES:
-                out.stopped = f"{MAX_ENTRIES} files and directories"
-                return out
-            if entry.name.startswith((".", "_")):
+        for i, entry in rest:
+            if first == len(entries):  # counted one by one
+                out.entries += 1
+                if out.entries > MAX_ENTRIES:
+                    out.stopped = f"{MAX_ENTRIES} files and directories"
+                    return out
+            name = entry.name
+            if name[0] in "._":
                 continue
-            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-            kind = entry_kind(entry, bool(out.other))
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            if first < len(entries):  # what the walk had noted before this entry
+                mixed = (
+                    first < i or before or any(v for k, v in out.other.items() if k != ".npy file")
+                )
+            else:
+                mixed = bool(out.other)
+            kind = entry_kind(entry, mixed)
             if kind == "directory":
                 if levels is not None and depth + 1 >= levels:
                     continue
                 if depth + 1 >= MAX_DEPTH:
                     out.stopped = f"{MAX_DEPTH} levels of directories ({rel})"
+                    if first < len(entries):  # the .npy files before it, as noted
+                        npys += [r for at, r in _in_order(npy, here_npy, extra) if at < i]
                     return out
                 subdirs.append(rel)
             elif kind == "Parquet file":
                 out.parquet.append(rel)
+            elif kind == ".npy file" and first < len(entries):
+                extra.append((i, rel))
             else:
                 note(kind, rel)
+        if first < len(entries):
+            npys += [r for _, r in _in_order(npy, here_npy, extra)] if extra else here_npy
         stack += [(d, depth + 1) for d in reversed(subdirs)]  # sorted, depth first
     out.parquet.sort()
     return out
+
+
+_NAME = attrgetter("name")
+
+
+def _in_order(npy: list[bool], paths: list[str], extra: list) -> list[tuple[int, str]]:
+    """``(position, path)`` of a directory's ``.npy`` files (``paths``, those ``npy``
+    marks) and of its ``extra`` ones, in the directory's order."""
+    return sorted([*zip((i for i, is_npy in enumerate(npy) if is_npy), paths), *extra])
+
+
+def _npy_files(entries: list[os.DirEntry]) -> list[bool] | None:
+    """Whether each entry of a directory is a regular file named ``*.npy`` (not ``.*`` or
+    ``_*``), by the type its listing gave; None when a type cannot be read."""
+    try:
+        return [
+            e.name.endswith(".npy") and e.name[0] not in "._" and e.is_file(follow_symlinks=False)
+            for e in entries
+        ]
+    except OSError:
+        return None
 
 
 def entry_kind(entry: os.DirEntry, mixed: bool = False) -> str:

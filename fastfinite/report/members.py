@@ -1,0 +1,153 @@
+"""A group's member reports, built when first asked for: ``report.arrays`` of a set of
+10,000 small files scanned together (``engines.batched``), where building each clean
+member's report took longer than reading its file.
+
+A clean member (nothing found, statistics of its own) is kept as its row of columns
+(count, mean, std, min, max, sum) and the report of the first clean member of its kind
+(dtype and shape), its template; its own report, asked for, is the template's copy with
+its name and statistics (``like``): what its own scan builds, to the last bit. The
+group's totals (``ScanReport.total``) are taken from the columns and the built reports,
+in the members' order, as they are from the reports themselves (``group_counts``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, MutableMapping
+from typing import Any
+
+import numpy as np
+
+from ..model.stats import chan_fold
+from .model import CastRisk, ScanReport
+
+
+class MemberReports(MutableMapping):
+    """``{key: ScanReport}`` in the members' order, clean members' reports built on first
+    access (``like``), then kept; a ``dict`` to its users (``==`` compares the reports).
+
+    ``slots``: key -> a built report, or the clean member's row (an int) in the columns
+    ``cols`` (``n, mean, std, min, max, sum``, NumPy arrays), ``tid`` (its template's
+    index in ``templates``) and ``names`` (its report's name)."""
+
+    def __init__(self, slots: dict, cols: tuple, tid: np.ndarray, templates: list, names: list):
+        self._slots = slots
+        self._cols = cols
+        self._tid = tid
+        self._templates = templates
+        self._names = names
+
+    def __getitem__(self, key: str) -> ScanReport:
+        got = self._slots[key]
+        if type(got) is int:
+            got = self._slots[key] = self._build(got)
+        return got
+
+    def _build(self, row: int) -> ScanReport:
+        n, mean, std, lo, hi, total = (c[row].item() for c in self._cols)
+        return like(self._templates[self._tid[row]], self._names[row], n, mean, std, lo, hi, total)
+
+    def __setitem__(self, key: str, report: ScanReport) -> None:
+        self._slots[key] = report
+
+    def __delitem__(self, key: str) -> None:
+        del self._slots[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._slots)
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._slots
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
+
+    def pending(self) -> int:
+        """How many members' reports are not built yet."""
+        return sum(type(v) is int for v in self._slots.values())
+
+    def built(self) -> list[tuple[str, ScanReport]]:
+        """``(key, report)`` of the members whose reports are built, in order: those not
+        built are clean, with no location, finding, cast risk or missing chunk."""
+        return [(k, v) for k, v in self._slots.items() if type(v) is not int]
+
+    def templates(self) -> list[ScanReport]:
+        """The templates of the members not built (what they share: ``by``,
+        ``z_threshold``, ``max_locations``, ``complete``...)."""
+        rows = [v for v in self._slots.values() if type(v) is int]
+        return [self._templates[t] for t in np.unique(self._tid[rows])] if rows else []
+
+    def group_counts(self) -> tuple[dict[str, Any], Any, Any]:
+        """``(model.combined_counts(reports), sum of sums, sum of elements)`` over every
+        member's report in order, from the columns where they are not built."""
+        slots = list(self._slots.values())
+        rows = [v if type(v) is int else -1 for v in slots]
+        idx = np.asarray(rows, np.int64)
+        pending = idx >= 0
+        at = np.where(pending, idx, 0)
+        lists = [c[at].tolist() for c in self._cols]
+        ns, means, stds, los, his, tots = lists
+        elements = 0
+        nan = posinf = neginf = 0
+        sums: dict[str, list[int]] = {}
+        cast_keys = [(int(i), self._templates[t].cast) for t, i in self._first_rows(idx)]
+        for i in np.flatnonzero(~pending).tolist():
+            r = slots[i]
+            ns[i], means[i], stds[i], los[i], his[i], tots[i] = (
+                r.count, r.mean, r.std, r.min, r.max, r.sum
+            )  # fmt: skip
+            nan, posinf, neginf = nan + r.nan, posinf + r.posinf, neginf + r.neginf
+            elements += r.elements
+            cast_keys.append((i, r.cast))
+        for _, cast in sorted(cast_keys, key=lambda ic: ic[0]):  # keys as they come
+            for t, risk in cast.items():
+                c = sums.setdefault(t, [0, 0])
+                c[0] += risk.overflow
+                c[1] += risk.underflow
+        if pending.any():
+            tids, per = np.unique(self._tid[idx[pending]], return_counts=True)
+            for t, k in zip(tids.tolist(), per.tolist()):
+                elements += self._templates[t].elements * k
+        n, mean, std = chan_fold(ns, means, stds)
+        if not all(ns):  # the extrema of the members with a value
+            los = [lo for lo, c in zip(los, ns) if c]
+            his = [hi for hi, c in zip(his, ns) if c]
+        counts = {
+            "nan": nan,
+            "posinf": posinf,
+            "neginf": neginf,
+            "cast": {t: CastRisk(*c) for t, c in sums.items()},
+            "count": int(n),
+            "min": min(los, default=math.nan),
+            "max": max(his, default=math.nan),
+            "mean": float(mean) if n else math.nan,
+            "std": float(std) if n else math.nan,
+        }
+        return counts, sum(tots), elements
+
+    def _first_rows(self, idx: np.ndarray) -> list[tuple[int, int]]:
+        """``(template, position of its first member in idx)`` of the templates of the
+        members not built."""
+        pending = np.flatnonzero(idx >= 0)
+        if not len(pending):
+            return []
+        tids, first = np.unique(self._tid[idx[pending]], return_index=True)
+        return list(zip(tids.tolist(), pending[first].tolist()))
+
+
+def like(template: ScanReport, name: str, n, mean, std, lo, hi, total) -> ScanReport:
+    """A copy of ``template`` (a clean member's report of the same kind) with the name and
+    statistics of another clean member, and containers of its own."""
+    out = object.__new__(ScanReport)
+    d = out.__dict__
+    d.update(template.__dict__)
+    d["name"], d["count"], d["mean"], d["std"], d["min"], d["max"], d["sum"] = (
+        name, n, mean, std, lo, hi, total
+    )  # fmt: skip
+    d["cast"] = dict(template.cast)
+    d["locations"], d["findings"], d["localized"], d["regions"] = [], [], [], []
+    d["arrays"], d["skipped"], d["dynamic_range"] = {}, {}, {}
+    return out
