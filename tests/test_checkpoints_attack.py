@@ -851,20 +851,23 @@ def test_a_set_never_leaves_its_folder_through_links(tmp_path):
     assert sorted(r.skipped) == ["o.safetensors", "o.tar", "sub"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect in sources/walk.py (not fixed here: another part's file): a glob leaves "
-    "out names starting with _ or . silently, as a directory's walk does, even when its "
-    "pattern names them",
-)
 def test_a_glob_matches_names_starting_with_an_underscore(tmp_path):
+    """A glob matches as the shell's does (``glob.glob``): ``*`` takes names starting with
+    ``_``, and names starting with ``.`` only where the pattern's part starts with one (a
+    directory's walk leaves both out, as pyarrow does)."""
+    import glob
+
     d = tmp_path / "parts"
     d.mkdir()
     np.save(d / "_a.npy", np.array([np.nan]))
+    np.save(d / ".h.npy", np.array([np.inf]))
     np.save(d / "b.npy", np.ones(2))
-    r = fastfinite.scan(f"{d}/*.npy")  # the shell's glob matches _a.npy
-    assert list(r.arrays) == ["_a.npy", "b.npy"] and r.nan == 1
-    assert list(fastfinite.scan(f"{d}/_*.npy").arrays) == ["_a.npy"]
+    for pattern in ("*.npy", "_*.npy", ".*.npy", "[._]*.npy"):
+        want = sorted(os.path.basename(p) for p in glob.glob(f"{d}/{pattern}"))
+        assert sorted(fastfinite.scan(f"{d}/{pattern}").arrays) == want, pattern
+    r = fastfinite.scan(f"{d}/*.npy")
+    assert list(r.arrays) == ["_a.npy", "b.npy"] and (r.nan, r.posinf) == (1, 0)
+    assert list(fastfinite.scan(str(d)).arrays) == ["b.npy"]
 
 
 def test_a_set_on_a_dask_cluster_gives_the_local_report(tmp_path, dask_client):

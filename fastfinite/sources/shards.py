@@ -98,7 +98,9 @@ def open_glob(pattern: str, options) -> ShardSet:
     if not os.path.isdir(root):
         raise SourceError(f"no file matches {pattern}: {root} is not a directory")
     levels = None if "**" in pats else len(pats)
-    contents = walk(root, levels)
+    # the shell's rule: ``*`` matches names starting with ``_``, and with ``.`` only where
+    # the pattern's part starts with one too
+    contents = walk(root, levels, "" if any(p.startswith(".") for p in pats) else ".")
     if contents.stopped:
         raise SourceError(
             f"{pattern}: fastfinite stopped looking after {contents.stopped} in {root}; "

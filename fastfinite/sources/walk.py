@@ -148,15 +148,17 @@ def _plural(kind: str) -> str:
     return _PLURALS.get(kind, kind + "s")  # ".npy file", "Zarr store", "HDF5 file"...
 
 
-def walk(root: str, levels: int | None = None) -> DirContents:
+def walk(root: str, levels: int | None = None, hidden: str = "._") -> DirContents:
     """What the directory ``root`` holds, by the rule of this module (never following a
     link, never entering a Zarr store, at most ``MAX_ENTRIES`` entries and ``MAX_DEPTH``
-    levels); ``levels``: look only that many levels down (a glob without ``**``)."""
+    levels); ``levels``: look only that many levels down (a glob without ``**``);
+    ``hidden``: names starting with these are left out (a directory's, as pyarrow leaves
+    them; a glob's as the shell does: ``"."``)."""
     with collector_paused():  # 100,000 entries, no cycle
-        return _walk(root, levels)
+        return _walk(root, levels, hidden)
 
 
-def _walk(root: str, levels: int | None) -> DirContents:
+def _walk(root: str, levels: int | None, hidden: str) -> DirContents:
     out = DirContents(root)
 
     def note(kind: str, rel: str) -> None:
@@ -176,7 +178,7 @@ def _walk(root: str, levels: int | None) -> DirContents:
             continue
         # the regular .npy files (most entries of most sets) taken at once; the others
         # one by one, each seeing what the walk saw before it (``mixed``)
-        npy = _npy_files(entries) if out.entries + len(entries) <= MAX_ENTRIES else None
+        npy = _npy_files(entries, hidden) if out.entries + len(entries) <= MAX_ENTRIES else None
         first = npy.index(True) if npy is not None and True in npy else len(entries)
         rest: Iterable = enumerate(entries)
         if first < len(entries):
@@ -197,7 +199,7 @@ def _walk(root: str, levels: int | None) -> DirContents:
                     out.stopped = f"{MAX_ENTRIES} files and directories"
                     return out
             name = entry.name
-            if name[0] in "._":
+            if name[0] in hidden:
                 continue
             rel = f"{rel_dir}/{name}" if rel_dir else name
             if first < len(entries):  # what the walk had noted before this entry
@@ -238,12 +240,13 @@ def _in_order(npy: list[bool], paths: list[str], extra: list) -> list[tuple[int,
     return sorted([*zip((i for i, is_npy in enumerate(npy) if is_npy), paths), *extra])
 
 
-def _npy_files(entries: list[os.DirEntry]) -> list[bool] | None:
-    """Whether each entry of a directory is a regular file named ``*.npy`` (not ``.*`` or
-    ``_*``), by the type its listing gave; None when a type cannot be read."""
+def _npy_files(entries: list[os.DirEntry], hidden: str) -> list[bool] | None:
+    """Whether each entry of a directory is a regular file named ``*.npy`` (not starting
+    with a ``hidden`` character), by the type its listing gave; None when a type cannot be
+    read."""
     try:
         return [
-            e.name.endswith(".npy") and e.name[0] not in "._" and e.is_file(follow_symlinks=False)
+            e.name.endswith(".npy") and e.name[0] not in hidden and e.is_file(follow_symlinks=False)
             for e in entries
         ]
     except OSError:
