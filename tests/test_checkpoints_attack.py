@@ -895,3 +895,20 @@ def test_a_set_on_a_dask_cluster_gives_the_local_report(tmp_path, dask_client):
     local = fastfinite.scan(str(d), cast=CASTS)
     assert "a.npz" in local.skipped and local.arrays["float32"].count == 18
     assert fastfinite.scan(str(d), cast=CASTS, scheduler=dask_client).to_dict() == local.to_dict()
+
+
+def test_an_npz_member_beside_one_of_its_key_hides_nothing(tmp_path):
+    """``x`` (not a ``.npy`` member, skipped) beside ``x.npy`` (an array) would share the
+    key ``x``: in a set, the skip hid the array and its NaN was never counted. The array's
+    key is ``x (2)``."""
+    d = tmp_path / "set"
+    d.mkdir()
+    with zipfile.ZipFile(d / "a.npz", "w") as zf:
+        zf.writestr("x", b"not an array")
+        zf.writestr("x.npy", _npy(np.array([np.nan, 1.0])))
+    np.save(d / "c.npy", np.ones(3))
+    alone = fastfinite.scan(str(d / "a.npz"))
+    assert list(alone.arrays) == ["x (2)"] and list(alone.skipped) == ["x"] and alone.nan == 1
+    r = fastfinite.scan(str(d))
+    assert sorted(r.arrays) == ["a.npz/x (2)", "c.npy"] and list(r.skipped) == ["a.npz/x"]
+    assert (r.nan, r.count) == (1, 4)

@@ -94,14 +94,17 @@ def _key(filename: str) -> str:
 
 def _names(infos: list[zipfile.ZipInfo]) -> list[tuple[str, str]]:
     """``(key, member)`` of each member: ``np.load``'s name (``"x"`` for ``x.npy``) and the
-    member's; a name the zip holds twice (``np.load`` reads the last) gets `` (2)``,
-    `` (3)``... after its first, so that no member hides another."""
-    seen: dict[str, int] = {}
+    member's; a key two members would share (a name the zip holds twice, ``np.load``
+    reading the last; ``x`` beside ``x.npy``) gets `` (2)``, `` (3)``... after its first,
+    and so does a name the zip holds twice, so that no member hides another."""
+    keys: dict[str, int] = {}
+    names: dict[str, int] = {}
     out = []
     for info in infos:
-        n = seen[info.filename] = seen.get(info.filename, 0) + 1
-        tail = "" if n == 1 else f" ({n})"
-        out.append((_key(info.filename) + tail, info.filename + tail))
+        n = names[info.filename] = names.get(info.filename, 0) + 1
+        key = _key(info.filename)
+        k = keys[key] = keys.get(key, 0) + 1
+        out.append((key if k == 1 else f"{key} ({k})", info.filename if n == 1 else f"{info.filename} ({n})"))  # fmt: skip
     return out
 
 

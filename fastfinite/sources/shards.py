@@ -181,6 +181,11 @@ def _members_of(root: str, items: list[tuple[str, str]], options) -> ShardSet:
             skipped = _skip(_WHY.get(kind, f"{_article(kind)}"), _kind_of(kind))
             out.append((rel, skipped))
             skips[rel] = skipped.skip
+    keys = [k for k, _ in out]
+    if len(set(keys)) < len(keys):  # one member's report would replace the other's
+        seen: set = set()
+        twice = next(k for k in keys if k in seen or seen.add(k))
+        raise SourceError(f"{root}: two members are both keyed {twice!r}: one would hide the other")
     return ShardSet(out, paths, raws, skips, files)
 
 
