@@ -206,13 +206,13 @@ def test_a_compiling_process_starts_numba_without_scipy_and_a_users_process_keep
     user = textwrap.dedent("""
         import json, numpy as np, fastfinite
         from fastfinite.compute import dispatch
-        r = fastfinite.compile("plain", "float64", processes=2)
+        r = fastfinite.compile("by=0", "float64", processes=2)  # one group here, one aside
         import numba.np.arraymath as arraymath
         x = np.arange(100_000.0); x[[5, 70_000]] = [np.nan, np.inf]
         with dispatch.using("kernels"):
-            k = fastfinite.scan(x).to_dict()
+            k = fastfinite.scan(x.reshape(100, 1000), by=0).to_dict()
         with dispatch.using("twins"):
-            t = fastfinite.scan(x).to_dict()
+            t = fastfinite.scan(x.reshape(100, 1000), by=0).to_dict()
         print(json.dumps([arraymath._HAVE_BLAS, k == t, k["nan"], k["posinf"]]))
     """)
     run = subprocess.run([sys.executable, "-c", user], env=env, capture_output=True, text=True, timeout=600)  # fmt: skip

@@ -141,38 +141,38 @@ def compile(  # noqa: A001 - the name the command line and the issue give it
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(todo), desc="compiling kernels", unit="group", leave=False)
-    # with a cache to share, the groups are compiled by processes of their own, one a core,
-    # started first: their start-up (numba's, without SciPy: ``warm_up``) runs while this
-    # one reads the cache's index; this one hands the groups out (on one core, or with no
-    # cache, it compiles them itself)
+    # what the cache holds is loaded here (``load``); the rest is compiled by this process
+    # and, with a cache to share, by processes beside it (one per other core), started
+    # first: their start-up (numba's, without SciPy: ``warm_up``) runs while this one reads
+    # the cache's index
     workers = max(1, min(processes or default_workers(), len(todo)))
-    aside = report.cache is not None and bool(todo) and (processes or default_workers()) > 1
     forks = sys.platform.startswith("linux") and not dispatch.in_flight()
     helper = ForkedCompiler if forks else HelperCompiler  # a fork skips Python's start-up
-    helpers = [helper() for _ in range(workers)] if aside else []
-    fresh = [p for p in todo if not cached(*p)]
-    report.cached = [p for p in todo if p not in fresh]
-    for h in helpers[len(fresh) :]:
-        h.let_go()  # not needed: no group for it
-    helpers = helpers[: len(fresh)]
-    queue = sorted(fresh, key=lambda p: -COST.get(p[0], 1.0))  # the longest first
-
-    def work(run) -> None:
-        while queue:
-            pair = queue.pop(0)
-            try:
-                report.seconds[pair] = run(*pair)
-            except Exception as e:  # noqa: BLE001 - said in the report; twins scan instead
-                report.failed[pair] = f"{type(e).__name__}: {e}"
-            if bar is not None:
-                bar.update(1)
-
+    helpers: list = []
     try:
-        runners = helpers or [compile_here]
-        with ThreadPoolExecutor(len(runners)) as pool:
-            for f in [pool.submit(work, run) for run in runners]:
+        if report.cache is not None:
+            helpers = [helper() for _ in range(workers - 1)]
+        fresh = [p for p in todo if not cached(*p)]
+        report.cached = [p for p in todo if p not in fresh]
+        spare, helpers = helpers[max(0, len(fresh) - 1) :], helpers[: max(0, len(fresh) - 1)]
+        for h in spare:
+            h.let_go()  # no group for it
+        queue = sorted(fresh, key=lambda p: -COST.get(p[0], 1.0))  # the longest first
+
+        def work(run) -> None:
+            while queue:
+                pair = queue.pop(0)
+                try:
+                    report.seconds[pair] = run(*pair)
+                except Exception as e:  # noqa: BLE001 - said in the report; twins scan instead
+                    report.failed[pair] = f"{type(e).__name__}: {e}"
+                if bar is not None:
+                    bar.update(1)
+
+        with ThreadPoolExecutor(len(helpers) + 1) as pool:
+            for f in [pool.submit(work, run) for run in (compile_here, *helpers)]:
                 f.result()
-        for pair in todo if load else ():  # loaded here, from the cache just filled
+        for pair in todo if load else ():  # this process has them all, from the cache
             if pair not in report.failed:
                 t = time.perf_counter()
                 dispatch.wait(*pair)
@@ -191,6 +191,9 @@ def compile(  # noqa: A001 - the name the command line and the issue give it
 
 def compile_main(modes: list[str] | None, dtypes: list[str], processes: int | None, progress: bool) -> int:  # fmt: skip
     """``fastfinite compile``: print what was compiled; exit 2 when a group failed."""
-    report = compile(modes, dtypes, processes=processes, progress=progress, load=False)
+    from ..kernels.compilers import blas_refused
+
+    with blas_refused():  # this process runs no user's code, and ends after
+        report = compile(modes, dtypes, processes=processes, progress=progress, load=False)
     print(report)
     return 2 if report.failed else 0

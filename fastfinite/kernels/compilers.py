@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 # what numba imports at its start-up to know whether np.correlate may call BLAS
 BLAS = "scipy.linalg.cython_blas"
@@ -104,23 +106,32 @@ class HelperCompiler:
         self.proc.returncode = 0  # Popen would warn at its collection; it is not ours now
 
 
-def warm_up() -> None:
-    """Numba's own start-up (its first compile) in a process that compiles kernels and
-    nothing else. Numba then imports SciPy's BLAS (when SciPy is installed), only to know
+@contextmanager
+def blas_refused() -> Iterator[None]:
+    """Numba's start-up (its first compile or cache load, in the block) without SciPy's
+    BLAS, in a process that runs kernels and nothing else (a helper, a fork,
+    ``fastfinite compile``). Numba imports it then (when SciPy is installed) only to know
     whether its ``np.correlate`` and ``np.convolve`` may call it: half of its start-up
-    (0.15 s of 0.3 here), for functions no kernel calls. In these processes alone that
-    import is refused, unless SciPy is loaded already (numba then takes its own loop for
-    those two functions); a user's process is never touched."""
+    (0.15 s of 0.3 here), for functions no kernel calls. The import is refused in the
+    block, unless SciPy's linear algebra is loaded already (numba then takes its own loop
+    for those two functions); importable again after. Never in a user's process."""
     refuse = BLAS not in sys.modules
     if refuse:
         sys.modules[BLAS] = None  # an import of it fails at once, its packages unread
     try:
-        from numba import njit
-
-        njit(lambda v: v + 1)(1.0)
+        yield
     finally:
         if refuse and BLAS in sys.modules and sys.modules[BLAS] is None:
             del sys.modules[BLAS]
+
+
+def warm_up() -> None:
+    """Numba's own start-up (its first compile) in a process that compiles kernels and
+    nothing else, without SciPy (``blas_refused``)."""
+    with blas_refused():
+        from numba import njit
+
+        njit(lambda v: v + 1)(1.0)
 
 
 def compile_here(group: str, dtype: str) -> float:
