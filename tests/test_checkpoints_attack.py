@@ -912,3 +912,17 @@ def test_an_npz_member_beside_one_of_its_key_hides_nothing(tmp_path):
     r = fastfinite.scan(str(d))
     assert sorted(r.arrays) == ["a.npz/x (2)", "c.npy"] and list(r.skipped) == ["a.npz/x"]
     assert (r.nan, r.count) == (1, 4)
+
+
+def test_a_repeated_name_is_never_given_a_key_another_member_holds(tmp_path):
+    """``x.npy``, ``x (2).npy``, ``x.npy`` again: the repeat is keyed ``x (3)``, not
+    ``x (2)``, whose array (and its NaN) it would hide."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile: "Duplicate name"
+        with zipfile.ZipFile(tmp_path / "d.npz", "w") as zf:
+            zf.writestr("x.npy", _npy(np.zeros(2)))
+            zf.writestr("x (2).npy", _npy(np.array([np.nan])))
+            zf.writestr("x.npy", _npy(np.zeros(3)))
+    r = fastfinite.scan(str(tmp_path / "d.npz"))
+    assert list(r.arrays) == ["x", "x (2)", "x (3)"]
+    assert (r.nan, r.count, r.arrays["x (2)"].nan, r.arrays["x (3)"].count) == (1, 5, 1, 3)

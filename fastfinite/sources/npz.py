@@ -24,6 +24,7 @@ from .tensors import (
     file_data_start,
     member_bytes,
     member_error,
+    unique_keys,
 )
 
 MAX_HEADER = 1 << 20  # the largest .npy header read (NumPy's default is 10 kB)
@@ -94,18 +95,10 @@ def _key(filename: str) -> str:
 
 def _names(infos: list[zipfile.ZipInfo]) -> list[tuple[str, str]]:
     """``(key, member)`` of each member: ``np.load``'s name (``"x"`` for ``x.npy``) and the
-    member's; a key two members would share (a name the zip holds twice, ``np.load``
-    reading the last; ``x`` beside ``x.npy``) gets `` (2)``, `` (3)``... after its first,
-    and so does a name the zip holds twice, so that no member hides another."""
-    keys: dict[str, int] = {}
-    names: dict[str, int] = {}
-    out = []
-    for info in infos:
-        n = names[info.filename] = names.get(info.filename, 0) + 1
-        key = _key(info.filename)
-        k = keys[key] = keys.get(key, 0) + 1
-        out.append((key if k == 1 else f"{key} ({k})", info.filename if n == 1 else f"{info.filename} ({n})"))  # fmt: skip
-    return out
+    member's, each made unique (``unique_keys``): a name the zip holds twice (``np.load``
+    reads the last), ``x`` beside ``x.npy``."""
+    keys = unique_keys([_key(i.filename) for i in infos])
+    return list(zip(keys, unique_keys([i.filename for i in infos])))
 
 
 def _skipped(why: str):

@@ -29,18 +29,11 @@ from ..errors import SkippedMemberError, SourceError, UnsupportedDtypeError
 from .base import regular_file
 from .ndarray import ArraySource
 from .small import SMALL_NPY, RawNpy
+from .tensors import unique_keys
 
 REST_OF_TAR = "(the rest of the tar)"  # the key of what follows a corrupt header (samples.py)
 BUFFER_SUFFIXES = (".npz", ".safetensors", ".pth", ".pt")  # read by ``files.open_buffer``
 _COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
-
-
-def sample_key(member: str) -> str:
-    """The WebDataset sample a member belongs to: its path up to the first dot of its
-    file name (``"a/000005.x.npy"`` -> ``"a/000005"``)."""
-    head, _, name = member.rpartition("/")
-    stem = name.split(".", 1)[0]
-    return f"{head}/{stem}" if head else stem
 
 
 def _base_map(path: str) -> np.ndarray:
@@ -103,26 +96,16 @@ def open_tar(path: str, options=None, key: str | None = None) -> list[tuple[str,
 
 def _unique(members: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     """The members, a key met again (a member ``a.npz/x`` beside the array ``x`` of the
-    member ``a.npz``) given `` (2)``, `` (3)``... so that no member hides another."""
-    seen: dict[str, int] = {}
-    out = []
-    for key, factory in members:
-        n = seen[key] = seen.get(key, 0) + 1
-        out.append((key if n == 1 else f"{key} ({n})", factory))
-    return out
+    member ``a.npz``) made unique (``unique_keys``)."""
+    return list(zip(unique_keys([k for k, _ in members]), (f for _, f in members)))
 
 
 def member_keys(infos: list[tarfile.TarInfo]) -> list[str]:
     """The members' keys: their names without a leading ``./``; a name the tar holds
-    twice (tar keeps both; extracting keeps the last) gets `` (2)``, `` (3)``... after
-    its first, so that no member hides another."""
-    seen: dict[str, int] = {}
-    out = []
-    for info in infos:
-        key = posixpath.normpath(info.name) if info.name.startswith("./") else info.name
-        n = seen[key] = seen.get(key, 0) + 1
-        out.append(key if n == 1 else f"{key} ({n})")
-    return out
+    twice (tar keeps both; extracting keeps the last) made unique (``unique_keys``)."""
+    return unique_keys(
+        [posixpath.normpath(i.name) if i.name.startswith("./") else i.name for i in infos]
+    )
 
 
 def _headers(path: str, size: int) -> tuple[list[tarfile.TarInfo], str | None]:

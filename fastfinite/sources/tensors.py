@@ -222,6 +222,26 @@ def failing(error: Exception) -> Callable[[], Source]:
     return opened
 
 
+def unique_keys(keys: list[str]) -> list[str]:
+    """``keys`` in order, each met again given `` (2)``, `` (3)``... (the first such that
+    is no other key), so that no member hides another: a name an archive holds twice, a
+    member beside another's array of its key (``x`` beside ``x.npy`` in an ``.npz``)."""
+    taken = set(keys)
+    seen: dict[str, int] = {}
+    out = []
+    for key in keys:
+        n = seen.get(key, 0)
+        if n:
+            while f"{key} ({n + 1})" in taken:
+                n += 1
+            taken.add(f"{key} ({n + 1})")
+            out.append(f"{key} ({n + 1})")
+        else:
+            out.append(key)
+        seen[key] = n + 1
+    return out
+
+
 def checked_group(members: Members, problems: dict[str, str], options: Any) -> Members:
     """``members`` (``(key, factory)``, in their order) with those in ``problems`` (key ->
     message naming the file and the member) failing: at once, on the first, unless
