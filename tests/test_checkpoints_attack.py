@@ -862,9 +862,14 @@ def test_a_glob_matches_names_starting_with_an_underscore(tmp_path):
     np.save(d / "_a.npy", np.array([np.nan]))
     np.save(d / ".h.npy", np.array([np.inf]))
     np.save(d / "b.npy", np.ones(2))
-    for pattern in ("*.npy", "_*.npy", ".*.npy", "[._]*.npy"):
-        want = sorted(os.path.basename(p) for p in glob.glob(f"{d}/{pattern}"))
-        assert sorted(fastfinite.scan(f"{d}/{pattern}").arrays) == want, pattern
+    (d / ".c").mkdir()
+    np.save(d / ".c" / "a.npy", np.ones(1))
+    np.save(d / ".c" / ".h.npy", np.ones(1))
+    for pattern in ("*.npy", "_*.npy", ".*.npy", "[._]*.npy", ".*/*.npy", "**/*.npy", ".c/.*"):
+        found = glob.glob(f"{d}/{pattern}", recursive=True)
+        want = sorted(os.path.relpath(p, d) for p in found)
+        prefix = ".c/" if pattern.startswith(".c/") else ""
+        assert sorted(prefix + k for k in fastfinite.scan(f"{d}/{pattern}").arrays) == want, pattern
     r = fastfinite.scan(f"{d}/*.npy")
     assert list(r.arrays) == ["_a.npy", "b.npy"] and (r.nan, r.posinf) == (1, 0)
     assert list(fastfinite.scan(str(d)).arrays) == ["b.npy"]

@@ -76,6 +76,9 @@ def test_the_mapping_behaves_as_the_dict_it_replaces(tmp_path, monkeypatch):
     assert r.arrays.get("nope.npy") is None
     assert r.member("005.npy") == want.member("005.npy")
     assert "003.npy" in repr(r.arrays)
+    assert type(r.arrays.copy()) is dict and r.arrays.copy() == want.arrays
+    assert (r.arrays | {"x": None})["x"] is None and len(r.arrays | {}) == 12
+    assert ({"x": None} | r.arrays) == {"x": None, **want.arrays}
     for other in (pickle.loads(pickle.dumps(r)), copy.deepcopy(r)):
         assert other == want and other.to_dict() == want.to_dict()
     assert fastfinite.ScanReport.from_json(r.to_json()).to_dict() == want.to_dict()

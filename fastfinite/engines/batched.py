@@ -25,6 +25,7 @@ order.
 
 from __future__ import annotations
 
+import gc
 import io
 import math
 from collections.abc import Callable, Iterable, Iterator
@@ -74,8 +75,18 @@ def scan_set(
     scanned together, the other entries by ``alone(entries)`` (the engine's ``(member,
     report)`` of each, recording skipped entries in the plan); ``bar``: the set's progress
     bar (``alone`` counts its own members on it)."""
+    collecting = gc.isenabled()
+
+    def collected(entries: list) -> list:  # scanned alone (zarr, fsspec...): cycles, collected
+        if collecting:
+            gc.enable()
+        try:
+            return list(alone(entries))
+        finally:
+            gc.disable()
+
     with collector_paused():  # tens of thousands of reports, no cycle
-        return _scan_set(plan, alone, bar)
+        return _scan_set(plan, collected, bar)
 
 
 def set_bytes(plan: ScanPlan) -> int:

@@ -13,7 +13,7 @@ in the members' order, as they are from the reports themselves (``group_counts``
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
 import numpy as np
@@ -64,6 +64,16 @@ class MemberReports(MutableMapping):
 
     def __repr__(self) -> str:
         return repr(dict(self.items()))
+
+    def copy(self) -> dict[str, ScanReport]:
+        """A ``dict`` of every member's report (each built), as ``dict.copy`` gives."""
+        return dict(self.items())
+
+    def __or__(self, other):
+        return self.copy() | other if isinstance(other, Mapping) else NotImplemented
+
+    def __ror__(self, other):
+        return dict(other) | self.copy() if isinstance(other, Mapping) else NotImplemented
 
     def pending(self) -> int:
         """How many members' reports are not built yet."""

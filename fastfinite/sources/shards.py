@@ -83,12 +83,16 @@ def glob_prefix(pattern: str) -> tuple[str, list[str]]:
 
 def _matches(parts: list[str], pats: list[str]) -> bool:
     """Whether path components match pattern components (``**``: any number of folders;
-    ``*``, ``?``, ``[...]`` never cross a ``/``)."""
+    ``*``, ``?``, ``[...]`` never cross a ``/``), as the shell's glob matches them: a
+    name starting with ``.`` only by a part starting with ``.`` (never by ``**``)."""
     if not pats:
         return not parts
     if pats[0] == "**":
-        return _matches(parts, pats[1:]) or (bool(parts) and _matches(parts[1:], pats))
-    return bool(parts) and fnmatchcase(parts[0], pats[0]) and _matches(parts[1:], pats[1:])
+        deeper = bool(parts) and parts[0][:1] != "." and _matches(parts[1:], pats)
+        return _matches(parts, pats[1:]) or deeper
+    if not parts or (parts[0][:1] == "." and pats[0][:1] != "."):
+        return False
+    return fnmatchcase(parts[0], pats[0]) and _matches(parts[1:], pats[1:])
 
 
 def open_glob(pattern: str, options) -> ShardSet:

@@ -204,7 +204,10 @@ def _walk(root: str, levels: int | None, hidden: str) -> DirContents:
             rel = f"{rel_dir}/{name}" if rel_dir else name
             if first < len(entries):  # what the walk had noted before this entry
                 mixed = (
-                    first < i or before or any(v for k, v in out.other.items() if k != ".npy file")
+                    first < i
+                    or before
+                    or bool(extra)
+                    or any(v for k, v in out.other.items() if k != ".npy file")
                 )
             else:
                 mixed = bool(out.other)
