@@ -6,7 +6,7 @@ take nothing else from above them."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,9 +32,18 @@ class Member:
     source: Source
     spec: ScanSpec
     region_bytes: int
-    # what a scan with a cache recalls of it and keeps of it (``recall.MemberMemory``: its
-    # steps, prepared before any unit is read), else None
-    memory: Any = None
+    # makes what a scan with a cache recalls of it and keeps of it (``memory``), else None
+    remember: Callable[[Member], Any] | None = None
+    _memory: Any = None
+
+    @property
+    def memory(self) -> Any:
+        """What a scan with a cache recalls of it and keeps of it (``recall.MemberMemory``:
+        its steps, prepared before any unit is read), made when its scan first asks: a
+        set's members counted for its progress bar first hold none; else None."""
+        if self._memory is None and self.remember is not None:
+            self._memory = self.remember(self)
+        return self._memory
 
     def regions(self) -> Iterator:
         """The regions both engines scan (their boxes are what ``report.regions`` flags)."""
@@ -102,12 +111,14 @@ class ScanPlan:
                 opts.z_threshold,
                 self.twin_max,
             )
-            member = Member(path, source, spec, budget)
-            if self.cache is not None:
-                from ..cache.recall import MemberMemory
+            remember = self._remember if self.cache is not None else None
+            yield Member(path, source, spec, budget, remember)
 
-                member.memory = self.recalled[path] = MemberMemory(self.cache, member)
-            yield member
+    def _remember(self, member: Member) -> Any:
+        from ..cache.recall import MemberMemory
+
+        memory = self.recalled[member.path] = MemberMemory(self.cache, member)
+        return memory
 
 
 def check_cache_outside(data: Any, cache: str) -> None:
