@@ -179,11 +179,12 @@ def _scan_set(plan: ScanPlan, alone, bar) -> MemberReports:
 
 def _windows(plan: ScanPlan, names: list, headers: dict) -> Iterator[tuple]:
     """Runs of a set's entries read: ``(position of the first, the bytes of each small
-    ``.npy`` member or None, the ``raw_dtype`` of each, the run's files of the set's most
-    common kind or None)``, at most ``WINDOW`` entries and about ``WINDOW_BYTES`` bytes a
+    ``.npy`` member or None, the ``raw_dtype`` of each, the run's files of its kind or
+    None)``, at most ``WINDOW`` entries and about ``WINDOW_BYTES`` bytes a
     run; ``names``: each member's name, filled in. The files of a set of files only are
-    read each into its row of one array (``read_rows``) when they are of the kind of its
-    first (the others' bytes as they are). (Reading the next run on a thread while one is
+    read each into its row of one array (``read_rows``) when they are of the run's kind:
+    its first file's, kept while at least half the run is of it (the others' bytes as
+    they are). (Reading the next run on a thread while one is
     scanned gained nothing, nor did reading on two threads: the GIL.)"""
     entries, files, raws = plan.entries, plan.target.files, plan.target.raw
     raw_dtype = plan.options.raw_dtype
@@ -261,7 +262,7 @@ def _scan_window(
 ):
     """The window's small ``.npy`` members this path takes (``_parse``) scanned together,
     grouped by their header (``stacked``: ``(kind, positions, their bytes as rows)`` of
-    those of the set's most common kind, read so): the clean ones' statistics in
+    the files of the run's kind, read so: ``_windows``): the clean ones' statistics in
     ``rows``' columns, the others' reports in ``rows.built``; ``(which of the window were,
     their bytes of values)``."""
     opts = plan.options
@@ -285,10 +286,11 @@ def _scan_window(
             add_position(j)
             add_bytes(got)
             continue
-        rd = raw_dtypes[j]
-        parsed = _parse(got, rd, headers)
-        if parsed is None:
+        parsed = _parse(got, raw_dtypes[j], headers)
+        if parsed is None:  # taken alone; the next is compared with no header
+            head = None
             continue
+        rd = raw_dtypes[j]
         key = (rd, bytes(got[: parsed[2]]))
         group = groups.get(key)
         if group is None:

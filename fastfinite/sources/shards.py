@@ -44,8 +44,9 @@ Members = list[tuple[str, Any]]  # [(key, factory), ...]
 class ShardSet(list):
     """The ``(key, factory)`` members of a shard set (its type tells the local engine to
     count progress over the whole set), ``paths``, the local array files it reads,
-    ``raw``, how to read its small ``.npy`` members whole, by key (``small.RawNpy``), and
-    ``skips``, the error of each entry that is not scanned (a label, a link...)."""
+    ``raw``, how to read its tar members whole, by key (``small.RawNpy``), ``files``, the
+    path of each ``.npy`` file member, by key (read whole when small), and ``skips``, the
+    error of each entry that is not scanned (a label, a link...)."""
 
     def __init__(
         self,

@@ -1,6 +1,9 @@
 """Small ``.npy`` members of a set (a file, a tar shard's member) as bytes read whole: what
 ``engines.batched`` scans many of together. Each member's factory, which opens it as a
-source, stays what scans it alone; ``RawNpy`` rides beside it (``factory.raw_npy``)."""
+source, stays what scans it alone; ``RawNpy`` says how to read its bytes whole (a tar
+member's rides beside its factory, ``factory.raw_npy``; a file's is made by
+``engines.batched`` from its path, ``ShardSet.files``), and ``read_rows`` reads files of one
+kind each into its row of one array."""
 
 from __future__ import annotations
 
