@@ -12,14 +12,12 @@ in the members' order, as they are from the reports themselves (``group_counts``
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
 import numpy as np
 
-from ..model.stats import chan_fold
-from .model import CastRisk, ScanReport
+from .model import ScanReport, fold_counts
 
 
 class MemberReports(MutableMapping):
@@ -102,7 +100,6 @@ class MemberReports(MutableMapping):
         ns, means, stds, los, his, tots = lists
         elements = 0
         nan = posinf = neginf = 0
-        sums: dict[str, list[int]] = {}
         cast_keys = [(int(i), self._templates[t].cast) for t, i in self._first_rows(idx)]
         for i in np.flatnonzero(~pending).tolist():
             r = slots[i]
@@ -112,30 +109,12 @@ class MemberReports(MutableMapping):
             nan, posinf, neginf = nan + r.nan, posinf + r.posinf, neginf + r.neginf
             elements += r.elements
             cast_keys.append((i, r.cast))
-        for _, cast in sorted(cast_keys, key=lambda ic: ic[0]):  # keys as they come
-            for t, risk in cast.items():
-                c = sums.setdefault(t, [0, 0])
-                c[0] += risk.overflow
-                c[1] += risk.underflow
         if pending.any():
             tids, per = np.unique(self._tid[idx[pending]], return_counts=True)
             for t, k in zip(tids.tolist(), per.tolist()):
                 elements += self._templates[t].elements * k
-        n, mean, std = chan_fold(ns, means, stds)
-        if not all(ns):  # the extrema of the members with a value
-            los = [lo for lo, c in zip(los, ns) if c]
-            his = [hi for hi, c in zip(his, ns) if c]
-        counts = {
-            "nan": nan,
-            "posinf": posinf,
-            "neginf": neginf,
-            "cast": {t: CastRisk(*c) for t, c in sums.items()},
-            "count": int(n),
-            "min": min(los, default=math.nan),
-            "max": max(his, default=math.nan),
-            "mean": float(mean) if n else math.nan,
-            "std": float(std) if n else math.nan,
-        }
+        casts = [cast for _, cast in sorted(cast_keys, key=lambda ic: ic[0])]  # keys in order
+        counts = fold_counts(nan, posinf, neginf, casts, ns, means, stds, los, his)
         return counts, sum(tots), elements
 
     def _first_rows(self, idx: np.ndarray) -> list[tuple[int, int]]:

@@ -1042,26 +1042,38 @@ def _v1_fill_nonfinite(message: str) -> bool:
 def combined_counts(reports: list[ScanReport]) -> dict[str, Any]:
     """Counts, cast risks and finite statistics of several reports taken together
     (statistics by Chan et al.'s pairwise formula)."""
+    return fold_counts(
+        sum(r.nan for r in reports),
+        sum(r.posinf for r in reports),
+        sum(r.neginf for r in reports),
+        [r.cast for r in reports],
+        *([getattr(r, f) for r in reports] for f in ("count", "mean", "std", "min", "max")),
+    )
+
+
+def fold_counts(nan, posinf, neginf, casts: list, ns, means, stds, los, his) -> dict[str, Any]:
+    """``combined_counts`` from its parts (the lazily built members' too,
+    ``members.MemberReports``): the NaN, +inf and -inf totals, the members' cast risks in
+    their order, and each member's count, mean, std, min and max."""
     sums: dict[str, list[int]] = {}
-    for r in reports:
-        for t, risk in r.cast.items():
+    for cast in casts:
+        for t, risk in cast.items():
             c = sums.setdefault(t, [0, 0])
             c[0] += risk.overflow
             c[1] += risk.underflow
-    cast = {t: CastRisk(*c) for t, c in sums.items()}
     # ``chan``: ``combine``'s bits on scalars, without NumPy's calls
-    n, mean, std = chan_fold(
-        [r.count for r in reports], [r.mean for r in reports], [r.std for r in reports]
-    )
-    counted = [r for r in reports if r.count]
+    n, mean, std = chan_fold(ns, means, stds)
+    if not all(ns):  # the extrema of the members with a value
+        los = [lo for lo, c in zip(los, ns) if c]
+        his = [hi for hi, c in zip(his, ns) if c]
     return {
-        "nan": sum(r.nan for r in reports),
-        "posinf": sum(r.posinf for r in reports),
-        "neginf": sum(r.neginf for r in reports),
-        "cast": cast,
+        "nan": nan,
+        "posinf": posinf,
+        "neginf": neginf,
+        "cast": {t: CastRisk(*c) for t, c in sums.items()},
         "count": int(n),
-        "min": min((r.min for r in counted), default=math.nan),
-        "max": max((r.max for r in counted), default=math.nan),
+        "min": min(los, default=math.nan),
+        "max": max(his, default=math.nan),
         "mean": float(mean) if n else math.nan,
         "std": float(std) if n else math.nan,
     }
