@@ -240,13 +240,16 @@ def test_files_of_one_size_and_other_headers_are_read_as_rows_and_told_apart(tmp
     assert "05.npy" in r.skipped and "05.npy" not in r.arrays and len(r.arrays) == 39
 
 
-def test_the_skip_list_builds_no_clean_member(tmp_path, monkeypatch):
+def test_the_skip_list_and_the_kinds_found_build_no_clean_member(tmp_path, monkeypatch):
     _set(tmp_path)
     np.save(tmp_path / "bad.npy", np.array([1.0, np.nan]))
     r = fastfinite.scan(tmp_path)
     assert r.arrays.pending() == 12
-    assert r.bad_samples() == ["bad.npy"] == _one_by_one(monkeypatch, tmp_path).bad_samples()
-    assert r.arrays.pending() == 12
+    want = _one_by_one(monkeypatch, tmp_path)
+    assert r.bad_samples() == ["bad.npy"] == want.bad_samples()
+    assert r.kinds_found() == want.kinds_found() and r.clean is want.clean is False
+    assert r.severity_counts() == want.severity_counts()
+    assert r.arrays.pending() == 12  # nor do the kinds found, clean, the counts by severity
 
 
 def test_runs_of_files_follow_the_common_kind(tmp_path, monkeypatch):

@@ -783,8 +783,10 @@ class ScanReport:
         if self.missing_chunks and not self.arrays:  # none listed with max_locations=0
             kinds.add("missing_chunk")
             severities.add(self.missing_severity)
+        from .samples import members_found
+
         found = with_groups(kinds, severities)
-        for sub in self.arrays.values():
+        for _, sub in members_found(self.arrays):
             found |= sub.kinds_found()
         return found
 
@@ -799,7 +801,9 @@ class ScanReport:
             out[severity][kind] = out[severity].get(kind, 0) + n
 
         if self.arrays:
-            for sub in self.arrays.values():
+            from .samples import members_found
+
+            for _, sub in members_found(self.arrays):
                 for severity, kinds in sub.severity_counts().items():
                     for kind, n in kinds.items():
                         add(severity, kind, n)

@@ -25,6 +25,7 @@ recorded locations; when a kind has more values than locations recorded
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -59,9 +60,7 @@ def bad_samples(report) -> BadSamples:
         notes.append(f"{report.name}: the scan stopped early (fail_fast); the rest is unchecked")
     if report.arrays or report.skipped or report.dtype == "group":
         table = len(report.shape) == 2  # a table's columns (a group's shape is ())
-        built = getattr(report.arrays, "built", None)  # ``members.MemberReports``: the
-        # members not built are clean, no key of theirs is bad
-        for key, sub in built() if callable(built) else report.arrays.items():
+        for key, sub in members_found(report.arrays):  # the others: no key of theirs is bad
             if table:
                 keys += [(report.name, row) for row in _rows(sub, key, notes)]
             else:
@@ -70,6 +69,14 @@ def bad_samples(report) -> BadSamples:
     else:
         keys += _array_keys(report, notes)
     return BadSamples(_unique(keys), notes)
+
+
+def members_found(arrays) -> Iterable[tuple[str, Any]]:
+    """``(key, report)`` of a group's members that may hold something found: all of them,
+    or of a set's lazily built members (``members.MemberReports``) those built, the others
+    clean by construction (nothing counted, nothing found) and left unbuilt."""
+    built = getattr(arrays, "built", None)
+    return built() if callable(built) else arrays.items()
 
 
 def _unique(keys: list[Key]) -> list[Key]:
