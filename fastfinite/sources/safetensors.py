@@ -205,6 +205,11 @@ def open_index(path: str, name: str, options: Any = None) -> Members:
     the index puts in a shard that does not hold it, is an error naming both (or with
     ``on_error="report"`` a member listed in ``skipped``, with a finding)."""
     path = regular_file(path, name)
+    return _index_members(path, name, read_weight_map(path, name), options)
+
+
+def read_weight_map(path: str, name: str) -> dict[str, str]:
+    """The ``weight_map`` (tensor -> shard file) of the index at ``path``, read once."""
     try:
         with open(path, "rb") as f:
             index = json.loads(f.read(MAX_HEADER + 1))
@@ -213,6 +218,10 @@ def open_index(path: str, name: str, options: Any = None) -> Members:
     wmap = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(wmap, dict) or not all(isinstance(v, str) for v in wmap.values()):
         raise SourceError(f"{name} is not a safetensors index: no weight_map of tensor -> file")
+    return wmap
+
+
+def _index_members(path: str, name: str, wmap: dict[str, str], options: Any) -> Members:
     # a shard is named inside the folder (its name, not where a link in the folder leads:
     # a Hugging Face snapshot's shards are links into its cache's blobs)
     folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
@@ -260,17 +269,18 @@ def open_folder(path: str, name: str, options: Any = None) -> Members | None:
         return None
     if len(found) != 1:
         return None
-    index = os.path.join(path, found[0])
-    members = open_index(index, os.path.join(name, found[0]), options)
-    return members + _strays(path, found[0], {k for k, _ in members})
+    where = os.path.join(name, found[0])
+    index = regular_file(os.path.join(path, found[0]), where)
+    wmap = read_weight_map(index, where)
+    members = _index_members(index, where, wmap, options)
+    return members + _strays(path, found[0], wmap, {k for k, _ in members})
 
 
-def _strays(path: str, index: str, tensors: set[str]) -> Members:
-    """The entries of a checkpoint's folder holding arrays that its index does not name."""
+def _strays(path: str, index: str, wmap: dict[str, str], tensors: set[str]) -> Members:
+    """The entries of a checkpoint's folder holding arrays that its index (its
+    ``weight_map``) does not name."""
     from .walk import ARRAY_KINDS, name_kind
 
-    with open(os.path.join(path, index), "rb") as f:
-        wmap = json.loads(f.read(MAX_HEADER + 1))["weight_map"]  # open_index checked it
     named = {os.path.normpath(v).split(os.sep)[0] for v in wmap.values()}
     out = []
     for entry in sorted(os.scandir(path), key=lambda e: e.name):
