@@ -88,8 +88,8 @@ class ScanPlan:
     def members(self, entries: list | None = None) -> Iterator[Member]:
         """The members of ``entries`` (default: all the plan's), opened one at a time, each
         with all an engine needs: its source, spec, region budget and, when the scan has a
-        cache, its ``memory`` (what the cache recalls of it, its units' fingerprints taken
-        here, before any is read)."""
+        cache, its ``memory`` (what the cache recalls of it), made when its scan starts,
+        its units' fingerprints taken then, before any is read."""
         opts = self.options
         for path, factory in self.entries if entries is None else entries:
             try:
