@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import fastfinite
-from fastfinite.errors import SourceError
+from fastfinite.errors import InvalidArgumentError, SourceError
 
 from . import torchfiles as tf
 from .helpers import assert_matches_oracle, assert_one_line_error, run_cli
@@ -931,3 +931,25 @@ def test_a_repeated_name_is_never_given_a_key_another_member_holds(tmp_path):
     r = fastfinite.scan(str(tmp_path / "d.npz"))
     assert list(r.arrays) == ["x", "x (2)", "x (3)"]
     assert (r.nan, r.count, r.arrays["x (2)"].nan, r.arrays["x (3)"].count) == (1, 5, 1, 3)
+
+
+def test_by_on_a_checkpoint_scans_its_scalars_whole(tmp_path):
+    """``by=0`` on a checkpoint: each tensor's rows, and a 0-d tensor (BatchNorm's
+    ``num_batches_tracked``) scanned whole, as it has no row: the whole scan failed on it.
+    An array alone that is 0-d is still an error with ``by=0``."""
+    from safetensors.numpy import save_file
+
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    w[1, 2] = np.nan
+    save_file({"w": w, "step": np.array(np.inf, np.float32)}, str(tmp_path / "m.safetensors"))
+    r = fastfinite.scan(str(tmp_path / "m.safetensors"), by=0)
+    assert r.arrays["step"].by is None and (r.arrays["step"].posinf, r.arrays["step"].count) == (
+        1,
+        0,
+    )
+    assert r.arrays["w"].by == (0,)
+    assert r.arrays["w"].slices.nan.tolist() == np.isnan(w).sum(axis=1).tolist()
+    assert (r.nan, r.posinf, r.count) == (1, 1, 11)
+    assert list(r.arrays) == ["step", "w"] and r.bad_samples() == ["step", ("w", 1)]
+    with pytest.raises(InvalidArgumentError, match="axis 0 is out of range"):
+        fastfinite.scan(np.array(5.0), by=0)

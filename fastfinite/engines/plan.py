@@ -102,12 +102,14 @@ class ScanPlan:
             budget = opts.region_bytes or source.region_bytes
             if opts.by is not None and source.in_memory and not opts.region_bytes:
                 budget = slice_budget(source.nbytes, budget, opts.workers)
+            # a group's scalar (a checkpoint's step count) has one value and no slice: whole
+            by = None if path is not None and not source.shape else opts.by
             spec = ScanSpec(
                 source.shape,
                 source.dtype,
                 opts.cast,
                 opts.max_locations,
-                resolve_by(opts.by, len(source.shape), source.name),
+                resolve_by(by, len(source.shape), source.name),
                 opts.z_threshold,
                 self.twin_max,
             )
