@@ -888,8 +888,9 @@ class ScanReport:
         an array of a member that is itself a group by ``member_path``: ``member`` finds
         it). A group in which nothing numeric was scanned has a ``nothing_scanned``
         finding."""
-        # ``members.MemberReports``: the members not built are clean, counted from columns
-        lazy = callable(getattr(arrays, "group_counts", None))
+        from .samples import is_lazy
+
+        lazy = is_lazy(arrays)  # the members not built are clean, counted from columns
         if lazy:
             items, shared = arrays.built(), arrays.templates()
             subs = [r for _, r in items]

@@ -75,8 +75,14 @@ def members_found(arrays) -> Iterable[tuple[str, Any]]:
     """``(key, report)`` of a group's members that may hold something found: all of them,
     or of a set's lazily built members (``members.MemberReports``) those built, the others
     clean by construction (nothing counted, nothing found) and left unbuilt."""
-    built = getattr(arrays, "built", None)
-    return built() if callable(built) else arrays.items()
+    return arrays.built() if is_lazy(arrays) else arrays.items()
+
+
+def is_lazy(arrays) -> bool:
+    """Whether a group's ``arrays`` are a set's lazily built members
+    (``members.MemberReports``), told by what they offer: ``report/model.py`` imports no
+    module that imports it."""
+    return callable(getattr(arrays, "built", None))
 
 
 def _unique(keys: list[Key]) -> list[Key]:
