@@ -111,43 +111,34 @@ def chan(na, ma, sa, nb, mb, sb):
 
 
 def chan_fold(ns, means, stds) -> tuple:
-    """``chan`` folded over parts in order, from ``(0, 0.0, 0.0)``, the parts without a
-    value (``n == 0``) left out: ``chan``'s operations inlined (a group's 10,000 members
-    took 1.5 us each through calls), its bits; ``(n, mean, std)``."""
-    na, ma, sa = 0, 0.0, 0.0
-    inf, sqrt, tiny, absolute = math.inf, math.sqrt, TINY, abs
-    for nb, mb, sb in zip(ns, means, stds):
-        if nb == 0:
-            continue
-        if na == 0:
-            na, ma, sa = nb, mb, sb
-            continue
-        t = na + nb
-        wa = na / t
-        wb = nb / t
-        delta = mb - ma
-        if absolute(delta) < inf:
-            mean = ma + delta * wb
-        else:
-            mean = ma * wa + mb * wb
-        s = sqrt(wa * sa * sa + wb * sb * sb + wa * wb * delta * delta)
-        if not s < tiny:  # then ``s < TINY and top > 0`` cannot hold: ``top`` not needed
-            if not s < inf:
-                s = _chan_scaled(ma, sa, mb, sb, wa, wb)
-        else:
-            s = _chan_scaled(ma, sa, mb, sb, wa, wb, s)
-        na, ma, sa = t, mean, s
-    return na, ma, sa
+    """``chan`` folded over parts pairwise, the parts without a value (``n == 0``) left
+    out: the parts paired in order (the first with the second, the third with the fourth,
+    an odd last one carried up as it is), the pairs' results paired again, to one;
+    ``(n, mean, std)``, ``(0, 0.0, 0.0)`` for none. Each pairing's rounding meets values
+    of like weight (a running fold adds a 10,000th member's moments to 9,999 members'),
+    and a level of many pairs is taken at once by ``combine``, which has ``chan``'s bits:
+    10,000 members fold in a millisecond, not in a Python loop of ten thousand steps."""
+    ns = np.asarray(ns, np.int64)
+    keep = ns != 0
+    if keep.all():
+        n, m, s = ns, np.asarray(means, np.float64), np.asarray(stds, np.float64)
+    else:
+        n = ns[keep]
+        m, s = np.asarray(means, np.float64)[keep], np.asarray(stds, np.float64)[keep]
+    while len(n) >= _LEVEL_AT_ONCE:
+        half = len(n) // 2
+        a, b = slice(0, 2 * half, 2), slice(1, 2 * half, 2)
+        pn, pm, ps = combine(n[a], m[a], s[a], n[b], m[b], s[b])
+        if len(n) % 2:
+            pn, pm, ps = (np.append(p, q[-1]) for p, q in ((pn, n), (pm, m), (ps, s)))
+        n, m, s = pn, pm, ps
+    parts = list(zip(n.tolist(), m.tolist(), s.tolist()))
+    while len(parts) > 1:
+        paired = [chan(*parts[i], *parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
+        parts = paired + parts[-1:] if len(parts) % 2 else paired
+    return parts[0] if parts else (0, 0.0, 0.0)
 
 
-def _chan_scaled(ma, sa, mb, sb, wa, wb, s=None):
-    """``chan``'s std taken again on values scaled by a power of two (``s``: the unscaled
-    one, kept when ``top`` is 0, as ``chan`` keeps it)."""
-    top = abs(ma) if abs(ma) > abs(mb) else abs(mb)
-    top = top if top > sa else sa
-    top = top if top > sb else sb
-    if s is not None and not top > 0:
-        return s
-    k = math.ldexp(1.0, math.frexp(top)[1] - 1)
-    sa, sb, d = sa / k, sb / k, mb / k - ma / k
-    return math.sqrt(wa * sa * sa + wb * sb * sb + wa * wb * d * d) * k
+# Levels of at least this many parts are paired by ``combine`` (NumPy), shorter ones by
+# ``chan`` (Python): the same bits, whichever is quicker.
+_LEVEL_AT_ONCE = 64
