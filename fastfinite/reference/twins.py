@@ -46,6 +46,20 @@ def _row_lanes(v: np.ndarray, k: float, acc1: np.ndarray, acc2: np.ndarray) -> N
         acc[0] = in_order(np.concatenate([acc, in_order(d, 0)]), 0)
 
 
+def _short_lanes(v: np.ndarray, k: np.ndarray, fin, acc1: np.ndarray, acc2: np.ndarray) -> None:
+    """``_lanes`` of ``d = v - k`` and ``d * d`` for rows ``v`` shorter than a sub-block,
+    of whole lanes (``fin``: their finite values, None for all), added to ``acc1`` and
+    ``acc2``: ``d`` laid out lane-block first, so that each sum in order runs over the
+    rows' lanes at once (a fifth quicker than ``_lanes``'s row by row)."""
+    rows, n = v.shape
+    d = np.empty((n // LANES, rows, LANES))
+    np.subtract(v.reshape(rows, -1, LANES).transpose(1, 0, 2), k[None, :, None], out=d, dtype=np.float64)  # fmt: skip
+    if fin is not None:
+        d[~fin.reshape(rows, -1, LANES).transpose(1, 0, 2)] = 0.0
+    acc1 += in_order(d, 0)
+    acc2 += in_order(np.multiply(d, d, out=d), 0)
+
+
 def _lanes(d: np.ndarray, acc: np.ndarray) -> None:
     """Rows ``d`` (2-D float64) summed as the row kernel sums them: in sub-blocks of
     ``SUB`` values, each in ``LANES`` lanes from 0.0 (a short one's missing values 0.0),
@@ -180,11 +194,14 @@ def scan_rows(x, rows, n, thr, counts, cap, seen, blocks, shift, s1, s2, mn, mx,
                 for c, mk in zip((cnan, cpos, cneg), _nonfinite(masks)):
                     c[r0 : r0 + rs] += mk.sum(axis=1)
             with np.errstate(over="ignore", invalid="ignore"):
-                d = np.subtract(v, k[:, None], dtype=np.float64)  # v in float64, then - k
-                if not clean:
-                    d[~fin] = 0.0
-                _lanes(d, acc1)  # a long row's pieces continue its lanes
-                _lanes(np.multiply(d, d, out=d), acc2)
+                if w == n and 0 < n < SUB and n % LANES == 0:  # short rows, whole lanes
+                    _short_lanes(v, k, None if clean else fin, acc1, acc2)
+                else:
+                    d = np.subtract(v, k[:, None], dtype=np.float64)  # v in float64, - k
+                    if not clean:
+                        d[~fin] = 0.0
+                    _lanes(d, acc1)  # a long row's pieces continue its lanes
+                    _lanes(np.multiply(d, d, out=d), acc2)
             if w:
                 lo = np.minimum(lo, (v if clean else np.where(fin, v, np.inf)).min(axis=1))
                 hi = np.maximum(hi, (v if clean else np.where(fin, v, -np.inf)).max(axis=1))
