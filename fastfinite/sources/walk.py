@@ -179,6 +179,11 @@ def _walk(root: str, levels: int | None, hidden: str) -> DirContents:
         # the regular .npy files (most entries of most sets) taken at once; the others
         # one by one, each seeing what the walk saw before it (``mixed``)
         npy = _npy_files(entries, hidden) if out.entries + len(entries) <= MAX_ENTRIES else None
+        if npy is not None and entries and all(npy):  # .npy files only: most of a set's
+            out.entries += len(entries)
+            pre = f"{rel_dir}/" if rel_dir else ""
+            out.other.setdefault(".npy file", []).extend([pre + e.name for e in entries])
+            continue
         first = npy.index(True) if npy is not None and True in npy else len(entries)
         rest: Iterable = enumerate(entries)
         if first < len(entries):
