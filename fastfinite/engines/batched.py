@@ -134,17 +134,21 @@ class _Rows:
     def reports(self, entries: list) -> MemberReports:
         """The members' reports in the set's order (those of neither kind left out)."""
         slots: list = list(range(len(entries)))
+        rows = np.arange(len(entries))  # each slot's row, -1 for a built report
         for p, r in self.built.items():
             slots[p] = r
+            rows[p] = -1
         keys = [k for k, _ in entries]
         has = self.tid >= 0
         if self.built:
             has[list(self.built)] = True
         if not has.all():
-            keep = np.flatnonzero(has).tolist()
+            keep = np.flatnonzero(has)
+            rows = rows[keep]
+            keep = keep.tolist()
             keys, slots = [keys[p] for p in keep], [slots[p] for p in keep]
         return MemberReports(
-            dict(zip(keys, slots)), self.cols, self.tid, self.templates, self.names
+            dict(zip(keys, slots)), self.cols, self.tid, self.templates, self.names, rows
         )
 
 

@@ -26,14 +26,26 @@ class MemberReports(MutableMapping):
 
     ``slots``: key -> a built report, or the clean member's row (an int) in the columns
     ``cols`` (``n, mean, std, min, max, sum``, NumPy arrays), ``tid`` (its template's
-    index in ``templates``) and ``names`` (its report's name)."""
+    index in ``templates``) and ``names`` (its report's name); ``rows``: each slot's row,
+    -1 for a built report, in order (None: read from ``slots``)."""
 
-    def __init__(self, slots: dict, cols: tuple, tid: np.ndarray, templates: list, names: list):
+    def __init__(
+        self,
+        slots: dict,
+        cols: tuple,
+        tid: np.ndarray,
+        templates: list,
+        names: list,
+        rows: np.ndarray | None = None,
+    ):
         self._slots = slots
         self._cols = cols
         self._tid = tid
         self._templates = templates
         self._names = names
+        # a clean member's report built on access keeps its row: its statistics are the
+        # row's, to the last bit
+        self._rows = rows
 
     def __getitem__(self, key: str) -> ScanReport:
         got = self._slots[key]
@@ -47,9 +59,19 @@ class MemberReports(MutableMapping):
 
     def __setitem__(self, key: str, report: ScanReport) -> None:
         self._slots[key] = report
+        self._rows = None
 
     def __delitem__(self, key: str) -> None:
         del self._slots[key]
+        self._rows = None
+
+    def _slot_rows(self) -> np.ndarray:
+        """Each slot's row in the columns, -1 for a report set in it, in order."""
+        if self._rows is None:
+            self._rows = np.asarray(
+                [v if type(v) is int else -1 for v in self._slots.values()], np.int64
+            )
+        return self._rows
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._slots)
@@ -78,44 +100,51 @@ class MemberReports(MutableMapping):
         return sum(type(v) is int for v in self._slots.values())
 
     def built(self) -> list[tuple[str, ScanReport]]:
-        """``(key, report)`` of the members whose reports are built, in order: those not
-        built are clean, with no location, finding, cast risk or missing chunk."""
-        return [(k, v) for k, v in self._slots.items() if type(v) is not int]
+        """``(key, report)`` of the members whose reports the scan built, in order: the
+        others (rows of the columns, their reports built on access or not) are clean, with
+        no location, finding, cast risk or missing chunk."""
+        idx = self._slot_rows()
+        if (idx >= 0).all():
+            return []
+        keys = list(self._slots)
+        return [(keys[i], self[keys[i]]) for i in np.flatnonzero(idx < 0).tolist()]
 
     def templates(self) -> list[ScanReport]:
         """The templates of the members not built (what they share: ``by``,
         ``z_threshold``, ``max_locations``, ``complete``...)."""
-        rows = [v for v in self._slots.values() if type(v) is int]
-        return [self._templates[t] for t in np.unique(self._tid[rows])] if rows else []
+        idx = self._slot_rows()
+        rows = idx[idx >= 0]
+        return [self._templates[t] for t in np.unique(self._tid[rows])] if len(rows) else []
 
     def group_counts(self) -> tuple[dict[str, Any], Any, Any]:
         """``(model.combined_counts(reports), sum of sums, sum of elements)`` over every
         member's report in order, from the columns where they are not built."""
-        slots = list(self._slots.values())
-        rows = [v if type(v) is int else -1 for v in slots]
-        idx = np.asarray(rows, np.int64)
+        idx = self._slot_rows()
         pending = idx >= 0
-        at = np.where(pending, idx, 0)
-        lists = [c[at].tolist() for c in self._cols]
-        ns, means, stds, los, his, tots = lists
+        at = idx[pending]
+        stats = [np.zeros(len(idx), c.dtype) for c in self._cols]
+        for col, c in zip(stats, self._cols):
+            col[pending] = c[at]
         elements = 0
         nan = posinf = neginf = 0
         cast_keys = [(int(i), self._templates[t].cast) for t, i in self._first_rows(idx)]
-        for i in np.flatnonzero(~pending).tolist():
-            r = slots[i]
-            ns[i], means[i], stds[i], los[i], his[i], tots[i] = (
-                r.count, r.mean, r.std, r.min, r.max, r.sum
-            )  # fmt: skip
-            nan, posinf, neginf = nan + r.nan, posinf + r.posinf, neginf + r.neginf
-            elements += r.elements
-            cast_keys.append((i, r.cast))
+        if not pending.all():
+            slots = list(self._slots.values())
+            for i in np.flatnonzero(~pending).tolist():
+                r = slots[i]
+                for col, v in zip(stats, (r.count, r.mean, r.std, r.min, r.max, r.sum)):
+                    col[i] = v
+                nan, posinf, neginf = nan + r.nan, posinf + r.posinf, neginf + r.neginf
+                elements += r.elements
+                cast_keys.append((i, r.cast))
         if pending.any():
-            tids, per = np.unique(self._tid[idx[pending]], return_counts=True)
+            tids, per = np.unique(self._tid[at], return_counts=True)
             for t, k in zip(tids.tolist(), per.tolist()):
                 elements += self._templates[t].elements * k
         casts = [cast for _, cast in sorted(cast_keys, key=lambda ic: ic[0])]  # keys in order
+        ns, means, stds, los, his, tots = stats
         counts = fold_counts(nan, posinf, neginf, casts, ns, means, stds, los, his)
-        return counts, sum(tots), elements
+        return counts, sum(tots.tolist()), elements
 
     def _first_rows(self, idx: np.ndarray) -> list[tuple[int, int]]:
         """``(template, position of its first member in idx)`` of the templates of the

@@ -1066,19 +1066,32 @@ def fold_counts(nan, posinf, neginf, casts: list, ns, means, stds, los, his) -> 
             c = sums.setdefault(t, [0, 0])
             c[0] += risk.overflow
             c[1] += risk.underflow
-    # ``chan``: ``combine``'s bits on scalars, without NumPy's calls
+    ns = np.asarray(ns, np.int64)
     n, mean, std = chan_fold(ns, means, stds)
-    if not all(ns):  # the extrema of the members with a value
-        los = [lo for lo, c in zip(los, ns) if c]
-        his = [hi for hi, c in zip(his, ns) if c]
+    los, his = np.asarray(los, np.float64), np.asarray(his, np.float64)
+    if not ns.all():  # the extrema of the members with a value
+        los, his = los[ns != 0], his[ns != 0]
     return {
         "nan": nan,
         "posinf": posinf,
         "neginf": neginf,
         "cast": {t: CastRisk(*c) for t, c in sums.items()},
         "count": int(n),
-        "min": min(los, default=math.nan),
-        "max": max(his, default=math.nan),
+        "min": _extreme(los, min),
+        "max": _extreme(his, max),
         "mean": float(mean) if n else math.nan,
         "std": float(std) if n else math.nan,
     }
+
+
+def _extreme(v: np.ndarray, which) -> float:
+    """``which(v)`` (``min`` or ``max``; NaN for none) as Python's gives it on the list:
+    of equal values the first, so that a zero's sign is the first zero's."""
+    if not len(v):
+        return math.nan
+    got = v.min() if which is min else v.max()
+    if got == 0:
+        got = v[np.flatnonzero(v == 0)[0]]
+    elif got != got:  # a NaN among them: Python's answer depends on where it lies
+        return float(which(v.tolist()))
+    return float(got)
