@@ -298,3 +298,21 @@ def test_runs_of_files_follow_the_common_kind(tmp_path, monkeypatch):
     small, big = (os.path.getsize(tmp_path / n) for n in ("000.npy", "001.npy"))
     assert sizes == [small, big, big, big]
     _same(got, _one_by_one(monkeypatch, tmp_path))
+
+
+@given(st.lists(st.sampled_from([0.0, -0.0, 1.5, -2.5, math.inf, -math.inf]), max_size=12))
+def test_a_groups_extrema_are_pythons_first_of_equals(values):
+    """The group's min and max are what Python's ``min``/``max`` give on the members'
+    (the first of equal values: a zero's sign is the first zero's), members without a
+    value left out."""
+    from fastfinite.report.model import fold_counts
+
+    ns = [1 + i % 2 for i in range(len(values))]
+    got = fold_counts(0, 0, 0, [], ns, [0.0] * len(values), [0.0] * len(values), values, values)
+    for key, which in (("min", min), ("max", max)):
+        want = which(values, default=math.nan)
+        assert (math.isnan(got[key]) and math.isnan(want)) or (
+            got[key] == want and math.copysign(1, got[key]) == math.copysign(1, want)
+        )
+    empty = fold_counts(0, 0, 0, [], [0] * len(values), values, values, values, values)
+    assert math.isnan(empty["min"]) and math.isnan(empty["max"]) and empty["count"] == 0
