@@ -131,14 +131,15 @@ class _Rows:
         self.templates: list = []
         self.kinds: dict = {}  # (dtype, shape) -> index in templates
 
-    def reports(self, entries: list) -> MemberReports:
-        """The members' reports in the set's order (those of neither kind left out)."""
+    def reports(self, entries: list, files: dict | None = None) -> MemberReports:
+        """The members' reports in the set's order (those of neither kind left out);
+        ``files``: the set's files by key, when they are all its entries, in order."""
         slots: list = list(range(len(entries)))
         rows = np.arange(len(entries))  # each slot's row, -1 for a built report
         for p, r in self.built.items():
             slots[p] = r
             rows[p] = -1
-        keys = [k for k, _ in entries]
+        keys = list(files) if files is not None else [k for k, _ in entries]
         has = self.tid >= 0
         if self.built:
             has[list(self.built)] = True
@@ -178,7 +179,12 @@ def _scan_set(plan: ScanPlan, alone, bar) -> MemberReports:
         items = sorted(said.items(), key=lambda kv: order.get(kv[0], len(order)))
         said.clear()
         said.update(items)
-    return rows.reports(entries)
+    return rows.reports(entries, plan.target.files if _only_files(plan) else None)
+
+
+def _only_files(plan: ScanPlan) -> bool:
+    """Whether the plan's entries are the set's ``.npy`` files, all and in order."""
+    return plan.target.only_files and len(plan.entries) == len(plan.target.paths)
 
 
 def _windows(plan: ScanPlan, names: list, headers: dict) -> Iterator[tuple]:
@@ -196,7 +202,10 @@ def _windows(plan: ScanPlan, names: list, headers: dict) -> Iterator[tuple]:
     first = 0
     while first < len(entries):
         window = entries[first : first + WINDOW]
-        paths = [files.get(k) for k, _ in window]
+        if _only_files(plan):
+            paths = plan.target.paths[first : first + WINDOW]
+        else:
+            paths = [files.get(k) for k, _ in window]
         if not raws and kind is None:
             kind = _kind_of_first(paths, raw_dtype, headers)
         if not raws and kind is not None:
@@ -277,7 +286,8 @@ def _scan_window(
         groups[None] = (at, stack, kind[2])
     # the header of the last member parsed, its size, raw_dtype and its group's lists
     head, size, rd, add_position, add_bytes = None, 0, None, list.append, list.append
-    for j, got in enumerate(data):
+    whole = stacked is not None and len(stacked[1]) == len(data)  # no other bytes read
+    for j, got in enumerate(() if whole else data):
         if got is None:
             continue
         if (  # the header of the member before: its group's

@@ -67,6 +67,12 @@ class ShardSet(list):
         # ``raw_dtype`` the scan's; their name in a report is their path)
         self.files = files if files is not None else {}
 
+    @property
+    def only_files(self) -> bool:
+        """Whether every entry is a ``.npy`` file: ``files`` and ``paths`` are then its
+        entries' keys and paths, in order."""
+        return len(self.files) == len(self) == len(self.paths)
+
 
 def is_glob(path: str) -> bool:
     """A local path with glob characters that names no file as it is."""
