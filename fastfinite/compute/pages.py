@@ -19,7 +19,7 @@ import numpy as np
 
 HUGE_FROM = 1 << 22  # bytes from which NumPy, too, asks for huge pages
 HUGE_PAGE = 1 << 21  # a canvas's rows of 2 MiB or more start on huge pages of their own
-KEPT_NUMBERS = 1 << 21  # slice numbers a process keeps for its next scans (16 MiB)
+KEPT_NUMBERS = 1 << 22  # slice numbers a process keeps for its next scans (32 MiB)
 KEPT_CANVAS_BYTES = 1 << 28  # the largest canvas mapping a process keeps for its next scan
 N_ROWS = 12  # the rows of a canvas's buffer (``summary.CANVAS_ROWS`` names them)
 COUNT_ROWS = slice(4, 7)  # the rows a canvas lends zeroed: its counts of NaN and infinities
