@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 
 from ..model.kinds import ERROR, severity_of
+from ..model.tar_keys import ARRAY_SUFFIXES, REST_OF_TAR
 
 Key = Any  # str, int, or (str, int)
-REST_OF_TAR = "(the rest of the tar)"  # the key of what follows a corrupt header (tars.py)
-# the name of a tar's array member (tars.py): ".npy" or a file of arrays, `` (2)`` when twice
-_ARRAY_MEMBER = re.compile(r"\.(npy|npz|safetensors|pth|pt)( \(\d+\))?$")
+# the name of a tar's member holding arrays, `` (2)`` when twice (``tensors.unique_keys``)
+_ARRAY_MEMBER = re.compile("(" + "|".join(re.escape(s) for s in ARRAY_SUFFIXES) + r")( \(\d+\))?$")
 
 
 class BadSamples(list):

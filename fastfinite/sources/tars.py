@@ -26,13 +26,12 @@ import numpy as np
 
 from ..compute.blocks import check_dtype
 from ..errors import SkippedMemberError, SourceError, UnsupportedDtypeError
+from ..model.tar_keys import ARRAY_SUFFIXES, BUFFER_SUFFIXES, REST_OF_TAR
 from .base import regular_file
 from .ndarray import ArraySource
 from .small import SMALL_NPY, RawNpy
 from .tensors import unique_keys
 
-REST_OF_TAR = "(the rest of the tar)"  # the key of what follows a corrupt header (samples.py)
-BUFFER_SUFFIXES = (".npz", ".safetensors", ".pth", ".pt")  # read by ``files.open_buffer``
 _COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
 
 
@@ -69,7 +68,7 @@ def open_tar(path: str, options=None, key: str | None = None) -> list[tuple[str,
 
     for key, info in zip(member_keys(infos), infos):
         lower = info.name.lower()
-        if info.isfile() and info.sparse is not None and lower.endswith((".npy", *BUFFER_SUFFIXES)):
+        if info.isfile() and info.sparse is not None and lower.endswith(ARRAY_SUFFIXES):
             why = (f"cannot read {name}, member {info.name}: it is a sparse member (tar -S): "
                    "its holes are not stored, so its bytes cannot be read in place")  # fmt: skip
             out.append((key, _raise(_unreadable(why, options))))
