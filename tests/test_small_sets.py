@@ -300,19 +300,72 @@ def test_runs_of_files_follow_the_common_kind(tmp_path, monkeypatch):
     _same(got, _one_by_one(monkeypatch, tmp_path))
 
 
-@given(st.lists(st.sampled_from([0.0, -0.0, 1.5, -2.5, math.inf, -math.inf]), max_size=12))
-def test_a_groups_extrema_are_pythons_first_of_equals(values):
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([0.0, -0.0, 1.5, -2.5, math.inf, -math.inf, math.nan, 5e-324]),
+            st.integers(0, 2),
+        ),
+        max_size=12,
+    )
+)
+def test_a_groups_extrema_are_pythons_first_of_equals(members):
     """The group's min and max are what Python's ``min``/``max`` give on the members'
-    (the first of equal values: a zero's sign is the first zero's), members without a
-    value left out."""
+    (the first of equal values: a zero's sign is the first zero's; a NaN where Python
+    puts it), members without a value (count 0) left out."""
     from fastfinite.report.model import fold_counts
 
-    ns = [1 + i % 2 for i in range(len(values))]
-    got = fold_counts(0, 0, 0, [], ns, [0.0] * len(values), [0.0] * len(values), values, values)
+    values = [v for v, _ in members]
+    ns = [n for _, n in members]
+    zeros = [0.0] * len(values)
+    got = fold_counts(0, 0, 0, [], ns, zeros, zeros, values, values)
+    counted = [v for v, n in members if n]
     for key, which in (("min", min), ("max", max)):
-        want = which(values, default=math.nan)
+        want = which(counted, default=math.nan)
         assert (math.isnan(got[key]) and math.isnan(want)) or (
             got[key] == want and math.copysign(1, got[key]) == math.copysign(1, want)
         )
     empty = fold_counts(0, 0, 0, [], [0] * len(values), values, values, values, values)
     assert math.isnan(empty["min"]) and math.isnan(empty["max"]) and empty["count"] == 0
+
+
+def test_a_scaled_scan_of_a_set_keeps_its_errors(tmp_path, monkeypatch):
+    """``scale=`` changes the members' reports in place after the scan of the set: the
+    group's severities, bad samples and kinds found see the changed reports, as the
+    member-by-member path's do (they once read the members as clean columns)."""
+    _set(tmp_path, 4)
+    kw = dict(cast=["float16"], scale=1e6)
+    got = fastfinite.scan(tmp_path, **kw)
+    want = _one_by_one(monkeypatch, tmp_path, **kw)
+    assert want.severity_counts() and list(want.bad_samples())
+    assert got.severity_counts() == want.severity_counts()
+    assert list(got.bad_samples()) == list(want.bad_samples())
+    _same(got, want)
+
+
+def test_members_replaced_changed_or_deleted_count_in_the_totals(tmp_path):
+    """The group's totals over the mapping after a member is replaced, changed in place
+    or deleted are those over a plain dict of the same reports; a ``copy.copy`` of the
+    mapping is its own."""
+    from fastfinite.report.model import ScanReport
+
+    _set(tmp_path)
+    r = fastfinite.scan(tmp_path)
+    arrays = r.arrays
+    alias = copy.copy(arrays)
+    bad = fastfinite.scan(tmp_path / "001.npy")  # no member of ``arrays`` handed out yet
+    bad.nan, bad.max = 3, 99.0
+
+    def same_totals(m) -> None:
+        assert ScanReport.total("g", m).to_dict() == ScanReport.total("g", dict(m)).to_dict()
+
+    arrays["001.npy"] = bad
+    same_totals(arrays)
+    assert ScanReport.total("g", arrays).nan == 3
+    del arrays["003.npy"]
+    same_totals(arrays)
+    arrays["002.npy"].max = 1e30  # handed out, changed in place
+    same_totals(arrays)
+    same_totals(alias)
+    assert ScanReport.total("g", arrays).max == 1e30 and ScanReport.total("g", alias).nan == 0
+    assert "003.npy" in alias and "003.npy" not in arrays

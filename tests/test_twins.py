@@ -459,17 +459,18 @@ def test_the_cache_is_keyed_on_every_source_the_kernels_are_made_of(tmp_path):
 
 
 @pytest.mark.parametrize("dtype", ["f4", "f8"])
-@pytest.mark.parametrize("shape", [(80, 256), (65, 40), (200, 48)])
+@pytest.mark.parametrize("shape", [(80, 256), (65, 40), (200, 48), (1, 32), (3, 2032)])
 def test_many_short_rows_sum_their_lanes_in_one_order(dtype, shape):
     """Many rows shorter than a sub-block (a set's small files stacked): the twin adds
-    each row's sub-blocks in turn (``_lane_sums``), the kernel's order, with values of
-    every size and special ones planted, and without."""
+    each row's sub-blocks in turn, the kernel's order (``_short_lanes`` for rows of whole
+    lanes, ``_lane_sums`` for the others), with values of every size and special ones
+    planted, and without."""
     rows, n = shape
     rng = np.random.default_rng(9)
     x = (rng.standard_normal(shape) * 10.0 ** rng.integers(-30, 30, shape)).astype(dtype)
     for planted in (False, True):
         if planted:
-            x[3, 5], x[7, -1], x[-1, 0] = np.nan, np.inf, -np.inf
+            x[3 % rows, 5], x[7 % rows, -1], x[-1, 0] = np.nan, np.inf, -np.inf
         thr = ScanSpec(x.shape, x.dtype, ("float16",)).thresholds
         args = [read_only(x.reshape(-1)), rows, n, thr, *_finds(3, rows + 1), *_stats(rows)]
         ka, ta = _copies(args)

@@ -179,12 +179,12 @@ def _scan_set(plan: ScanPlan, alone, bar) -> MemberReports:
         items = sorted(said.items(), key=lambda kv: order.get(kv[0], len(order)))
         said.clear()
         said.update(items)
-    return rows.reports(entries, plan.target.files if _only_files(plan) else None)
+    return rows.reports(entries, plan.target.files if only_files(plan) else None)
 
 
-def _only_files(plan: ScanPlan) -> bool:
+def only_files(plan: ScanPlan) -> bool:
     """Whether the plan's entries are the set's ``.npy`` files, all and in order."""
-    return plan.target.only_files and len(plan.entries) == len(plan.target.paths)
+    return plan.target.only_files and len(plan.entries) == len(plan.target)
 
 
 def _windows(plan: ScanPlan, names: list, headers: dict) -> Iterator[tuple]:
@@ -202,7 +202,7 @@ def _windows(plan: ScanPlan, names: list, headers: dict) -> Iterator[tuple]:
     first = 0
     while first < len(entries):
         window = entries[first : first + WINDOW]
-        if _only_files(plan):
+        if only_files(plan):
             paths = plan.target.paths[first : first + WINDOW]
         else:
             paths = [files.get(k) for k, _ in window]

@@ -116,7 +116,8 @@ def chan_fold(ns, means, stds) -> tuple:
     an odd last one carried up as it is), the pairs' results paired again, to one;
     ``(n, mean, std)``, ``(0, 0.0, 0.0)`` for none. Each pairing's rounding meets values
     of like weight (a running fold adds a 10,000th member's moments to 9,999 members'),
-    and a level of many pairs is taken at once by ``combine``, which has ``chan``'s bits:
+    and a level of many pairs is taken at once by ``combine``, which has ``chan``'s bits
+    (for counts under 2**53, which a float64 holds exactly):
     10,000 members fold in a millisecond, not in a Python loop of ten thousand steps."""
     ns = np.asarray(ns, np.int64)
     keep = ns != 0

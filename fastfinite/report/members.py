@@ -43,14 +43,13 @@ class MemberReports(MutableMapping):
         self._tid = tid
         self._templates = templates
         self._names = names
-        # a clean member's report built on access keeps its row: its statistics are the
-        # row's, to the last bit
         self._rows = rows
 
     def __getitem__(self, key: str) -> ScanReport:
         got = self._slots[key]
         if type(got) is int:
             got = self._slots[key] = self._build(got)
+            self._rows = None  # a report handed out may be changed in place (``scale=``)
         return got
 
     def _build(self, row: int) -> ScanReport:
@@ -85,6 +84,13 @@ class MemberReports(MutableMapping):
     def __repr__(self) -> str:
         return repr(dict(self.items()))
 
+    def __copy__(self) -> MemberReports:
+        """A mapping of its own (``copy.copy``), the columns shared: setting a member in
+        one leaves the other as it was."""
+        return MemberReports(
+            dict(self._slots), self._cols, self._tid, self._templates, self._names, self._rows
+        )
+
     def copy(self) -> dict[str, ScanReport]:
         """A ``dict`` of every member's report (each built), as ``dict.copy`` gives."""
         return dict(self.items())
@@ -100,9 +106,9 @@ class MemberReports(MutableMapping):
         return sum(type(v) is int for v in self._slots.values())
 
     def built(self) -> list[tuple[str, ScanReport]]:
-        """``(key, report)`` of the members whose reports the scan built, in order: the
-        others (rows of the columns, their reports built on access or not) are clean, with
-        no location, finding, cast risk or missing chunk."""
+        """``(key, report)`` of the members whose reports are built, in order: the others
+        (rows of the columns, never handed out) are clean, with no location, finding, cast
+        risk or missing chunk."""
         idx = self._slot_rows()
         if (idx >= 0).all():
             return []

@@ -55,6 +55,7 @@ class ShardSet(list):
         raw: dict | None = None,
         skips: dict | None = None,
         files: dict | None = None,
+        only_files: bool = False,
     ):
         super().__init__(members)
         self.paths = paths
@@ -67,11 +68,9 @@ class ShardSet(list):
         # ``raw_dtype`` the scan's; their name in a report is their path)
         self.files = files if files is not None else {}
 
-    @property
-    def only_files(self) -> bool:
-        """Whether every entry is a ``.npy`` file: ``files`` and ``paths`` are then its
-        entries' keys and paths, in order."""
-        return len(self.files) == len(self) == len(self.paths)
+        # every entry a ``.npy`` file: ``files`` and ``paths`` its entries' keys and paths,
+        # in order (``npy_files``)
+        self.only_files = only_files
 
 
 def is_glob(path: str) -> bool:
@@ -207,8 +206,14 @@ def _npy_set(root: str, rels: list[str], options) -> ShardSet:
         paths = [prefix + rel for rel in rels]
     else:
         paths = [os.path.join(root, *rel.split("/")) for rel in rels]
+    return npy_files(rels, paths, options)
+
+
+def npy_files(keys: list[str], paths: list[str], options) -> ShardSet:
+    """The set of the ``.npy`` files ``paths``, keyed ``keys`` (a part of a set, scanned
+    where it is sent: ``engines.dask``)."""
     factories = map(partial, repeat(_open_npy_member), paths, repeat(options))  # _npy_factory
-    return ShardSet(list(zip(rels, factories)), paths, {}, {}, dict(zip(rels, paths)))
+    return ShardSet(list(zip(keys, factories)), paths, {}, {}, dict(zip(keys, paths)), True)
 
 
 _WHY = {  # why an entry of a set is not scanned, by its ``walk`` kind
