@@ -357,3 +357,18 @@ def test_the_progress_bar_counts_every_byte_of_the_set(tmp_path, monkeypatch, ca
     (bar,) = bars
     assert bar.total == bar.n == 6 * 4096 + 1_200_000
     assert str(tmp_path) in capsys.readouterr().err
+
+
+def test_a_set_of_integer_files_asks_for_no_kernel_of_its_own(tmp_path):
+    """Integers are scanned as float64: with the float64 kernels loaded, a set of small
+    int32 files asks for no kernel compiled for int32 (there is none: it once logged a
+    Numba traceback, and spent a compile on it)."""
+    from fastfinite.compute import dispatch
+
+    fastfinite.compile(["plain"], ["float64"])
+    for i in range(20):
+        np.save(tmp_path / f"{i:03d}.npy", np.arange(15, dtype="<i4").reshape(3, 5) + i)
+    r = fastfinite.scan(tmp_path)
+    assert r.count == 300 and r.min == 0 and r.max == 33
+    asked = [key for key in dispatch._groups if key[0] == "rows"]
+    assert asked and all(dtype in ("float32", "float64") for _, dtype in asked), asked

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..model import kinds
 from . import dispatch
-from .blocks import Block
+from .blocks import Block, component_dtype
 from .positions import kind_mask
 from .summarize import _scan, kernel_groups, scan_call
 from .summary import ScanSpec, Summary
@@ -61,7 +61,8 @@ def takes_twin(spec: ScanSpec, rows: int, values: int) -> bool:
     (real floats) with the kernels' NumPy twin (their kernels not loaded, or the twin's
     size): a hint, for what runs faster on one or the other."""
     small = rows * values <= small_data(spec, values).twin_max
-    return dispatch.is_twin(dispatch.pick("scan_rows", spec.dtype, small))
+    kind = component_dtype(spec.dtype)  # what the kernels see: integers as float64
+    return dispatch.is_twin(dispatch.pick("scan_rows", kind, small))
 
 
 def scan_stacked(x2: np.ndarray, spec: ScanSpec) -> StackedRows:
