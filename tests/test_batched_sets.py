@@ -359,6 +359,53 @@ def test_the_progress_bar_counts_every_byte_of_the_set(tmp_path, monkeypatch, ca
     assert str(tmp_path) in capsys.readouterr().err
 
 
+def _mixed_set(d, rng) -> None:
+    """Small files of several dtypes with values planted, a file past ``SMALL_NPY`` with a
+    NaN, and one that is not a ``.npy`` though named so."""
+    from fastfinite.sources.small import SMALL_NPY
+
+    _write_set(str(d), rng, ["<f4", ">f8", "<f2", "<i4"], (3, 5), 23, 3)
+    big = np.arange(SMALL_NPY // 4 + 100, dtype=np.float32)
+    big[77] = np.nan
+    np.save(d / "01" / "0009b.npy", big)
+    (d / "02" / "0015b.npy").write_bytes(b"not an array")
+
+
+@pytest.mark.parametrize("part", [1, 4, 1024])
+def test_a_set_of_files_on_dask_gives_the_local_report_in_few_tasks(
+    tmp_path, monkeypatch, part, dask_client
+):
+    """A set of ``.npy`` files on the Dask engine: its small files a task ``SET_PART`` at
+    a time, scanned together where the task runs, a larger file its own graph; the report
+    the local engine gives, skipped entries and findings in the same order."""
+    from fastfinite.engines import dask as dask_engine
+
+    d = tmp_path / "set"
+    _mixed_set(d, np.random.default_rng(part))
+    monkeypatch.setattr(dask_engine, "SET_PART", part)
+    local = fastfinite.scan(d, on_error="report", cast=("float16",))
+    assert local.nan >= 1 and "02/0015b.npy" in local.skipped
+    for scheduler in ("synchronous", dask_client):
+        _same(fastfinite.scan(d, on_error="report", cast=("float16",), scheduler=scheduler), local)
+    graph = fastfinite.scan(d, on_error="report", compute=False)
+    small = len(local.arrays) + len(local.skipped) - 1  # all but the large file
+    tasks = len(dict(graph.dask))
+    assert tasks <= -(-small // part) + 12, tasks  # the large file's graph: a few tasks
+
+
+def test_a_file_of_a_set_that_fails_on_dask_fails_as_it_does_here(tmp_path, dask_client):
+    """Without ``on_error="report"``, a file that is not a ``.npy`` is the error the local
+    engine raises, naming it, from the task that scanned it."""
+    d = tmp_path / "set"
+    _mixed_set(d, np.random.default_rng(5))
+    with pytest.raises(SourceError) as here:
+        fastfinite.scan(d)
+    with pytest.raises(SourceError) as there:
+        fastfinite.scan(d, scheduler=dask_client)
+    assert "0015b.npy" in str(here.value)
+    assert str(there.value) == str(here.value)
+
+
 def test_a_set_of_integer_files_asks_for_no_kernel_of_its_own(tmp_path):
     """Integers are scanned as float64: with the float64 kernels loaded, a set of small
     int32 files asks for no kernel compiled for int32 (there is none: it once logged a

@@ -45,6 +45,37 @@ class MemberReports(MutableMapping):
         self._names = names
         self._rows = rows
 
+    @classmethod
+    def joined(cls, parts: list) -> MemberReports:
+        """One mapping of the members of ``parts`` in order, each part a set's
+        ``MemberReports`` (a part of a set scanned where it was sent) or a ``(key,
+        report)`` pair: the parts' columns, templates and names put end to end."""
+        slots: dict = {}
+        cols: list[list] = [[] for _ in range(6)]
+        tids, rows, templates, names = [], [], [], []
+        offset = 0
+        for part in parts:
+            if not isinstance(part, MemberReports):
+                key, report = part
+                slots[key] = report
+                rows.append(np.array([-1], np.int64))
+                continue
+            own = part._slot_rows()
+            for (key, v), row in zip(part._slots.items(), own.tolist()):
+                slots[key] = v if row < 0 else row + offset
+            rows.append(np.where(own >= 0, own + offset, -1))
+            for col, c in zip(cols, part._cols):
+                col.append(c)
+            tids.append(np.where(part._tid >= 0, part._tid + len(templates), -1))
+            templates += part._templates
+            names += part._names
+            offset += len(part._tid)
+        dtypes = (np.int64, *[np.float64] * 5)
+        joined = tuple(np.concatenate([np.empty(0, d), *c]) for c, d in zip(cols, dtypes))
+        tid = np.concatenate([np.empty(0, np.int32), *tids]).astype(np.int32)
+        row_of = np.concatenate([np.empty(0, np.int64), *rows])
+        return cls(slots, joined, tid, templates, names, row_of)
+
     def __getitem__(self, key: str) -> ScanReport:
         got = self._slots[key]
         if type(got) is int:
