@@ -35,6 +35,7 @@ from .tensors import (
     format_dtype,
     member_bytes,
     member_error,
+    stored_check,
     strided_view,
 )
 from .unpickle import TensorRef, UnreadTensor, itemsize, load, tensors_of
@@ -144,13 +145,26 @@ def open_torch(path: str, name: str, options: Any = None) -> Members:
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
         raise SourceError(f"{name} is not a valid PyTorch (zip) checkpoint: {e}") from None
     starts: dict[str, int] = {}
+    checked: set[str] = set()  # the storages whose CRC-32 matched (a storage of many views)
 
     def factory(key, ref, info, dtype, span, member, where):
         if info.compress_type != zipfile.ZIP_STORED:
             return _inflating(path, info, ref, dtype, f"{name}:{key}", options)
+        if info.flag_bits & 1:
+            raise SourceError(f"cannot read {where}: its storage {member} is encrypted")
         if member not in starts:
             starts[member] = file_data_start(path, info, size, where)
-        return _mapping(path, starts[member], ref, dtype, span, f"{name}:{key}")
+        mapped = _mapping(path, starts[member], ref, dtype, span, f"{name}:{key}")
+
+        def opened():
+            crc = None
+            if member not in checked:
+                crc = stored_check(path, starts[member], info, f"{where} ({member})", options)
+                if crc is None:
+                    checked.add(member)
+            return mapped(crc)
+
+        return opened
 
     with zf:
         return _zip_members(zf, name, options, factory)
@@ -202,9 +216,9 @@ def _mapping(path: str, start: int, ref: TensorRef, dtype: np.dtype, span: int, 
 
     strides = None if order is not None or span == 0 else ref.stride
 
-    def opened():
+    def opened(crc: tuple | None = None):  # crc: ``tensors.stored_check``'s
         return MappedTensor(path, first, dtype, ref.size, name, order or "C", "torch", name,
-                            strides)  # fmt: skip
+                            strides, crc)  # fmt: skip
 
     return opened
 
