@@ -144,3 +144,78 @@ def test_tar_member_npz_with_a_flipped_byte_is_an_error(tmp_path):
     os.remove(path)
     with pytest.raises(SourceError, match=r"000001\.arrays\.npz:x\.npy: Bad CRC-32"):
         fastfinite.scan(shard)
+
+
+# HDF5 links and virtual datasets of a set's files: never out of the folder given, and a
+# virtual dataset's missing source never read as its fill value
+
+
+def _h5_linking_out(tmp_path):
+    """``set/a.h5`` with a dataset of its own, and an external link (absolute and relative)
+    and a virtual dataset leading to ``outside/secret.h5`` (NaN); ``set/b.npy``."""
+    h5py = pytest.importorskip("h5py")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "set").mkdir()
+    secret = str(tmp_path / "outside" / "secret.h5")
+    with h5py.File(secret, "w") as f:
+        f["x"] = np.array([np.nan, 1e300, 2.0])
+    with h5py.File(tmp_path / "set" / "a.h5", "w") as f:
+        f["own"] = np.arange(3.0)
+        f["ext"] = h5py.ExternalLink(secret, "/x")
+        f["extrel"] = h5py.ExternalLink("../outside/secret.h5", "/x")
+        layout = h5py.VirtualLayout(shape=(3,), dtype="f8")
+        layout[:] = h5py.VirtualSource(secret, "x", shape=(3,))
+        f.create_virtual_dataset("vds", layout, fillvalue=0)
+    np.save(tmp_path / "set" / "b.npy", np.arange(4.0))
+    return tmp_path / "set"
+
+
+@pytest.mark.parametrize("given", ["folder", "glob"])
+def test_a_set_never_follows_hdf5_links_out_of_its_folder(tmp_path, given):
+    folder = _h5_linking_out(tmp_path)
+    r = fastfinite.scan(str(folder) if given == "folder" else str(folder / "*.h5"))
+    assert sorted(r.arrays) == (["a.h5:/own", "b.npy"] if given == "folder" else ["a.h5:/own"])
+    assert r.nan == 0 and r.max == (3.0 if given == "folder" else 2.0)
+    assert sorted(r.skipped) == ["a.h5:/ext", "a.h5:/extrel", "a.h5:/vds"]
+    assert "external link to ../outside/secret.h5:/x" in r.skipped["a.h5:/extrel"]
+    assert "never followed" in r.skipped["a.h5:/ext"]
+    assert "virtual dataset whose source" in r.skipped["a.h5:/vds"]
+    assert "never read" in r.skipped["a.h5:/vds"]
+
+
+def test_a_set_follows_hdf5_links_inside_its_folder(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(tmp_path / "data.h5", "w") as f:
+        f["x"] = np.array([np.nan, 1.0])
+    with h5py.File(tmp_path / "view.h5", "w") as f:
+        f["link"] = h5py.ExternalLink("data.h5", "/x")
+        layout = h5py.VirtualLayout(shape=(2,), dtype="f8")
+        layout[:] = h5py.VirtualSource("data.h5", "x", shape=(2,))
+        f.create_virtual_dataset("vds", layout, fillvalue=0)
+    r = fastfinite.scan(str(tmp_path))
+    assert {k: v.nan for k, v in r.arrays.items()} == {
+        "data.h5:/x": 1, "view.h5:/link": 1, "view.h5:/vds": 1
+    }  # fmt: skip
+
+
+def test_hdf5_virtual_dataset_with_a_missing_source(tmp_path):
+    """HDF5 reads the part of a missing source as the fill value: three zeros that are not
+    data; the dataset is not scanned, and the report says why."""
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(tmp_path / "src.h5", "w") as f:
+        f["x"] = np.arange(3.0)
+    path = str(tmp_path / "vds.h5")
+    with h5py.File(path, "w") as f:
+        layout = h5py.VirtualLayout(shape=(6,), dtype="f8")
+        layout[0:3] = h5py.VirtualSource("src.h5", "x", shape=(3,))
+        layout[3:6] = h5py.VirtualSource("missing.h5", "x", shape=(3,))
+        f.create_virtual_dataset("vds", layout, fillvalue=0)
+        f["fine"] = np.ones(2)
+    r = fastfinite.scan(path)
+    assert list(r.arrays) == ["/fine"] and not r.ok
+    assert [f.kind for f in r.findings] == ["unreadable_member"]
+    assert "missing.h5:x cannot be opened here" in r.skipped["/vds"]
+    assert "fill value 0" in r.skipped["/vds"]
+    with pytest.raises(SourceError, match=r"vds\.h5:/vds is a virtual dataset whose source "
+                       r"missing\.h5:x cannot be opened here"):  # fmt: skip
+        fastfinite.scan(path + ":/vds")
