@@ -12,6 +12,7 @@ import io
 import os
 import struct
 import tarfile
+import warnings
 import zipfile
 
 import numpy as np
@@ -219,3 +220,21 @@ def test_hdf5_virtual_dataset_with_a_missing_source(tmp_path):
     with pytest.raises(SourceError, match=r"vds\.h5:/vds is a virtual dataset whose source "
                        r"missing\.h5:x cannot be opened here"):  # fmt: skip
         fastfinite.scan(path + ":/vds")
+
+
+# the errstate replay of a complex array's casts: both parts, as the scan counts them
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_localize_replays_the_cast_of_both_parts_of_complex_values(dtype):
+    """The scan counts an element whose imaginary part overflows float16; the replay cast
+    the complex values to float16 whole, which drops the imaginary part (NumPy's
+    ComplexWarning, twice), and named neither (0,) nor the underflow at (3,)."""
+    x = np.array([1 + 1e5j, 2 + 0j, 1e5 + 1j, 3 + 1e-9j, -7e4j], dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = fastfinite.scan(x, cast=("float16",), localize=True)
+    assert r.to_dict()["cast"]["float16"] == {"overflow": 3, "underflow": 1}
+    got = [(loc.error, loc.index) for loc in r.localized if loc.op == "cast"]
+    assert got == [("overflow", (0,)), ("overflow", (2,)), ("overflow", (4,)),
+                   ("underflow", (3,))]  # fmt: skip
