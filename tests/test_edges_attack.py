@@ -238,3 +238,36 @@ def test_localize_replays_the_cast_of_both_parts_of_complex_values(dtype):
     got = [(loc.error, loc.index) for loc in r.localized if loc.op == "cast"]
     assert got == [("overflow", (0,)), ("overflow", (2,)), ("overflow", (4,)),
                    ("underflow", (3,))]  # fmt: skip
+
+
+# a null list in a Parquet column: missing values, never no values
+
+
+def test_parquet_null_lists_count_as_nan(tmp_path):
+    """A null row of a list column (an embedding that is not there) was flattened away: no
+    count, no location, not in the skip-list, where the same table as Feather reads a row
+    of NaN."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    table = pa.table({
+        "emb": pa.array([[1.0, 2.0], None, [np.nan, 4.0], [5.0, None], []],
+                        pa.list_(pa.float32())),
+        "fx": pa.array([[1.0, 2.0], None, [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]],
+                       pa.list_(pa.float64(), 2)),
+        "nested": pa.array([[[1.0], None], [[2.0, 3.0]], None, [[4.0]], [[5.0]]],
+                           pa.list_(pa.list_(pa.float64()))),
+    })  # fmt: skip
+    path = str(tmp_path / "t.parquet")
+    pq.write_table(table, path, row_group_size=2)
+    r = fastfinite.scan(path)
+    want = {
+        "emb": np.array([1, 2, np.nan, np.nan, 4, 5, np.nan], np.float32),
+        "fx": np.array([1, 2, np.nan, np.nan, 3, 4, 5, 6, 7, 8]),
+        "nested": np.array([1, np.nan, 2, 3, np.nan, 4, 5]),
+    }
+    for key, x in want.items():
+        assert_matches_oracle(r.arrays[key], x)
+    emb = [(loc.labels["row"], loc.labels["item"]) for loc in r.arrays["emb"].locations]
+    assert emb == [(1, 0), (2, 0), (3, 1)]
+    assert sorted(r.bad_samples()) == [(path, 0), (path, 1), (path, 2), (path, 3)]

@@ -256,7 +256,9 @@ class FileColumn(Source):
 class ParquetColumnSource(FileColumn):
     """One numeric column of a Parquet file or dataset, or one numeric field nested in it
     (in structs: ``"s.a"``; in lists: their values, flattened in row order), read one row
-    group at a time. Nulls count as NaN, as they read in pandas."""
+    group at a time. Nulls count as NaN, as they read in pandas; a null list as one NaN
+    (a fixed-size list's as a NaN for each value it holds), as the Arrow reader reads a
+    null row of a list column."""
 
     unit_kind = "row group"
 
@@ -305,6 +307,7 @@ class ParquetColumnSource(FileColumn):
 
     def _values(self, group, parents: bool = False) -> np.ndarray:
         """The values of one row group (or, with ``parents``, the row of each value)."""
+        import pyarrow as pa
         import pyarrow.compute as pc
 
         # our threads already read in parallel: no pyarrow pool on top of them
@@ -315,6 +318,9 @@ class ParquetColumnSource(FileColumn):
         rows = np.arange(len(arr))
         for step in self.steps:
             if step == ("list",):
+                if arr.null_count:  # a null list, missing values: a NaN (a fixed size's each)
+                    missing = [None] * getattr(arr.type, "list_size", 1)
+                    arr = pc.fill_null(arr, pa.scalar(missing, arr.type))
                 rows = rows[pc.list_parent_indices(arr).to_numpy()]
                 arr = pc.list_flatten(arr)
             else:
