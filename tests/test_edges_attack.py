@@ -114,6 +114,50 @@ def test_torch_storage_with_a_flipped_byte_is_an_error(tmp_path):
     assert_matches_oracle(r.arrays["b"], np.zeros(3, np.float32))
 
 
+def _zero_crcs(path) -> None:
+    """Every CRC-32 of the zip ``path`` set to 0, in the local and the central headers, as
+    ``torch.save`` writes them with ``torch.utils.serialization.config.save.compute_crc32 =
+    False`` (``torch.load`` reads such a file)."""
+    with zipfile.ZipFile(path) as zf:
+        infos = zf.infolist()
+    with open(path, "rb") as f:
+        raw = bytearray(f.read())
+    for info in infos:
+        raw[info.header_offset + 14 : info.header_offset + 18] = bytes(4)
+    at = raw.find(b"PK\x01\x02")
+    while at >= 0:
+        raw[at + 16 : at + 20] = bytes(4)
+        at = raw.find(b"PK\x01\x02", at + 46)
+    with open(path, "wb") as f:
+        f.write(raw)
+    with zipfile.ZipFile(path) as zf:
+        assert {i.CRC for i in zf.infolist()} == {0}
+
+
+def test_torch_checkpoint_saved_without_crcs_is_read(tmp_path):
+    """A CRC-32 of 0 is one torch did not compute: read as torch.load reads it, alone, in
+    a tar and with a cache (data.pkl was refused with "Bad CRC-32": a false alarm)."""
+    path = str(tmp_path / "m.pt")
+    w = np.arange(12, dtype=np.float32)
+    tf.write_zip(path, {"w": tf.Tensor(tf.Storage(w, "0"), size=(3, 4)),
+                        "b": tf.Tensor(tf.Storage(np.array([np.nan, 1], np.float32), "1"))})  # fmt: skip
+    _zero_crcs(path)
+    r = fastfinite.scan(path)
+    assert_matches_oracle(r.arrays["w"], w.reshape(3, 4))
+    assert r.arrays["b"].nan == 1 and r.bad_samples() == ["b"]
+    with open(path, "rb") as f:
+        data = f.read()
+    shard = str(tmp_path / "shard-000000.tar")
+    with tarfile.open(shard, "w") as t:
+        info = tarfile.TarInfo("000001.model.pth")
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+    r = fastfinite.scan(shard)
+    assert_matches_oracle(r.arrays["shard-000000.tar/000001.model.pth/w"], w.reshape(3, 4))
+    r = fastfinite.scan(path, cache=str(tmp_path / "cache"))
+    assert_matches_oracle(r.arrays["w"], w.reshape(3, 4))
+
+
 def test_torch_storage_encrypted_is_an_error(tmp_path):
     path = str(tmp_path / "m.pt")
     tf.write_zip(path, {"w": tf.Tensor(tf.Storage(np.arange(4, dtype=np.float32), "0"))})

@@ -9,6 +9,7 @@ a nested ``dict`` of arrays as a group (``dict_members``)."""
 
 from __future__ import annotations
 
+import copy
 import os
 import struct
 import threading
@@ -215,25 +216,46 @@ def crc_message(where: str, filename: str) -> str:
             "zip recorded: the file is corrupt)")  # fmt: skip
 
 
-def check_crc(data: Any, info: Any, where: str, options: Any) -> None:
+def check_crc(data: Any, info: Any, where: str, options: Any, zero_unset: bool = False) -> None:
     """Raise ``member_error`` when the CRC-32 of a stored zip member's bytes is not the
     one its zip recorded (``zipfile`` and ``np.load`` refuse such a member: "Bad CRC-32").
     ``data``: its bytes in memory, or ``(path, start)``: where they are in a file, read in
-    chunks on every core (``zlib.crc32`` runs without the GIL), memory bounded."""
+    chunks on every core (``zlib.crc32`` runs without the GIL), memory bounded.
+    ``zero_unset``: a CRC-32 of 0 says none was computed (``unset_crc``)."""
+    if unset_crc(info, zero_unset):
+        return
     crc = zlib.crc32(data) if not isinstance(data, tuple) else file_crc(*data, info.file_size)
     if crc != info.CRC:
         raise member_error(options, crc_message(where, info.filename))
 
 
-def stored_check(path: str, start: int, info: Any, where: str, options: Any):
+def stored_check(path: str, start: int, info: Any, where: str, options: Any, zero_unset=False):
     """The CRC-32 check of a stored member of the zip file ``path`` (its bytes at
     ``start``): done now, or, when the scan keeps a cache, ``(start, size, crc, message)``
     for ``MappedTensor``, which checks it when it is first read (a file the cache recalls
-    is not read again: its bytes, checked when it was scanned, have not changed)."""
+    is not read again: its bytes, checked when it was scanned, have not changed); None
+    when there is nothing left to check (``zero_unset``: see ``unset_crc``)."""
+    if unset_crc(info, zero_unset):
+        return None
     if options is not None and getattr(options, "cache", None) is not None:
         return (start, info.file_size, info.CRC, crc_message(where, info.filename))
     check_crc((path, start), info, where, options)
     return None
+
+
+def unset_crc(info: Any, zero_unset: bool) -> bool:
+    """Whether the zip recorded no CRC-32 for the member ``info``: with ``zero_unset``, a
+    CRC of 0 (``torch.save`` with ``compute_crc32=False`` writes 0 for every member, and
+    ``torch.load`` reads them; a member whose true CRC is 0, one in 2**32, goes unchecked)."""
+    return zero_unset and info.CRC == 0
+
+
+def zip_read(zf: Any, info: Any, zero_unset: bool = False) -> bytes:
+    """``zf.read(info)``, its CRC-32 checked unless ``unset_crc``."""
+    if unset_crc(info, zero_unset):
+        info = copy.copy(info)
+        del info.CRC  # zipfile checks the CRC-32 of a member that has one
+    return zf.read(info)
 
 
 def file_crc(path: str, start: int, size: int, workers: int | None = None) -> int:
@@ -285,9 +307,10 @@ def _shift_op(nbytes: int) -> list[int]:
 _CHUNK_SHIFT = _shift_op(CRC_CHUNK)
 
 
-def member_bytes(view: memoryview, zf: Any, info: Any, where: str, options: Any):
+def member_bytes(view: memoryview, zf: Any, info: Any, where: str, options: Any, zero_unset=False):
     """The bytes of a member of a zip held in ``view``: a slice of it when the member is
-    stored (in place, never copied), else read out (``member_error`` when it cannot be)."""
+    stored (in place, never copied), else read out (``member_error`` when it cannot be, or
+    when its CRC-32 is not the zip's; ``zero_unset``: see ``unset_crc``)."""
     import zipfile
 
     try:
@@ -296,9 +319,9 @@ def member_bytes(view: memoryview, zf: Any, info: Any, where: str, options: Any)
                 view[info.header_offset :][: _LOCAL.size + 0xFFFF], info, len(view), where
             )
             data = view[start : start + info.file_size]
-            check_crc(data, info, where, options)
+            check_crc(data, info, where, options, zero_unset)
             return data
-        return zf.read(info)
+        return zip_read(zf, info, zero_unset)
     except SourceError as e:
         raise member_error(options, str(e)) from None
     except Exception as e:  # a corrupt stream, a bad CRC

@@ -2,8 +2,9 @@
 without executing their pickle.
 
 A checkpoint is a zip: ``<archive>/data.pkl`` (the object, pickled), ``<archive>/data/<key>``
-(each storage's raw bytes, stored uncompressed) and ``<archive>/byteorder``. The pickle is
-read by ``unpickle.TensorUnpickler``, which refuses any global but the tensor rebuild
+(each storage's raw bytes, stored uncompressed) and ``<archive>/byteorder``, each member's
+CRC-32 checked (but a CRC of 0: ``torch.save`` writes it when told to compute none). The
+pickle is read by ``unpickle.TensorUnpickler``, which refuses any global but the tensor rebuild
 functions, storages and plain containers; each tensor is then a memory map of its bytes in
 its storage's member (a strided view where its strides say so), keyed by its path in the
 nested dicts (``"model.layers.0.w"``). Legacy (non-zip) checkpoints, as torch < 1.6 wrote
@@ -37,6 +38,7 @@ from .tensors import (
     member_error,
     stored_check,
     strided_view,
+    zip_read,
 )
 from .unpickle import TensorRef, UnreadTensor, itemsize, load, tensors_of
 
@@ -107,7 +109,7 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, limit: 
     if info.file_size > limit:
         raise SourceError(f"cannot read {where}: {info.file_size} bytes, more than {limit}")
     try:
-        return zf.read(info)
+        return zip_read(zf, info, True)
     except Exception as e:  # a corrupt stream, a bad CRC, a file cut short
         raise SourceError(f"cannot read {where}: {type(e).__name__}: {e}") from None
 
@@ -159,7 +161,7 @@ def open_torch(path: str, name: str, options: Any = None) -> Members:
         def opened():
             crc = None
             if member not in checked:
-                crc = stored_check(path, starts[member], info, f"{where} ({member})", options)
+                crc = stored_check(path, starts[member], info, f"{where} ({member})", options, True)
                 if crc is None:
                     checked.add(member)
             return mapped(crc)
@@ -227,7 +229,7 @@ def _inflating(path: str, info, ref: TensorRef, dtype: np.dtype, name: str, opti
     def opened():
         try:
             with zipfile.ZipFile(path) as zf:
-                data = zf.read(info)
+                data = zip_read(zf, info, True)
         except Exception as e:
             raise member_error(options, f"cannot read {name}: {type(e).__name__}: {e}") from None
         return HeldMember(_from_bytes(data, ref, dtype), name, path, info.filename, "torch")
@@ -253,7 +255,7 @@ def torch_bytes(data: bytes | memoryview, name: str, options: Any = None) -> Mem
 
     def factory(key, ref, info, dtype, span, member, where):
         def opened():
-            raw = member_bytes(view, zf, info, where, options)
+            raw = member_bytes(view, zf, info, where, options, True)
             return ArraySource(_from_bytes(raw, ref, dtype), name=f"{name}:{key}")
 
         return opened
