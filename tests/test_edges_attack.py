@@ -315,3 +315,38 @@ def test_parquet_null_lists_count_as_nan(tmp_path):
     emb = [(loc.labels["row"], loc.labels["item"]) for loc in r.arrays["emb"].locations]
     assert emb == [(1, 0), (2, 0), (3, 1)]
     assert sorted(r.bad_samples()) == [(path, 0), (path, 1), (path, 2), (path, 3)]
+
+
+# the errstate replay of tables: any range of rows, any of a list column's values
+
+
+@pytest.mark.parametrize("by", [0, -1])
+def test_localize_tables_by_slices_alone_and_in_a_set(tmp_path, by):
+    """The replay reads a bad slice: one row of a Parquet column (not a whole row group:
+    StopIteration), every row of a Parquet table (several row groups: "row group holds 2
+    values"), one value of each row of an Arrow list column (all of them were read: a
+    reshape error)."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+    from pyarrow import feather
+
+    table = pa.table({
+        "c": [1.0, 2.0, 3.0, None, 5.0],
+        "e": pa.array([[1.0, 2.0], [3.0, np.nan], [1.0, 1.0], [1.0, 1.0], [2.0, 2.0]],
+                      pa.list_(pa.float64(), 2)),
+    })  # fmt: skip
+    (tmp_path / "s").mkdir()
+    pq.write_table(table, tmp_path / "s" / "t.parquet", row_group_size=2)
+    feather.write_feather(table, str(tmp_path / "s" / "t.feather"), chunksize=2)
+    r = fastfinite.scan(str(tmp_path / "s"), by=by, localize=True)
+    got = {k: [(loc.index, loc.where) for loc in sub.localized] for k, sub in r.arrays.items()}
+    assert got == {
+        "t.feather/c": [((3,), (3,))],
+        "t.feather/e": [((1, 1), (1,))],  # row 1, or column 1
+        "t.parquet/c": [((3,), (3,))],
+        "t.parquet/e": [((3,), (3,))],  # flattened: the values of its lists
+    }
+    alone = fastfinite.scan(str(tmp_path / "s" / "t.parquet"), by=by, localize=True)
+    assert [(loc.index, loc.where) for loc in alone.localized] == [
+        ((3, 0), (3,) if by == 0 else (0,))
+    ]

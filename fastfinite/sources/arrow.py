@@ -129,7 +129,7 @@ class ArrowColumnSource(FileColumn):
         out = parts[0] if len(parts) == 1 else np.concatenate(parts)
         if out.shape[0] != rows.stop - rows.start:
             raise ValueError(f"record batches hold {out.shape[0]} rows, the plan {self.shape}")
-        return out
+        return out[(slice(None), *region[1:])]  # a replay's region: some of a list's values
 
     def _open(self, path: str) -> list:
         return _batches(path)

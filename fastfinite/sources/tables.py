@@ -290,17 +290,29 @@ class ParquetColumnSource(FileColumn):
             if values:
                 yield (slice(first, first + values),)
 
+    def _overlapping(self, region: Region):
+        """``(i, group)`` of the row groups holding values of ``region`` (a scan's region is
+        one row group; a replay's, any range of values)."""
+        lo, hi = region[0].start, region[0].stop
+        return [(i, g) for i, g in enumerate(self.groups) if g[2] < hi and lo < g[2] + g[3]]
+
     def units(self, region: Region):
-        """The row group of a region (a region is one row group)."""
-        i = next(i for i, g in enumerate(self.groups) if g[2] == region[0].start)
-        yield self.unit_kind, (i,), region
+        """The row groups of a region, each with the part of the region it holds."""
+        lo, hi = region[0].start, region[0].stop
+        for i, g in self._overlapping(region):
+            yield self.unit_kind, (i,), (slice(max(lo, g[2]), min(hi, g[2] + g[3])),)
 
     def read(self, region: Region) -> np.ndarray:
-        g = next(g for g in self.groups if g[2] == region[0].start)
-        values = self._values(g)
-        if len(values) != region[0].stop - region[0].start:
-            raise ValueError(f"row group holds {len(values)} values, the plan {self.shape}")
-        return values
+        lo, hi = region[0].start, region[0].stop
+        parts = []
+        for _, g in self._overlapping(region):
+            values = self._values(g)
+            if len(values) != g[3]:
+                raise ValueError(f"row group holds {len(values)} values, the plan {g[3]}")
+            parts.append(values[max(lo - g[2], 0) : hi - g[2]])
+        if not parts:
+            return np.empty(0, self.dtype)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def _open(self, path: str):
         return _pyarrow().ParquetFile(path)
