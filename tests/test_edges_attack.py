@@ -350,3 +350,27 @@ def test_localize_tables_by_slices_alone_and_in_a_set(tmp_path, by):
     assert [(loc.index, loc.where) for loc in alone.localized] == [
         ((3, 0), (3,) if by == 0 else (0,))
     ]
+
+
+def test_localize_a_quantized_gguf_vector_by_element(tmp_path):
+    """The replay of a 1-D quantized tensor reads single values: the blocks holding them
+    (it read the whole blocks below the region's start only: an empty read, a crash in
+    gguf's dequantize)."""
+    gguf = pytest.importorskip("gguf")
+    Q = gguf.GGMLQuantizationType
+    x = np.linspace(-2, 2, 96, dtype=np.float32)
+    x[40] = np.nan  # its block's scale is NaN: values 32 to 63 dequantize to NaN
+    q = gguf.quants.quantize(x, Q.Q8_0)
+    want = gguf.quants.dequantize(q, Q.Q8_0)
+    path = str(tmp_path / "m.gguf")
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_tensor("v", q, raw_dtype=Q.Q8_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    for by in (0, -1):
+        r = fastfinite.scan(path, by=by, localize=True)
+        assert_matches_oracle(r.arrays["v"], want)
+        got = [(loc.index, loc.where) for loc in r.localized]
+        assert got == [((i,), (i,)) for i in np.flatnonzero(np.isnan(want))]
