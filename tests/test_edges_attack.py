@@ -208,6 +208,8 @@ def _h5_linking_out(tmp_path):
         f["own"] = np.arange(3.0)
         f["ext"] = h5py.ExternalLink(secret, "/x")
         f["extrel"] = h5py.ExternalLink("../outside/secret.h5", "/x")
+        f["extg"] = h5py.ExternalLink(secret, "/")
+        f["soft"] = h5py.SoftLink("/extg/x")  # through the external link
         layout = h5py.VirtualLayout(shape=(3,), dtype="f8")
         layout[:] = h5py.VirtualSource(secret, "x", shape=(3,))
         f.create_virtual_dataset("vds", layout, fillvalue=0)
@@ -221,7 +223,9 @@ def test_a_set_never_follows_hdf5_links_out_of_its_folder(tmp_path, given):
     r = fastfinite.scan(str(folder) if given == "folder" else str(folder / "*.h5"))
     assert sorted(r.arrays) == (["a.h5:/own", "b.npy"] if given == "folder" else ["a.h5:/own"])
     assert r.nan == 0 and r.max == (3.0 if given == "folder" else 2.0)
-    assert sorted(r.skipped) == ["a.h5:/ext", "a.h5:/extrel", "a.h5:/vds"]
+    assert sorted(r.skipped) == ["a.h5:/ext", "a.h5:/extg", "a.h5:/extrel", "a.h5:/soft",
+                                 "a.h5:/vds"]  # fmt: skip
+    assert "a link that leads to" in r.skipped["a.h5:/soft"]
     assert "external link to ../outside/secret.h5:/x" in r.skipped["a.h5:/extrel"]
     assert "never followed" in r.skipped["a.h5:/ext"]
     assert "virtual dataset whose source" in r.skipped["a.h5:/vds"]

@@ -266,6 +266,11 @@ def group_datasets(
                                           f"out of {within}: never followed", None)  # fmt: skip
                         continue
                 target = obj[name]
+                if within is not None and not _inside(target.file.filename, within):
+                    # a soft link through an external link: led out all the same
+                    skipped[child] = (f"a link that leads to {target.file.filename}, out "
+                                      f"of {within}: never followed", None)  # fmt: skip
+                    continue
             except _LINK_ERRORS as e:
                 why = _dead_link(obj, name, e) or f"cannot be opened ({_reason(e)})"
                 kind = "missing_member" if _leads_nowhere(obj, name) else "unreadable_member"
