@@ -378,3 +378,26 @@ def test_localize_a_quantized_gguf_vector_by_element(tmp_path):
         assert_matches_oracle(r.arrays["v"], want)
         got = [(loc.index, loc.where) for loc in r.localized]
         assert got == [((i,), (i,)) for i in np.flatnonzero(np.isnan(want))]
+
+
+# the skip-list of a table scanned by rows or columns, with a text column beside
+
+
+@pytest.mark.parametrize("by", [0, -1])
+def test_bad_samples_of_a_table_with_a_text_column_scanned_by_slices(tmp_path, by):
+    """A text column (in ``skipped``) made the report look like a group with no member:
+    ``bad_samples()`` was empty, and ``--bad-samples`` wrote an empty file, beside a NaN
+    in row 1."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    df = pd.DataFrame({"x": [1.0, np.nan, 3.0], "y": [0.0, 1.0, np.inf], "name": list("abc")})
+    path = str(tmp_path / "t.parquet")
+    df.to_parquet(path)
+    assert fastfinite.scan(df, by=by).bad_samples() == [("DataFrame", 1), ("DataFrame", 2)]
+    r = fastfinite.scan(path, by=by)
+    assert r.skipped and r.bad_samples() == [(path, 1), (path, 2)]
+    out = tmp_path / "bad.txt"
+    run_cli("scan", path, "--by", str(by), "--bad-samples", out)
+    assert out.read_text() == f"{path}\t1\n{path}\t2\n"
+    text = pd.DataFrame({"name": list("abc")})
+    assert fastfinite.scan(text, by=by).bad_samples() == []  # nothing scanned: no sample
