@@ -354,6 +354,10 @@ def test_localize_tables_by_slices_alone_and_in_a_set(tmp_path, by):
     assert [(loc.index, loc.where) for loc in alone.localized] == [
         ((3, 0), (3,) if by == 0 else (0,))
     ]
+    feather_alone = fastfinite.scan(str(tmp_path / "s" / "t.feather"), by=by)
+    assert feather_alone.skipped == {  # was "5 values in lists over 5 rows"
+        "e": "lists of 2 values: not one value per row, so not in the table that by scans"
+    }
 
 
 def test_localize_a_quantized_gguf_vector_by_element(tmp_path):

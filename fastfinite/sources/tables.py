@@ -184,7 +184,10 @@ def table_source(columns: TableColumns, name: str) -> tuple[TableSource | None, 
         except UnsupportedDtypeError as e:
             skipped[path] = str(e)
             continue
-        if source.shape != (columns.rows,):
+        if len(source.shape) == 2:  # an Arrow column of lists of one length
+            skipped[path] = (f"lists of {source.shape[1]} values: not one value per row, so "
+                             "not in the table that by scans")  # fmt: skip
+        elif source.shape != (columns.rows,):
             skipped[path] = (
                 f"{source.shape[0]} values in lists over {columns.rows} rows: not one per row, so not in the table that by scans"
             )
