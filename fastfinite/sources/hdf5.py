@@ -320,9 +320,11 @@ def _virtual_problem(ds: Any, within: str | None) -> tuple[str, str | None] | No
     if not ds.is_virtual:
         return None
     h5py = _h5py()
+    seen: set[tuple[str, str]] = set()
     for vs in ds.virtual_sources():
-        if "%" in vs.file_name or "%" in vs.dset_name:
+        if "%" in vs.file_name or "%" in vs.dset_name or (vs.file_name, vs.dset_name) in seen:
             continue
+        seen.add((vs.file_name, vs.dset_name))
         where = f"{vs.file_name}:{vs.dset_name}"
         if vs.file_name == ".":
             there = ds.file.filename
