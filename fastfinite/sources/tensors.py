@@ -224,9 +224,21 @@ def check_crc(data: Any, info: Any, where: str, options: Any, zero_unset: bool =
     ``zero_unset``: a CRC-32 of 0 says none was computed (``unset_crc``)."""
     if unset_crc(info, zero_unset):
         return
-    crc = zlib.crc32(data) if not isinstance(data, tuple) else file_crc(*data, info.file_size)
+    if not isinstance(data, tuple):
+        crc = zlib.crc32(data)
+    else:  # a file: checked once while it is unchanged (a set's progress bar, a replay)
+        st = os.stat(data[0])
+        seen = (data[0], data[1], info.file_size, info.CRC, st.st_ino, st.st_size, st.st_mtime_ns)
+        if seen in _CHECKED:
+            return
+        crc = file_crc(*data, info.file_size)
     if crc != info.CRC:
         raise member_error(options, crc_message(where, info.filename))
+    if isinstance(data, tuple):
+        _CHECKED.add(seen)
+
+
+_CHECKED: set[tuple] = set()  # the stored members whose CRC-32 matched, by where and stat
 
 
 def stored_check(path: str, start: int, info: Any, where: str, options: Any, zero_unset=False):
