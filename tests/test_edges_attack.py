@@ -65,6 +65,28 @@ def test_npz_stored_member_with_a_flipped_byte_is_an_error(tmp_path):
     assert_matches_oracle(r.arrays["y"], np.ones(10))
 
 
+def test_npz_corrupted_between_two_scans_of_one_process(tmp_path, monkeypatch):
+    """A member's CRC-32 is taken once while its file is unchanged (and not written within
+    a tick of the clock: here, ten seconds on): a byte flipped after a scan, its times set
+    back as they were (``touch -r``), is still found."""
+    import time
+    import types
+
+    from fastfinite.sources import tensors
+
+    later = types.SimpleNamespace(time_ns=lambda: time.time_ns() + 10**10)
+    monkeypatch.setattr(tensors, "time", later)
+    path = str(tmp_path / "b.npz")
+    np.savez(path, x=np.arange(1000, dtype=np.float32))
+    old = os.stat(path)
+    assert fastfinite.scan(path).ok
+    assert fastfinite.scan(path).ok  # checked once
+    _poke(path, _data_start(path, "x.npy") + 128 + 4 * 500, np.float32(7.5).tobytes())
+    os.utime(path, ns=(old.st_atime_ns, old.st_mtime_ns))
+    with pytest.raises(SourceError, match=r"b\.npz, member x\.npy: Bad CRC-32"):
+        fastfinite.scan(path)
+
+
 def test_npz_stored_member_past_one_crc_chunk(tmp_path):
     """A member of several of the chunks whose CRCs are joined (the last byte flipped), and
     the same member intact: its CRC-32 taken in chunks is the zip's."""

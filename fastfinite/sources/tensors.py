@@ -13,6 +13,7 @@ import copy
 import os
 import struct
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -228,14 +229,15 @@ def check_crc(data: Any, info: Any, where: str, options: Any, zero_unset: bool =
         crc = zlib.crc32(data)
     else:  # a file: checked once while it is unchanged (a set's progress bar, a replay)
         st = os.stat(data[0])
-        seen = (data[0], data[1], info.file_size, info.CRC, st.st_ino, st.st_size, st.st_mtime_ns)
+        seen = (*data, info.file_size, info.CRC, st.st_ino, st.st_size, st.st_mtime_ns,
+                st.st_ctime_ns)  # fmt: skip
         if seen in _CHECKED:
             return
         crc = file_crc(*data, info.file_size)
     if crc != info.CRC:
         raise member_error(options, crc_message(where, info.filename))
-    if isinstance(data, tuple):
-        _CHECKED.add(seen)
+    if isinstance(data, tuple) and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > 2e9:
+        _CHECKED.add(seen)  # not when written within a tick of the clock: unseen rewrites
 
 
 _CHECKED: set[tuple] = set()  # the stored members whose CRC-32 matched, by where and stat
