@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import fastfinite
-from fastfinite.errors import SourceError
+from fastfinite.errors import ChunkReadError, SourceError
 
 from . import torchfiles as tf
 from .helpers import assert_matches_oracle, assert_one_line_error, run_cli
@@ -427,3 +427,24 @@ def test_bad_samples_of_a_table_with_a_text_column_scanned_by_slices(tmp_path, b
     assert out.read_text() == f"{path}\t1\n{path}\t2\n"
     text = pd.DataFrame({"name": list("abc")})
     assert fastfinite.scan(text, by=by).bad_samples() == []  # nothing scanned: no sample
+
+
+def test_parquet_page_with_a_flipped_byte_is_an_error(tmp_path):
+    """A page whose writer gave it a checksum (Spark does by default) and whose bytes
+    changed: pyarrow reads it as other values unless told to verify; 600.0 read as 601.5
+    was a clean scan."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    x = np.arange(1000, dtype=np.float64)
+    path = str(tmp_path / "c.parquet")
+    pq.write_table(pa.table({"x": x, "y": x}), path, compression="none", use_dictionary=False,
+                   write_page_checksum=True, write_statistics=False, row_group_size=500)  # fmt: skip
+    with open(path, "rb") as f:
+        at = f.read().find(np.float64(600.0).tobytes())
+    _poke(path, at, np.float64(601.5).tobytes())
+    with pytest.raises(ChunkReadError, match=r"row group \(1,\) of .*c\.parquet:x: .*CRC checksum"):
+        fastfinite.scan(path)
+    r = fastfinite.scan(path, on_error="report")
+    assert [f.kind for f in r.findings] == ["unreadable_chunk"]
+    assert_matches_oracle(r.arrays["y"], x)

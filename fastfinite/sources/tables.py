@@ -209,6 +209,17 @@ def _pyarrow():
     return pq
 
 
+def parquet_file(path: str):
+    """``pyarrow.parquet.ParquetFile`` of ``path``, the checksums of its pages verified as
+    they are read (a page a writer gave one, as Spark does, whose bytes changed is an
+    error, never other values); pyarrow < 15 cannot."""
+    pq = _pyarrow()
+    try:
+        return pq.ParquetFile(path, page_checksum_verification=True)
+    except TypeError:  # pyarrow < 15: no such option
+        return pq.ParquetFile(path)
+
+
 def parquet_files(path: str) -> list[str]:
     """The files of a Parquet file or dataset directory (``walk.parquet_dataset``'s rule: a
     directory holding anything but Parquet is an error saying what it holds)."""
@@ -318,7 +329,7 @@ class ParquetColumnSource(FileColumn):
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def _open(self, path: str):
-        return _pyarrow().ParquetFile(path)
+        return parquet_file(path)
 
     def _values(self, group, parents: bool = False) -> np.ndarray:
         """The values of one row group (or, with ``parents``, the row of each value)."""
@@ -380,10 +391,9 @@ def parquet_columns(path: str, files: list[str]) -> TableColumns:
     """``open_parquet`` of the Parquet file or dataset ``path`` whose files are known
     (``parquet_files``, or ``DirContents.parquet_paths`` where its directory has been walked
     already)."""
-    pq = _pyarrow()
     files = [os.path.abspath(f) for f in files]
     try:
-        metas = [pq.ParquetFile(f) for f in files]
+        metas = [parquet_file(f) for f in files]
     except Exception as e:
         raise SourceError(f"cannot read {path} as Parquet: {e}") from None
     schema = metas[0].schema_arrow
