@@ -448,3 +448,28 @@ def test_parquet_page_with_a_flipped_byte_is_an_error(tmp_path):
     r = fastfinite.scan(path, on_error="report")
     assert [f.kind for f in r.findings] == ["unreadable_chunk"]
     assert_matches_oracle(r.arrays["y"], x)
+
+
+def test_arrow_dictionary_and_fixed_shape_tensor_columns_are_scanned(tmp_path):
+    """A dictionary-encoded float column (pandas' category of floats in Feather) and a
+    fixed-shape tensor column (embeddings as Arrow's canonical extension type) were listed
+    in ``skipped`` as "not numeric": their NaN and inf were never counted."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+    from pyarrow import feather
+
+    emb = np.array([[1.0, np.inf], [3.0, 4.0], [5.0, 6.0]], np.float32)
+    storage = pa.array(emb.tolist(), pa.list_(pa.float32(), 2))
+    table = pa.table({
+        "d": pa.array([1.0, np.nan, 1.0]).dictionary_encode(),
+        "t": pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(pa.float32(), (2,)), storage),
+    })  # fmt: skip
+    feather.write_feather(table, str(tmp_path / "t.feather"))
+    pq.write_table(table, tmp_path / "t.parquet")
+    r = fastfinite.scan(str(tmp_path / "t.feather"))
+    assert not r.skipped
+    assert_matches_oracle(r.arrays["d"], np.array([1.0, np.nan, 1.0]))
+    assert_matches_oracle(r.arrays["t"], emb)
+    r = fastfinite.scan(str(tmp_path / "t.parquet"))
+    assert not r.skipped
+    assert_matches_oracle(r.arrays["t"], emb.reshape(-1))  # Parquet's lists: flattened

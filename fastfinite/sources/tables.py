@@ -343,6 +343,8 @@ class ParquetColumnSource(FileColumn):
         arr = table.column(0).combine_chunks()
         rows = np.arange(len(arr))
         for step in self.steps:
+            if isinstance(arr.type, pa.BaseExtensionType):
+                arr = arr.storage
             if step == ("list",):
                 if arr.null_count:  # a null list, missing values: a NaN (a fixed size's each)
                     missing = [None] * getattr(arr.type, "list_size", 1)
@@ -353,6 +355,8 @@ class ParquetColumnSource(FileColumn):
                 arr = pc.struct_field(arr, [step[1]])
         if parents:
             return rows
+        if isinstance(arr.type, pa.BaseExtensionType):
+            arr = arr.storage
         values = arr.to_numpy(zero_copy_only=False)
         return values if values.dtype == self.dtype else values.astype(self.dtype)
 
@@ -372,6 +376,8 @@ def _leaves(name: str, typ, steps=()):
     values flattened (list, large list, fixed-size list, nested)."""
     import pyarrow as pa
 
+    if isinstance(typ, pa.BaseExtensionType):  # a fixed-shape tensor: its fixed-size lists
+        typ = typ.storage_type
     if pa.types.is_struct(typ):
         for f in typ:
             yield from _leaves(f"{name}.{f.name}", f.type, (*steps, ("field", f.name)))
