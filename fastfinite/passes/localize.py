@@ -79,6 +79,8 @@ def _offenders(
         den = std + x.dtype.type(eps) if x.dtype.kind == "f" else std + eps
 
     def bad(xb: np.ndarray) -> np.ndarray:
+        if cast and xb.dtype.kind == "c":  # a complex value casts as its two parts
+            return bad(xb.real) | bad(xb.imag)
         if cast:
             c = xb.astype(target)
             if error == "overflow":
@@ -155,11 +157,12 @@ def replay(
             nan,
             "NaN in the data (errstate cannot see NaN: it raises nothing, it only spreads)",
         )
+    parts = x.view(x.real.dtype) if x.dtype.kind == "c" else x  # complex: both parts cast
     for t, errors in cast_risks.items():
         for error in (e for e in errors if room("cast", e)):
             try:  # each category on its own: the first raised would hide the other
                 with np.errstate(**{"over" if error == "overflow" else "under": "raise"}):
-                    x.astype(cast_dtype(t))
+                    parts.astype(cast_dtype(t))
             except FloatingPointError as e:
                 op, error = parse_fpe(e)
                 found = _offenders(op, error, x, 0, 0, eps, f"cast:{t}", room(op, error))

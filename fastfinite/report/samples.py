@@ -58,7 +58,9 @@ def bad_samples(report) -> BadSamples:
     notes: list[str] = []
     if not report.complete:
         notes.append(f"{report.name}: the scan stopped early (fail_fast); the rest is unchecked")
-    if report.arrays or report.skipped or report.dtype == "group":
+    # a group (a table without by: its columns); a table scanned with by is one array,
+    # its text columns in ``skipped`` (its rows were never listed)
+    if report.arrays or report.dtype == "group" or (report.skipped and report.by is None):
         table = len(report.shape) == 2  # a table's columns (a group's shape is ())
         for key, sub in members_found(report.arrays):  # the others: no key of theirs is bad
             if table:
@@ -101,10 +103,11 @@ def _errors(report) -> bool:
 
 
 def _array_keys(report, notes: list[str]) -> list[Key]:
-    """An array alone: its rows with ``by=0``, else its name."""
-    if not _errors(report):
+    """An array alone: its rows with ``by=0``, else its name (a table with no numeric
+    column has none)."""
+    if not _errors(report) or any(f.kind == "nothing_scanned" for f in report.findings):
         return []
-    if report.by == (0,):
+    if report.by == (0,) or _is_table_column(report):  # a table's rows, by any axis too
         rows = _rows(report, report.name, notes)
         return [(report.name, r) for r in rows] if _is_table_column(report) else rows
     return [report.name]

@@ -129,7 +129,7 @@ class ArrowColumnSource(FileColumn):
         out = parts[0] if len(parts) == 1 else np.concatenate(parts)
         if out.shape[0] != rows.stop - rows.start:
             raise ValueError(f"record batches hold {out.shape[0]} rows, the plan {self.shape}")
-        return out
+        return out[(slice(None), *region[1:])]  # a replay's region: some of a list's values
 
     def _open(self, path: str) -> list:
         return _batches(path)
@@ -139,11 +139,29 @@ class ArrowColumnSource(FileColumn):
         return column_values(col, self.dtype, None if len(self.shape) == 1 else self.shape[1])
 
 
+def plain(col):
+    """A column's values in their plain Arrow type: an extension type's storage (a
+    fixed-shape tensor's fixed-size lists), a dictionary's values decoded."""
+    pa = _pa()
+    if isinstance(col.type, pa.BaseExtensionType):
+        col = col.storage
+    return col.dictionary_decode() if pa.types.is_dictionary(col.type) else col
+
+
+def plain_type(typ):
+    """``plain``'s type of a column of type ``typ``."""
+    pa = _pa()
+    if isinstance(typ, pa.BaseExtensionType):
+        typ = typ.storage_type
+    return typ.value_type if pa.types.is_dictionary(typ) else typ
+
+
 def column_values(col, dtype: np.dtype, width: int | None) -> np.ndarray:
     """One batch's values of a column: 1-D, or rows x ``width`` for lists (nulls as NaN)."""
     pa = _pa()
     import pyarrow.compute as pc
 
+    col = plain(col)
     if width is None:
         if col.null_count and not pa.types.is_floating(col.type):
             col = col.cast(pa.float64(), safe=False)  # rounded past 2**53, as pandas reads it
@@ -232,11 +250,11 @@ def _schema(path: str):
 def _column(files, opened, batches, index, field, name) -> ArrowColumnSource:
     import pyarrow.compute as pc
 
-    kind = _column_kind(field.type)
+    kind = _column_kind(plain_type(field.type))
     if isinstance(kind, str):
         raise UnsupportedDtypeError(kind)
     typ, is_list = kind
-    cols = [opened[fi][bi].column(index) for fi, bi, _, _ in batches]
+    cols = [plain(opened[fi][bi].column(index)) for fi, bi, _, _ in batches]
     width = None
     nulls = any(c.null_count for c in cols)
     if is_list:

@@ -84,16 +84,13 @@ class DequantizedTensor(Source):
         gguf = _gguf()
         qtype = gguf.GGMLQuantizationType(self.qtype)
         first = region[0]
-        if len(self.shape) == 1:
-            lo, hi = (
-                first.start // self._block * self._bsize,
-                first.stop // self._block * self._bsize,
-            )
-            raw = np.asarray(self.raw[lo:hi])
-        else:
-            raw = np.asarray(self.raw[first])
-        values = gguf.quants.dequantize(raw, qtype)
-        return values[(slice(None), *region[1:])] if len(self.shape) > 1 else values
+        if len(self.shape) == 1:  # the blocks holding the region (a replay's: any range)
+            lo, hi = first.start // self._block, -(-first.stop // self._block)
+            raw = np.asarray(self.raw[lo * self._bsize : hi * self._bsize])
+            values = gguf.quants.dequantize(raw, qtype)
+            return values[first.start - lo * self._block : first.stop - lo * self._block]
+        values = gguf.quants.dequantize(np.asarray(self.raw[first]), qtype)
+        return values[(slice(None), *region[1:])]
 
     @property
     def location(self) -> str:

@@ -133,15 +133,20 @@ def split_h5_path(path: str) -> tuple[str, str | None] | None:
     return None
 
 
-def open_h5(filename: str, dataset: str | None):
-    """An H5Source for a dataset, or a list of ``(path, factory)`` for a file or group."""
+def open_h5(filename: str, dataset: str | None, within: str | None = None):
+    """An H5Source for a dataset, or a list of ``(path, factory)`` for a file or group;
+    ``within``: the folder of a set, which no link of the file may lead out of
+    (``group_datasets``)."""
     regular_file(filename, filename)
     obj = _open_node(filename, dataset or "/")
     if isinstance(obj, _h5py().Dataset):
+        problem = _virtual_problem(obj, None)
+        if problem is not None:
+            raise SourceError(f"{filename}:{obj.name} is {problem[0]}")
         there = obj.file.filename  # another file's, through an external link
         same = os.path.abspath(there) == os.path.abspath(filename)
         return H5Source(filename if same else there, obj.name, _ds=obj)
-    return group_datasets(obj, dataset or "/")
+    return group_datasets(obj, dataset or "/", within)
 
 
 def _open_node(filename: str, path: str):
@@ -197,7 +202,9 @@ MAX_LINK_DEPTH = 64  # groups within groups, through links too
 _RANK = {"HardLink": 0, "ExternalLink": 1, "SoftLink": 2}
 
 
-def group_datasets(group: Any, base: str | None = None) -> list[tuple[str, Any]]:
+def group_datasets(
+    group: Any, base: str | None = None, within: str | None = None
+) -> list[tuple[str, Any]]:
     """Every dataset below an h5py group, reached by any link: hard, soft (to anywhere in
     the file) or external (to another file), as ``(path, factory)`` sorted by path;
     ``factory()`` opens its source (and raises ``UnsupportedDtypeError`` for string or
@@ -214,7 +221,10 @@ def group_datasets(group: Any, base: str | None = None) -> list[tuple[str, Any]]
     group's: ``missing_member`` for a soft link to nothing in the file,
     ``unreadable_member`` for an external link that cannot be followed here (HDF5 looks for
     its file by ``HDF5_EXT_PREFIX``, the file's folder and the working directory: elsewhere
-    it may lead to data) or an object that cannot be opened."""
+    it may lead to data) or an object that cannot be opened, and a virtual dataset whose
+    source cannot be opened here (HDF5 would read its part as the fill value). With
+    ``within`` (the folder of a set), an external link or a virtual dataset's source that
+    leads out of it is never followed: listed in ``skipped``, as a symbolic link is."""
     from ..errors import SkippedMemberError
 
     h5py = _h5py()
@@ -235,6 +245,10 @@ def group_datasets(group: Any, base: str | None = None) -> list[tuple[str, Any]]
             continue
         first[obj.id] = path
         if not group_like:
+            problem = _virtual_problem(obj, within)
+            if problem is not None:
+                skipped[path] = problem
+                continue
             found.append((path, lambda obj=obj: H5Source.from_dataset(obj)))
             continue
         if depth > MAX_LINK_DEPTH:
@@ -245,7 +259,18 @@ def group_datasets(group: Any, base: str | None = None) -> list[tuple[str, Any]]
             child = f"{path}/{name}"
             try:
                 link = obj.get(name, getlink=True)
+                if within is not None and isinstance(link, h5py.ExternalLink):
+                    there = _link_file(link.filename, obj.file.filename, "HDF5_EXT_PREFIX")
+                    if there is not None and not _inside(there, within):
+                        skipped[child] = (f"an external link to {link.filename}:{link.path}, "
+                                          f"out of {within}: never followed", None)  # fmt: skip
+                        continue
                 target = obj[name]
+                if within is not None and not _inside(target.file.filename, within):
+                    # a soft link through an external link: led out all the same
+                    skipped[child] = (f"a link that leads to {target.file.filename}, out "
+                                      f"of {within}: never followed", None)  # fmt: skip
+                    continue
             except _LINK_ERRORS as e:
                 why = _dead_link(obj, name, e) or f"cannot be opened ({_reason(e)})"
                 kind = "missing_member" if _leads_nowhere(obj, name) else "unreadable_member"
@@ -262,6 +287,65 @@ def group_datasets(group: Any, base: str | None = None) -> list[tuple[str, Any]]
 
         found.append((path, skip))
     return sorted(found, key=lambda t: t[0])
+
+
+def _link_file(name: str, parent: str, env: str) -> str | None:
+    """The file HDF5 opens for the file name ``name`` of an external link (``env``:
+    ``"HDF5_EXT_PREFIX"``) or a virtual dataset's source (``"HDF5_VDS_PREFIX"``) in the
+    file ``parent``, in HDF5's order: an absolute name as it is, then its last part (or
+    a relative name) in each folder of ``env``, in ``parent``'s folder, in the working
+    directory; None when there is none."""
+    rel = name
+    tries = []
+    if os.path.isabs(name):
+        tries.append(name)
+        rel = os.path.basename(name)
+    tries += [os.path.join(p, rel) for p in os.environ.get(env, "").split(os.pathsep) if p]
+    tries += [os.path.join(os.path.dirname(os.path.abspath(parent)), rel), os.path.abspath(rel)]
+    return next((t for t in tries if os.path.isfile(t)), None)
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether ``path``, its links resolved, is in ``folder``."""
+    real, top = os.path.realpath(path), os.path.realpath(folder)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def _virtual_problem(ds: Any, within: str | None) -> tuple[str, str | None] | None:
+    """Why the dataset ``ds`` is not scanned, and its finding kind, when it is virtual: a
+    source file or dataset that cannot be opened here (HDF5 reads its part as the fill
+    value, data that is not there: ``unreadable_member``), or, with ``within``, a source
+    out of that folder (never read, as a symbolic link: no finding). None otherwise, and
+    for sources named by a pattern (``%b``), which HDF5 expands as it reads."""
+    if not ds.is_virtual:
+        return None
+    h5py = _h5py()
+    seen: set[tuple[str, str]] = set()
+    for vs in ds.virtual_sources():
+        if "%" in vs.file_name or "%" in vs.dset_name or (vs.file_name, vs.dset_name) in seen:
+            continue
+        seen.add((vs.file_name, vs.dset_name))
+        where = f"{vs.file_name}:{vs.dset_name}"
+        if vs.file_name == ".":
+            there = ds.file.filename
+        else:
+            there = _link_file(vs.file_name, ds.file.filename, "HDF5_VDS_PREFIX")
+        if there is not None and within is not None and not _inside(there, within):
+            return f"a virtual dataset whose source {where} is out of {within}: never read", None
+        try:
+            if there is None:
+                raise OSError("no such file")
+            with h5py.File(there, "r") as f:
+                if not isinstance(f.get(vs.dset_name), h5py.Dataset):
+                    raise KeyError("no such dataset")
+        except _LINK_ERRORS as e:
+            fill = ds.fillvalue.item() if hasattr(ds.fillvalue, "item") else ds.fillvalue
+            return (
+                f"a virtual dataset whose source {where} cannot be opened here "
+                f"({_reason(e)}): HDF5 would read its part as the fill value {fill}",
+                "unreadable_member",
+            )
+    return None
 
 
 def _leads_nowhere(group: Any, name: str, depth: int = 0) -> bool:

@@ -1,6 +1,6 @@
 """NumPy ``.npz`` archives, one member per array: a member stored uncompressed
 (``np.savez``) is memory-mapped at its data's offset in the file (the zip's local header
-parsed here), a compressed one (``np.savez_compressed``) is read whole when its turn comes,
+parsed here; its CRC-32 checked when its turn comes, as ``np.load`` checks it), a compressed one (``np.savez_compressed``) is read whole when its turn comes,
 one at a time. Members are keyed as ``np.load`` names them (``"x"`` for ``x.npy``)."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from .tensors import (
     file_data_start,
     member_bytes,
     member_error,
+    stored_check,
     unique_keys,
 )
 
@@ -119,7 +120,12 @@ def _stored(path: str, info: zipfile.ZipInfo, size: int, member: str, where: str
     name = where.replace(", member ", ":")
     dtype = _raw(dtype, options, name)
     order = "F" if fortran else "C"
-    return lambda: MappedTensor(path, start + head, dtype, shape, name, order, "npz", member)
+
+    def opened():
+        crc = stored_check(path, start, info, where, options)
+        return MappedTensor(path, start + head, dtype, shape, name, order, "npz", member, None, crc)
+
+    return opened
 
 
 def _inflated(path: str, info: zipfile.ZipInfo, member: str, name: str, options: Any):

@@ -119,7 +119,7 @@ def open_glob(pattern: str, options) -> ShardSet:
     items = [(rel, kind) for rel, kind in contents.items() if _matches(rel.split("/"), pats)]
     if not items:
         raise SourceError(f"no file matches {pattern}")
-    return _set(root, items, options)
+    return _set(root, items, options, root)
 
 
 def open_directory(root: str, contents, options) -> ShardSet:
@@ -128,7 +128,7 @@ def open_directory(root: str, contents, options) -> ShardSet:
     if npy is not None:  # most sets: their paths sorted, not paired with their kind
         with collector_paused():
             return _npy_set(root, npy, options)
-    return _set(root, contents.items(), options)
+    return _set(root, contents.items(), options, root)
 
 
 def open_list(paths: list, options) -> ShardSet:
@@ -164,12 +164,14 @@ def open_list(paths: list, options) -> ShardSet:
     return _set(common, items, options)
 
 
-def _set(root: str, items: list[tuple[str, str]], options) -> ShardSet:
+def _set(root: str, items: list[tuple[str, str]], options, within: str | None = None):
+    """The set of ``items`` below ``root``; ``within``: the folder given (a directory, a
+    glob's fixed prefix), which no file's links may lead out of."""
     with collector_paused():  # tens of thousands of factories, no cycle
-        return _members_of(root, items, options)
+        return _members_of(root, items, options, within)
 
 
-def _members_of(root: str, items: list[tuple[str, str]], options) -> ShardSet:
+def _members_of(root: str, items: list[tuple[str, str]], options, within=None) -> ShardSet:
     if items and set(map(itemgetter(1), items)) == {".npy file"}:
         return _npy_set(root, [rel for rel, _ in items], options)
     out, paths, raws, skips, files = [], [], {}, {}, {}
@@ -183,7 +185,7 @@ def _members_of(root: str, items: list[tuple[str, str]], options) -> ShardSet:
             files[rel] = path  # and read whole, when small
         elif kind in ARRAY_KINDS:
             paths.append(path)
-            members = file_members(path, rel, kind, options)
+            members = file_members(path, rel, kind, options, within)
             out += members
             raws.update((k, f.raw_npy) for k, f in members if getattr(f, "raw_npy", None))
             skips.update((k, f.skip) for k, f in members if getattr(f, "skip", None) is not None)
@@ -253,15 +255,16 @@ def join(rel: str, inner: str) -> str:
     return f"{rel}:{inner}" if inner.startswith("/") else f"{rel}/{inner.strip('/')}"
 
 
-def file_members(path: str, rel: str, kind: str, options) -> Members:
+def file_members(path: str, rel: str, kind: str, options, within: str | None = None) -> Members:
     """The members of one array file or store of a set, keyed below ``rel``; a file that
     cannot be opened is an error naming it, or with ``on_error="report"`` one member whose
-    factory raises ``SkippedMemberError`` (an ``unreadable_member`` finding)."""
+    factory raises ``SkippedMemberError`` (an ``unreadable_member`` finding). ``within``:
+    the folder no link of an HDF5 file may lead out of."""
     if kind == ".npy file":
         return [(rel, _npy_factory(path, options))]
     try:
         with reader_errors(path):
-            target = _open_file(path, kind, options)
+            target = _open_file(path, kind, options, within)
     except SkippedMemberError as e:
         return [(rel, _skip(str(e), e.kind))]
     except FastFiniteError as e:
@@ -315,7 +318,7 @@ def _guarded(factory, path: str, key: str | None, options) -> Callable[[], Any]:
     return opened
 
 
-def _open_file(path: str, kind: str, options) -> Any:
+def _open_file(path: str, kind: str, options, within: str | None = None) -> Any:
     """What one file of a set opens as: a source, ``[(key, factory), ...]``, or None."""
     from . import hdf5, tables
 
@@ -329,8 +332,8 @@ def _open_file(path: str, kind: str, options) -> Any:
         from .tars import open_tar
 
         return open_tar(path, options)
-    if kind == "HDF5 file":
-        return hdf5.open_h5(path, None)
+    if kind == "HDF5 file":  # its links never lead out of the set's folder
+        return hdf5.open_h5(path, None, within)
     if kind == "Zarr store":
         from . import zarr
         from .base import of_type

@@ -184,7 +184,10 @@ def table_source(columns: TableColumns, name: str) -> tuple[TableSource | None, 
         except UnsupportedDtypeError as e:
             skipped[path] = str(e)
             continue
-        if source.shape != (columns.rows,):
+        if len(source.shape) == 2:  # an Arrow column of lists of one length
+            skipped[path] = (f"lists of {source.shape[1]} values: not one value per row, so "
+                             "not in the table that by scans")  # fmt: skip
+        elif source.shape != (columns.rows,):
             skipped[path] = (
                 f"{source.shape[0]} values in lists over {columns.rows} rows: not one per row, so not in the table that by scans"
             )
@@ -204,6 +207,17 @@ def _pyarrow():
             "reading Parquet needs pyarrow: pip install 'fastfinite[parquet]'"
         ) from None
     return pq
+
+
+def parquet_file(path: str):
+    """``pyarrow.parquet.ParquetFile`` of ``path``, the checksums of its pages verified as
+    they are read (a page a writer gave one, as Spark does, whose bytes changed is an
+    error, never other values); pyarrow < 15 cannot."""
+    pq = _pyarrow()
+    try:
+        return pq.ParquetFile(path, page_checksum_verification=True)
+    except TypeError:  # pyarrow < 15: no such option
+        return pq.ParquetFile(path)
 
 
 def parquet_files(path: str) -> list[str]:
@@ -256,7 +270,9 @@ class FileColumn(Source):
 class ParquetColumnSource(FileColumn):
     """One numeric column of a Parquet file or dataset, or one numeric field nested in it
     (in structs: ``"s.a"``; in lists: their values, flattened in row order), read one row
-    group at a time. Nulls count as NaN, as they read in pandas."""
+    group at a time. Nulls count as NaN, as they read in pandas; a null list as one NaN
+    (a fixed-size list's as a NaN for each value it holds), as the Arrow reader reads a
+    null row of a list column."""
 
     unit_kind = "row group"
 
@@ -288,23 +304,36 @@ class ParquetColumnSource(FileColumn):
             if values:
                 yield (slice(first, first + values),)
 
+    def _overlapping(self, region: Region):
+        """``(i, group)`` of the row groups holding values of ``region`` (a scan's region is
+        one row group; a replay's, any range of values)."""
+        lo, hi = region[0].start, region[0].stop
+        return [(i, g) for i, g in enumerate(self.groups) if g[2] < hi and lo < g[2] + g[3]]
+
     def units(self, region: Region):
-        """The row group of a region (a region is one row group)."""
-        i = next(i for i, g in enumerate(self.groups) if g[2] == region[0].start)
-        yield self.unit_kind, (i,), region
+        """The row groups of a region, each with the part of the region it holds."""
+        lo, hi = region[0].start, region[0].stop
+        for i, g in self._overlapping(region):
+            yield self.unit_kind, (i,), (slice(max(lo, g[2]), min(hi, g[2] + g[3])),)
 
     def read(self, region: Region) -> np.ndarray:
-        g = next(g for g in self.groups if g[2] == region[0].start)
-        values = self._values(g)
-        if len(values) != region[0].stop - region[0].start:
-            raise ValueError(f"row group holds {len(values)} values, the plan {self.shape}")
-        return values
+        lo, hi = region[0].start, region[0].stop
+        parts = []
+        for _, g in self._overlapping(region):
+            values = self._values(g)
+            if len(values) != g[3]:
+                raise ValueError(f"row group holds {len(values)} values, the plan {g[3]}")
+            parts.append(values[max(lo - g[2], 0) : hi - g[2]])
+        if not parts:
+            return np.empty(0, self.dtype)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def _open(self, path: str):
-        return _pyarrow().ParquetFile(path)
+        return parquet_file(path)
 
     def _values(self, group, parents: bool = False) -> np.ndarray:
         """The values of one row group (or, with ``parents``, the row of each value)."""
+        import pyarrow as pa
         import pyarrow.compute as pc
 
         # our threads already read in parallel: no pyarrow pool on top of them
@@ -314,13 +343,20 @@ class ParquetColumnSource(FileColumn):
         arr = table.column(0).combine_chunks()
         rows = np.arange(len(arr))
         for step in self.steps:
+            if isinstance(arr.type, pa.BaseExtensionType):
+                arr = arr.storage
             if step == ("list",):
+                if arr.null_count:  # a null list, missing values: a NaN (a fixed size's each)
+                    missing = [None] * getattr(arr.type, "list_size", 1)
+                    arr = pc.fill_null(arr, pa.scalar(missing, arr.type))
                 rows = rows[pc.list_parent_indices(arr).to_numpy()]
                 arr = pc.list_flatten(arr)
             else:
                 arr = pc.struct_field(arr, [step[1]])
         if parents:
             return rows
+        if isinstance(arr.type, pa.BaseExtensionType):
+            arr = arr.storage
         values = arr.to_numpy(zero_copy_only=False)
         return values if values.dtype == self.dtype else values.astype(self.dtype)
 
@@ -340,6 +376,8 @@ def _leaves(name: str, typ, steps=()):
     values flattened (list, large list, fixed-size list, nested)."""
     import pyarrow as pa
 
+    if isinstance(typ, pa.BaseExtensionType):  # a fixed-shape tensor: its fixed-size lists
+        typ = typ.storage_type
     if pa.types.is_struct(typ):
         for f in typ:
             yield from _leaves(f"{name}.{f.name}", f.type, (*steps, ("field", f.name)))
@@ -359,10 +397,9 @@ def parquet_columns(path: str, files: list[str]) -> TableColumns:
     """``open_parquet`` of the Parquet file or dataset ``path`` whose files are known
     (``parquet_files``, or ``DirContents.parquet_paths`` where its directory has been walked
     already)."""
-    pq = _pyarrow()
     files = [os.path.abspath(f) for f in files]
     try:
-        metas = [pq.ParquetFile(f) for f in files]
+        metas = [parquet_file(f) for f in files]
     except Exception as e:
         raise SourceError(f"cannot read {path} as Parquet: {e}") from None
     schema = metas[0].schema_arrow

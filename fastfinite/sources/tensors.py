@@ -1,15 +1,20 @@
 """What the checkpoint readers share: a tensor stored raw at an offset of a file, read in
 place through a memory map (``MappedTensor``), or read whole from a compressed member
 (``HeldMember``); where a zip member's bytes start (``zip_data_start``, ``member_bytes``:
-in place in a buffer); the errors of a tensor that cannot be read (``member_error``: a
+in place in a buffer) and whether they are those the zip recorded (``check_crc``: a stored
+member is never inflated, so nothing else checks its CRC-32); the errors of a tensor that cannot be read (``member_error``: a
 ``SourceError``, or with ``on_error="report"`` a member listed in ``skipped`` with an
 ``unreadable_member`` finding); a group of members checked at once (``checked_group``); and
 a nested ``dict`` of arrays as a group (``dict_members``)."""
 
 from __future__ import annotations
 
+import copy
 import os
 import struct
+import threading
+import time
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -53,8 +58,10 @@ class MappedTensor(ArraySource):
         kind: str = "tensor",
         member: str = "",
         strides: tuple[int, ...] | None = None,
+        crc: tuple | None = None,
     ):
         self.offset, self.order, self.kind, self.strides = int(offset), order, kind, strides
+        self.crc = crc  # ``stored_check``'s, when the member's CRC-32 is checked at its first read
         self.member = member or str(self.offset)  # its name in the file
         self._planned = (np.dtype(dtype), tuple(int(n) for n in shape))
         array = _mapped(path, offset, dtype, shape, order, strides)
@@ -68,6 +75,20 @@ class MappedTensor(ArraySource):
         if self._array is None:
             self._array = _mapped(self.path, self.offset, *self._planned, self.order, self.strides)
         return self._array
+
+    def read(self, region):
+        if self.crc is not None:
+            self._check_crc()
+        return super().read(region)
+
+    def _check_crc(self) -> None:
+        with _CRC_LOCK:  # once, on one thread: a region's thread runs it alone
+            if self.crc is None:
+                return
+            start, size, crc, message = self.crc
+            if file_crc(self.path, start, size, 1) != crc:
+                raise SourceError(message)
+            self.crc = None
 
     def verify(self) -> None:
         """The file is still there and still holds the tensor's bytes."""
@@ -116,6 +137,9 @@ class HeldMember(ArraySource):
         from .fingerprints import whole_file
 
         return whole_file(self.file)
+
+
+_CRC_LOCK = threading.Lock()
 
 
 def _remapped(state: dict) -> MappedTensor:
@@ -185,9 +209,122 @@ def file_data_start(path: str, info: Any, size: int, where: str) -> int:
         return zip_data_start(head, info, size, where)
 
 
-def member_bytes(view: memoryview, zf: Any, info: Any, where: str, options: Any):
+CRC_CHUNK = 1 << 22  # a stored member's CRC-32 is taken in chunks of this many bytes
+
+
+def crc_message(where: str, filename: str) -> str:
+    return (f"cannot read {where}: Bad CRC-32 for {filename} (its bytes are not those the "
+            "zip recorded: the file is corrupt)")  # fmt: skip
+
+
+def check_crc(data: Any, info: Any, where: str, options: Any, zero_unset: bool = False) -> None:
+    """Raise ``member_error`` when the CRC-32 of a stored zip member's bytes is not the
+    one its zip recorded (``zipfile`` and ``np.load`` refuse such a member: "Bad CRC-32").
+    ``data``: its bytes in memory, or ``(path, start)``: where they are in a file, read in
+    chunks on every core (``zlib.crc32`` runs without the GIL), memory bounded.
+    ``zero_unset``: a CRC-32 of 0 says none was computed (``unset_crc``)."""
+    if unset_crc(info, zero_unset):
+        return
+    if not isinstance(data, tuple):
+        crc = zlib.crc32(data)
+    else:  # a file: checked once while it is unchanged (a set's progress bar, a replay)
+        st = os.stat(data[0])
+        seen = (*data, info.file_size, info.CRC, st.st_ino, st.st_size, st.st_mtime_ns,
+                st.st_ctime_ns)  # fmt: skip
+        if seen in _CHECKED:
+            return
+        crc = file_crc(*data, info.file_size)
+    if crc != info.CRC:
+        raise member_error(options, crc_message(where, info.filename))
+    if isinstance(data, tuple) and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > 2e9:
+        _CHECKED.add(seen)  # not when written within a tick of the clock: unseen rewrites
+
+
+_CHECKED: set[tuple] = set()  # the stored members whose CRC-32 matched, by where and stat
+
+
+def stored_check(path: str, start: int, info: Any, where: str, options: Any, zero_unset=False):
+    """The CRC-32 check of a stored member of the zip file ``path`` (its bytes at
+    ``start``): done now, or, when the scan keeps a cache, ``(start, size, crc, message)``
+    for ``MappedTensor``, which checks it when it is first read (a file the cache recalls
+    is not read again: its bytes, checked when it was scanned, have not changed); None
+    when there is nothing left to check (``zero_unset``: see ``unset_crc``)."""
+    if unset_crc(info, zero_unset):
+        return None
+    if options is not None and getattr(options, "cache", None) is not None:
+        return (start, info.file_size, info.CRC, crc_message(where, info.filename))
+    check_crc((path, start), info, where, options)
+    return None
+
+
+def unset_crc(info: Any, zero_unset: bool) -> bool:
+    """Whether the zip recorded no CRC-32 for the member ``info``: with ``zero_unset``, a
+    CRC of 0 (``torch.save`` with ``compute_crc32=False`` writes 0 for every member, and
+    ``torch.load`` reads them; a member whose true CRC is 0, one in 2**32, goes unchecked)."""
+    return zero_unset and info.CRC == 0
+
+
+def zip_read(zf: Any, info: Any, zero_unset: bool = False) -> bytes:
+    """``zf.read(info)``, its CRC-32 checked unless ``unset_crc``."""
+    if unset_crc(info, zero_unset):
+        info = copy.copy(info)
+        del info.CRC  # zipfile checks the CRC-32 of a member that has one
+    return zf.read(info)
+
+
+def file_crc(path: str, start: int, size: int, workers: int | None = None) -> int:
+    """The CRC-32 of ``size`` bytes at ``start`` of the file ``path``: a head of less than
+    ``CRC_CHUNK`` bytes, then whole chunks on ``workers`` threads (default: every core),
+    joined by ``_CHUNK_SHIFT``; -1 when the file is now shorter."""
+    from ..compute.parts import default_workers
+    from ..compute.pools import bounded_map
+
+    head = size % CRC_CHUNK
+    fd = os.open(path, os.O_RDONLY)
+    try:
+
+        def crc_at(offset: int, n: int = CRC_CHUNK) -> int:
+            data = os.pread(fd, n, offset)
+            return zlib.crc32(data) if len(data) == n else -1  # -1: the file is now shorter
+
+        crc = crc_at(start, head)
+        offsets = range(start + head, start + size, CRC_CHUNK)
+        for part in bounded_map(crc_at, offsets, workers or default_workers()):
+            if crc < 0 or part < 0:
+                return -1
+            crc = _shifted(_CHUNK_SHIFT, crc) ^ part
+        return crc
+    finally:
+        os.close(fd)
+
+
+def _shifted(op: list[int], crc: int) -> int:
+    """``op`` (32 columns over GF(2)) applied to ``crc``."""
+    out, i = 0, 0
+    while crc:
+        if crc & 1:
+            out ^= op[i]
+        crc, i = crc >> 1, i + 1
+    return out
+
+
+def _shift_op(nbytes: int) -> list[int]:
+    """The linear map ``c -> crc32(zeros, c) ^ crc32(zeros, 0)`` for ``nbytes`` (a power
+    of two) zero bytes: ``crc32(a + b) == crc32(b) ^ op(crc32(a))`` for ``len(b) == nbytes``
+    (zlib's ``crc32_combine``, which Python's ``zlib`` does not offer)."""
+    op = [zlib.crc32(b"\0", 1 << i) ^ zlib.crc32(b"\0") for i in range(32)]
+    for _ in range(nbytes.bit_length() - 1):  # squared: twice as many zeros
+        op = [_shifted(op, c) for c in op]
+    return op
+
+
+_CHUNK_SHIFT = _shift_op(CRC_CHUNK)
+
+
+def member_bytes(view: memoryview, zf: Any, info: Any, where: str, options: Any, zero_unset=False):
     """The bytes of a member of a zip held in ``view``: a slice of it when the member is
-    stored (in place, never copied), else read out (``member_error`` when it cannot be)."""
+    stored (in place, never copied), else read out (``member_error`` when it cannot be, or
+    when its CRC-32 is not the zip's; ``zero_unset``: see ``unset_crc``)."""
     import zipfile
 
     try:
@@ -195,8 +332,10 @@ def member_bytes(view: memoryview, zf: Any, info: Any, where: str, options: Any)
             start = zip_data_start(
                 view[info.header_offset :][: _LOCAL.size + 0xFFFF], info, len(view), where
             )
-            return view[start : start + info.file_size]
-        return zf.read(info)
+            data = view[start : start + info.file_size]
+            check_crc(data, info, where, options, zero_unset)
+            return data
+        return zip_read(zf, info, zero_unset)
     except SourceError as e:
         raise member_error(options, str(e)) from None
     except Exception as e:  # a corrupt stream, a bad CRC

@@ -2,8 +2,9 @@
 without executing their pickle.
 
 A checkpoint is a zip: ``<archive>/data.pkl`` (the object, pickled), ``<archive>/data/<key>``
-(each storage's raw bytes, stored uncompressed) and ``<archive>/byteorder``. The pickle is
-read by ``unpickle.TensorUnpickler``, which refuses any global but the tensor rebuild
+(each storage's raw bytes, stored uncompressed) and ``<archive>/byteorder``, each member's
+CRC-32 checked (but a CRC of 0: ``torch.save`` writes it when told to compute none). The
+pickle is read by ``unpickle.TensorUnpickler``, which refuses any global but the tensor rebuild
 functions, storages and plain containers; each tensor is then a memory map of its bytes in
 its storage's member (a strided view where its strides say so), keyed by its path in the
 nested dicts (``"model.layers.0.w"``). Legacy (non-zip) checkpoints, as torch < 1.6 wrote
@@ -35,7 +36,9 @@ from .tensors import (
     format_dtype,
     member_bytes,
     member_error,
+    stored_check,
     strided_view,
+    zip_read,
 )
 from .unpickle import TensorRef, UnreadTensor, itemsize, load, tensors_of
 
@@ -106,7 +109,7 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, limit: 
     if info.file_size > limit:
         raise SourceError(f"cannot read {where}: {info.file_size} bytes, more than {limit}")
     try:
-        return zf.read(info)
+        return zip_read(zf, info, True)
     except Exception as e:  # a corrupt stream, a bad CRC, a file cut short
         raise SourceError(f"cannot read {where}: {type(e).__name__}: {e}") from None
 
@@ -144,13 +147,26 @@ def open_torch(path: str, name: str, options: Any = None) -> Members:
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
         raise SourceError(f"{name} is not a valid PyTorch (zip) checkpoint: {e}") from None
     starts: dict[str, int] = {}
+    checked: set[str] = set()  # the storages whose CRC-32 matched (a storage of many views)
 
     def factory(key, ref, info, dtype, span, member, where):
         if info.compress_type != zipfile.ZIP_STORED:
             return _inflating(path, info, ref, dtype, f"{name}:{key}", options)
+        if info.flag_bits & 1:
+            raise SourceError(f"cannot read {where}: its storage {member} is encrypted")
         if member not in starts:
             starts[member] = file_data_start(path, info, size, where)
-        return _mapping(path, starts[member], ref, dtype, span, f"{name}:{key}")
+        mapped = _mapping(path, starts[member], ref, dtype, span, f"{name}:{key}")
+
+        def opened():
+            crc = None
+            if member not in checked:
+                crc = stored_check(path, starts[member], info, f"{where} ({member})", options, True)
+                if crc is None:
+                    checked.add(member)
+            return mapped(crc)
+
+        return opened
 
     with zf:
         return _zip_members(zf, name, options, factory)
@@ -202,9 +218,9 @@ def _mapping(path: str, start: int, ref: TensorRef, dtype: np.dtype, span: int, 
 
     strides = None if order is not None or span == 0 else ref.stride
 
-    def opened():
+    def opened(crc: tuple | None = None):  # crc: ``tensors.stored_check``'s
         return MappedTensor(path, first, dtype, ref.size, name, order or "C", "torch", name,
-                            strides)  # fmt: skip
+                            strides, crc)  # fmt: skip
 
     return opened
 
@@ -213,7 +229,7 @@ def _inflating(path: str, info, ref: TensorRef, dtype: np.dtype, name: str, opti
     def opened():
         try:
             with zipfile.ZipFile(path) as zf:
-                data = zf.read(info)
+                data = zip_read(zf, info, True)
         except Exception as e:
             raise member_error(options, f"cannot read {name}: {type(e).__name__}: {e}") from None
         return HeldMember(_from_bytes(data, ref, dtype), name, path, info.filename, "torch")
@@ -239,7 +255,7 @@ def torch_bytes(data: bytes | memoryview, name: str, options: Any = None) -> Mem
 
     def factory(key, ref, info, dtype, span, member, where):
         def opened():
-            raw = member_bytes(view, zf, info, where, options)
+            raw = member_bytes(view, zf, info, where, options, True)
             return ArraySource(_from_bytes(raw, ref, dtype), name=f"{name}:{key}")
 
         return opened
