@@ -419,3 +419,43 @@ def test_a_set_of_integer_files_asks_for_no_kernel_of_its_own(tmp_path):
     assert r.count == 300 and r.min == 0 and r.max == 33
     asked = [key for key in dispatch._groups if key[0] == "rows"]
     assert asked and all(dtype in ("float32", "float64") for _, dtype in asked), asked
+
+
+@pytest.mark.parametrize("part", [7, 1024])
+def test_tar_shards_on_dask_give_the_local_report_in_few_tasks(
+    tmp_path, monkeypatch, part, dask_client
+):
+    """Tar shards on the Dask engine, in a folder with a small and a large ``.npy`` file,
+    an ``.npz`` and a label, and a tar given alone: each tar's members ``SET_PART`` to a
+    task, the tar opened again where the task runs and its part scanned together; the
+    local engine's report, skipped entries and findings in the same order, corrupt
+    members named as here."""
+    from fastfinite.engines import dask as dask_engine
+    from fastfinite.sources.small import SMALL_NPY
+
+    _shards(tmp_path, np.random.default_rng(part), bad=True)
+    np.save(tmp_path / "a.npy", np.array([1.0, np.nan]))
+    np.save(tmp_path / "b.npy", np.arange(SMALL_NPY // 8 + 10, dtype=np.float64))
+    np.savez(tmp_path / "c.npz", x=np.array([np.inf, 2.0]))
+    (tmp_path / "labels.txt").write_text("1\n")
+    monkeypatch.setattr(dask_engine, "SET_PART", part)
+    kw = {"on_error": "report", "cast": ("float16",)}
+    for data in (tmp_path, tmp_path / "shard-000001.tar"):
+        local = fastfinite.scan(data, **kw)
+        assert local.skipped
+        for scheduler in ("synchronous", dask_client):
+            _same(fastfinite.scan(data, scheduler=scheduler, **kw), local)
+    graph = fastfinite.scan(tmp_path, compute=False, **kw)
+    per_tar = -(-80 // part)  # 40 samples of two members each
+    assert len(dict(graph.dask)) <= 3 * per_tar + 20, len(dict(graph.dask))
+
+
+def test_a_tar_changed_between_its_graph_and_its_scan_is_an_error(tmp_path):
+    """The members a task scans are those the graph listed: a tar rewritten with other
+    members in between is an error naming it, never another member's report under a
+    listed key."""
+    _tar(tmp_path / "s.tar", {f"{i}.x.npy": _npy(np.arange(3.0) + i) for i in range(4)})
+    lazy = fastfinite.scan(tmp_path, compute=False)
+    _tar(tmp_path / "s.tar", {f"{i}.y.npy": _npy(np.arange(3.0) + i) for i in range(4)})
+    with pytest.raises(SourceError, match="s.tar changed while it was scanned"):
+        lazy.compute(scheduler="synchronous")

@@ -1,8 +1,8 @@
 """The Dask engine: a plan as a graph. One kernel task per region of each member (the
 ``local`` engine's regions), a tree reduction of the small summaries (fan-in
 ``split_every``), a task that builds each member's report and one that puts them together.
-A set of ``.npy`` files has its small files scanned together, many to a task, as the local
-engine scans them (``engines.batched``).
+A set of files has its small ``.npy`` files and its tars' members scanned together, many
+to a task, as the local engine scans them (``engines.batched``).
 
 The leaves take their values where they are:
 
@@ -47,8 +47,8 @@ def delayed_scan(plan: ScanPlan):
     start on them at once)."""
     from dask import delayed
 
-    if batched.applies(plan) and batched.only_files(plan):
-        return _delayed_files(plan)
+    if batched.applies(plan):  # a set of files: its small members together
+        return _delayed_set(plan)
     reports = {}
     for m in plan.members():
         reports[m.path] = _member_graph(m, plan)
@@ -152,39 +152,55 @@ def _finish_set(*args):
     return finish(*args)
 
 
-SET_PART = 1024  # small files of a set a task scans together
+SET_PART = 1024  # small members of a set a task scans together
 
 
-def _delayed_files(plan: ScanPlan):
-    """A set of ``.npy`` files as a graph: its small files (``SMALL_NPY`` bytes at most,
-    by their size here) in tasks of ``SET_PART``, each scanned together where it runs as
-    the local engine scans them (``engines.batched``: a task a file cost a hundred times
-    their scan, 100 s for 10,000 files of 1 KB on two workers); a larger file as a member,
-    its own graph; a last task puts their reports in the set's order."""
+def _delayed_set(plan: ScanPlan):
+    """A set of files as a graph: its small ``.npy`` files (``SMALL_NPY`` bytes at most, by
+    their size here) and its tars' members in tasks of ``SET_PART``, each part scanned
+    together where it runs as the local engine scans it (``engines.batched``: a task a
+    member cost a hundred times their scan, 100 s for 10,000 files of 1 KB on two
+    workers); any other member its own graph; a last task puts their reports in the set's
+    order."""
     from dask import delayed
 
-    entries, paths = plan.entries, plan.target.paths
+    entries, target = plan.entries, plan.target
+    files, tars = target.files, {first: span for first, *span in target.tars}
+    opts, twin = plan.options, plan.twin_max
     parts: list = []
-    run: list[int] = []
+    run: list[int] = []  # consecutive small .npy files
 
     def flush() -> None:
         if run:
-            keys, where = [entries[i][0] for i in run], [paths[i] for i in run]
-            task = delayed(_scan_files, pure=True)(plan.layout, keys, where, plan.options, plan.twin_max)  # fmt: skip
+            keys = [entries[i][0] for i in run]
+            task = delayed(_scan_files, pure=True)(plan.layout, keys, [files[k] for k in keys], opts, twin)  # fmt: skip
             parts.append(("together", task))
             run.clear()
 
-    for i, path in enumerate(paths):
-        if _small_file(path):
+    i = 0
+    while i < len(entries):
+        key = entries[i][0]
+        if i in tars:  # a tar's members, a part at a time
+            flush()
+            stop, path, rel = tars[i]
+            for a in range(i, stop, SET_PART):
+                keys = [k for k, _ in entries[a : min(a + SET_PART, stop)]]
+                task = delayed(_scan_tar, pure=True)(plan.layout, path, rel, a - i, keys, opts, twin)  # fmt: skip
+                parts.append(("together", task))
+            i = stop
+            continue
+        if key in files and _small_file(files[key]):
             run.append(i)
             if len(run) == SET_PART:
                 flush()
-            continue
-        flush()
-        for m in plan.members([entries[i]]):  # a file that cannot be opened: skipped here
-            parts.append(("alone", m.path, _member_graph(m, plan)))
-            plan.groups += [g for g in kernel_groups(m.spec) if g not in plan.groups]
-            m.source.unmap()
+        else:
+            flush()
+            for m in plan.members([entries[i]]):  # one that cannot be opened: skipped here
+                parts.append(("alone", m.path, _member_graph(m, plan)))
+                plan.groups += [g for g in kernel_groups(m.spec) if g not in plan.groups]
+                if m.source.reads_in_tasks:
+                    m.source.unmap()
+        i += 1
     flush()
     keys = [k for k, _ in entries]
     return delayed(_finish_files, pure=True)(
@@ -204,13 +220,37 @@ def _small_file(path: str) -> bool:
 
 @_task
 def _scan_files(layout, keys: list[str], paths: list[str], options, twin_max: int) -> tuple:
-    """A part of a set of ``.npy`` files scanned together (``batched.scan_set``), in this
-    task (one thread: Dask owns the cores): ``(its members' reports, skipped, findings)``."""
-    from dataclasses import replace
-
+    """Small ``.npy`` files of a set scanned together (``_scan_part``)."""
     from ..sources.shards import npy_files
 
-    target = npy_files(keys, paths, options)
+    return _scan_part(layout, npy_files(keys, paths, options), options, twin_max)
+
+
+@_task
+def _scan_tar(layout, path: str, rel, first: int, keys: list[str], options, twin_max: int):
+    """The members ``first:first + len(keys)`` of the tar ``path`` of a set (``rel``: its
+    key in the set; None: the tar scanned alone), the tar opened again here, scanned
+    together (``_scan_part``); an error when they are no longer those keys."""
+    from ..sources.shards import ShardSet, file_members, open_tar_set
+
+    if rel is None:
+        whole = open_tar_set(path, options)
+    else:
+        members = file_members(path, rel, ".tar file", options)
+        raws = {k: f.raw_npy for k, f in members if getattr(f, "raw_npy", None)}
+        whole = ShardSet(members, [path], raws)
+    part = whole[first : first + len(keys)]
+    if [k for k, _ in part] != keys:
+        raise SourceError(f"{path} changed while it was scanned: its members are not those listed")  # fmt: skip
+    raws = {k: whole.raw[k] for k in keys if k in whole.raw}
+    return _scan_part(layout, ShardSet(part, [path], raws), options, twin_max)
+
+
+def _scan_part(layout, target, options, twin_max: int) -> tuple:
+    """A part of a set scanned together (``batched.scan_set``) in this task, on one thread
+    (Dask owns the cores): ``(its members' reports, skipped, findings)``."""
+    from dataclasses import replace
+
     part = ScanPlan(layout, target, replace(options, workers=1), list(target), twin_max)
 
     def alone(entries: list):
@@ -223,7 +263,7 @@ def _scan_files(layout, keys: list[str], paths: list[str], options, twin_max: in
 
 @_task
 def _finish_files(layout, parts: list, keys: list[str], skipped: dict, findings: dict):
-    """The report of a set of files from its parts, in the set's order (``_delayed_files``):
+    """The report of a set of files from its parts, in the set's order (``_delayed_set``):
     the skipped entries and findings in its order too, as the local engine gives them."""
     from ..report.members import MemberReports
 

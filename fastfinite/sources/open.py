@@ -249,13 +249,9 @@ def _could_be_array_file(path: str) -> bool:
 
 
 def _tar(path: str, options: ScanOptions) -> Target:
-    from .shards import ShardSet
-    from .tars import open_tar
+    from .shards import open_tar_set
 
-    base = os.path.basename(path.rstrip("/"))
-    members = [(f"{base}/{k}", f) for k, f in open_tar(path, options)]
-    raws = {k: f.raw_npy for k, f in members if getattr(f, "raw_npy", None)}  # read whole
-    return ShardSet(members, [os.path.abspath(path)], raws)
+    return open_tar_set(path, options)
 
 
 def _arrow(path: str, options: ScanOptions) -> Target:
