@@ -165,7 +165,7 @@ def _delayed_set(plan: ScanPlan):
     from dask import delayed
 
     entries, target = plan.entries, plan.target
-    files, tars = target.files, {first: span for first, *span in target.tars}
+    files, reopen = target.files, {first: span for first, *span in target.reopen}
     opts, twin = plan.options, plan.twin_max
     parts: list = []
     run: list[int] = []  # consecutive small .npy files
@@ -180,12 +180,12 @@ def _delayed_set(plan: ScanPlan):
     i = 0
     while i < len(entries):
         key = entries[i][0]
-        if i in tars:  # a tar's members, a part at a time
+        if i in reopen:  # a file's members (a tar's), a part at a time
             flush()
-            stop, path, rel = tars[i]
+            stop, opener = reopen[i]
             for a in range(i, stop, SET_PART):
                 keys = [k for k, _ in entries[a : min(a + SET_PART, stop)]]
-                task = delayed(_scan_tar, pure=True)(plan.layout, path, rel, a - i, keys, opts, twin)  # fmt: skip
+                task = delayed(_scan_reopened, pure=True)(plan.layout, opener, a - i, keys, opts, twin)  # fmt: skip
                 parts.append(("together", task))
             i = stop
             continue
@@ -227,23 +227,18 @@ def _scan_files(layout, keys: list[str], paths: list[str], options, twin_max: in
 
 
 @_task
-def _scan_tar(layout, path: str, rel, first: int, keys: list[str], options, twin_max: int):
-    """The members ``first:first + len(keys)`` of the tar ``path`` of a set (``rel``: its
-    key in the set; None: the tar scanned alone), the tar opened again here, scanned
-    together (``_scan_part``); an error when they are no longer those keys."""
-    from ..sources.shards import ShardSet, file_members, open_tar_set
+def _scan_reopened(layout, opener, first: int, keys: list[str], options, twin_max: int):
+    """The members ``first:first + len(keys)`` of a file of a set, opened again here
+    (``opener``: ``ShardSet.reopen``'s), scanned together (``_scan_part``); an error when
+    they are no longer those keys."""
+    from ..sources.shards import ShardSet
 
-    if rel is None:
-        whole = open_tar_set(path, options)
-    else:
-        members = file_members(path, rel, ".tar file", options)
-        raws = {k: f.raw_npy for k, f in members if getattr(f, "raw_npy", None)}
-        whole = ShardSet(members, [path], raws)
-    part = whole[first : first + len(keys)]
+    part = opener()[first : first + len(keys)]
     if [k for k, _ in part] != keys:
+        path = opener.args[0]
         raise SourceError(f"{path} changed while it was scanned: its members are not those listed")  # fmt: skip
-    raws = {k: whole.raw[k] for k in keys if k in whole.raw}
-    return _scan_part(layout, ShardSet(part, [path], raws), options, twin_max)
+    raws = {k: f.raw_npy for k, f in part if getattr(f, "raw_npy", None)}
+    return _scan_part(layout, ShardSet(part, [opener.args[0]], raws), options, twin_max)
 
 
 def _scan_part(layout, target, options, twin_max: int) -> tuple:

@@ -56,7 +56,7 @@ class ShardSet(list):
         skips: dict | None = None,
         files: dict | None = None,
         only_files: bool = False,
-        tars: list | None = None,
+        reopen: list | None = None,
     ):
         super().__init__(members)
         self.paths = paths
@@ -72,10 +72,11 @@ class ShardSet(list):
         # every entry a ``.npy`` file: ``files`` and ``paths`` its entries' keys and paths,
         # in order (``npy_files``)
         self.only_files = only_files
-        # the tars' members, ``(first, stop, path, rel)`` each: entries ``first:stop`` are
-        # ``file_members(path, rel, ".tar file")``'s, or ``open_tar_set(path)``'s when
-        # ``rel`` is None (a tar opened again where a part of it is scanned: ``engines.dask``)
-        self.tars = tars if tars is not None else []
+        # files whose members may be opened again elsewhere (a part of a tar scanned where
+        # a task runs, ``engines.dask``): ``(first, stop, opener)``, entries ``first:stop``
+        # the ``(key, factory)`` pairs ``opener()`` gives (a ``partial``, the file's path
+        # its first argument)
+        self.reopen = reopen if reopen is not None else []
 
 
 def is_glob(path: str) -> bool:
@@ -179,7 +180,7 @@ def _set(root: str, items: list[tuple[str, str]], options, within: str | None = 
 def _members_of(root: str, items: list[tuple[str, str]], options, within=None) -> ShardSet:
     if items and set(map(itemgetter(1), items)) == {".npy file"}:
         return _npy_set(root, [rel for rel, _ in items], options)
-    out, paths, raws, skips, files, tars = [], [], {}, {}, {}, []
+    out, paths, raws, skips, files, reopen = [], [], {}, {}, {}, []
     posix = os.sep == "/"
     prefix = os.path.join(root, "")  # root and its separator: ``os.path.join(root, rel)``
     for rel, kind in items:
@@ -191,8 +192,9 @@ def _members_of(root: str, items: list[tuple[str, str]], options, within=None) -
         elif kind in ARRAY_KINDS:
             paths.append(path)
             members = file_members(path, rel, kind, options, within)
-            if kind == ".tar file":
-                tars.append((len(out), len(out) + len(members), path, rel))
+            if kind in REOPENED:
+                opener = partial(file_members, path, rel, kind, options, within)
+                reopen.append((len(out), len(out) + len(members), opener))
             out += members
             raws.update((k, f.raw_npy) for k, f in members if getattr(f, "raw_npy", None))
             skips.update((k, f.skip) for k, f in members if getattr(f, "skip", None) is not None)
@@ -205,18 +207,28 @@ def _members_of(root: str, items: list[tuple[str, str]], options, within=None) -
         seen: set = set()
         twice = next(k for k in keys if k in seen or seen.add(k))
         raise SourceError(f"{root}: two members are both keyed {twice!r}: one would hide the other")
-    return ShardSet(out, paths, raws, skips, files, tars=tars)
+    return ShardSet(out, paths, raws, skips, files, reopen=reopen)
 
 
 def open_tar_set(path: str, options) -> ShardSet:
     """A tar scanned alone: its members keyed below its name, a set."""
+    members = tar_members(path, options)
+    raws = {k: f.raw_npy for k, f in members if getattr(f, "raw_npy", None)}  # read whole
+    opener = partial(tar_members, path, options)
+    return ShardSet(members, [os.path.abspath(path)], raws, reopen=[(0, len(members), opener)])
+
+
+def tar_members(path: str, options) -> Members:
+    """A tar's members keyed below its name (``open_tar_set``)."""
     from .tars import open_tar
 
     base = os.path.basename(path.rstrip("/"))
-    members = [(f"{base}/{k}", f) for k, f in open_tar(path, options)]
-    raws = {k: f.raw_npy for k, f in members if getattr(f, "raw_npy", None)}  # read whole
-    path = os.path.abspath(path)
-    return ShardSet(members, [path], raws, tars=[(0, len(members), path, None)])
+    return [(f"{base}/{k}", f) for k, f in open_tar(path, options)]
+
+
+# the kinds of file whose members a set may open again where a part is scanned (their
+# small members are read whole: many to a task)
+REOPENED = frozenset({".tar file"})
 
 
 def _npy_set(root: str, rels: list[str], options) -> ShardSet:
