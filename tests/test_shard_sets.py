@@ -130,6 +130,20 @@ def test_a_list_of_paths_is_keyed_below_their_common_folder(npy_dir):
         fastfinite.scan([d / "a.npy", d / "gone.npy"])
 
 
+def test_a_list_names_a_file_listed_twice_through_links(npy_dir, tmp_path):
+    """One file listed twice is an error however the paths reach it: through a folder
+    that is a link, or as a link to it (each path's real path, its folders' looked up
+    once)."""
+    d, _ = npy_dir
+    (tmp_path / "via").symlink_to(d / "sub")
+    (tmp_path / "c-link.npy").symlink_to(d / "sub" / "c.npy")
+    for twice in (tmp_path / "via" / "c.npy", tmp_path / "c-link.npy"):
+        with pytest.raises(InvalidArgumentError, match="is listed twice"):
+            fastfinite.scan([d / "sub" / "c.npy", twice])
+    r = fastfinite.scan([d / "a.npy", tmp_path / "via" / "c.npy"])  # two files
+    assert list(r.arrays) == ["parts/a.npy", "via/c.npy"] and r.neginf == 1
+
+
 def test_a_directory_of_every_kind(tmp_path):
     d = tmp_path / "mixed"
     d.mkdir()

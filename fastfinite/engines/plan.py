@@ -158,7 +158,7 @@ def make_plan(data: Any, options: ScanOptions) -> ScanPlan:
     if options.cache is not None:
         check_cache_outside(data, options.cache)
     name = group_name(data)  # of a group, or of a table scanned as one 2-D array
-    target = open_source(data, options)
+    target = open_source(data, options, name)
     skipped: dict[str, str] = {}
     if isinstance(target, TableColumns) and options.by is not None:
         # per row or per column: the table's numeric columns as one 2-D array

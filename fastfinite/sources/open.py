@@ -26,7 +26,7 @@ STORES = ("FsspecStore", "LocalStore", "ZipStore", "ObjectStore", "MemoryStore")
 Target = Any  # a Source, or [(path, factory), ...] for a group (``tables.TableColumns``)
 
 
-def open_source(data: Any, options: ScanOptions | None = None) -> Target:
+def open_source(data: Any, options: ScanOptions | None = None, name: str | None = None) -> Target:
     """A source for ``data``, or ``[(path, factory), ...]`` for a group of arrays; URLs are
     opened with ``options``' storage options, concurrency and timeout.
 
@@ -40,9 +40,9 @@ def open_source(data: Any, options: ScanOptions | None = None) -> Target:
 
     Whatever a reader raises while the input or a member of it is opened (h5py, zarr,
     pandas, pyarrow...) is a ``SourceError`` naming the input and the member
-    (``reader_errors``).
+    (``reader_errors``): ``name``, ``group_name(data)`` when the caller has it already.
     """
-    name = group_name(data)
+    name = group_name(data) if name is None else name
     with reader_errors(name):
         target = _open(data, options)
     if isinstance(target, list):  # each member opens later, alone: its errors name it

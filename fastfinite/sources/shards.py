@@ -150,15 +150,22 @@ def open_list(paths: list, options) -> ShardSet:
             raise SourceError(f"no such file: {p}")
     absolute = [os.path.abspath(p) for p in given]
     seen: dict[str, str] = {}
+    folders: dict[str, str] = {}  # each folder's real path, looked up once
     for p, a in zip(given, absolute):
-        real = os.path.realpath(a)
+        folder, name = os.path.split(a)
+        if folder not in folders:
+            folders[folder] = os.path.realpath(folder)
+        # ``realpath(a)``: its folder's, joined to its name unless that is a link
+        real = os.path.realpath(a) if os.path.islink(a) else os.path.join(folders[folder], name)
         if real in seen:
             raise InvalidArgumentError(f"{p} is listed twice (also as {seen[real]})")
         seen[real] = p
-    common = os.path.commonpath([os.path.dirname(a) for a in absolute])
+    common = os.path.commonpath(list(folders))
+    below = os.path.join(common, "")  # each path starts with it (its folder is below)
     items = []
     for a in absolute:
-        rel = os.path.relpath(a, common).replace(os.sep, "/")
+        rel = a[len(below) :] if a.startswith(below) else os.path.relpath(a, common)
+        rel = rel.replace(os.sep, "/")
         kind = path_kind(a)
         if kind == "directory":
             contents = walk(a)
