@@ -118,6 +118,20 @@ class HeldMember(ArraySource):
         return whole_file(self.file)
 
 
+def shared_map(path: str) -> Callable[[], np.ndarray]:
+    """``mapped()``: the whole file ``path`` mapped read-only as bytes, on first use, one
+    map shared by the small members read from it (``small.RawNpy``) rather than a map
+    each."""
+    base: list[np.ndarray] = []
+
+    def mapped() -> np.ndarray:
+        if not base:
+            base.append(np.memmap(path, dtype=np.uint8, mode="r"))
+        return base[0]
+
+    return mapped
+
+
 def _remapped(state: dict) -> MappedTensor:
     source = MappedTensor.__new__(MappedTensor)
     source.__dict__.update(state)
