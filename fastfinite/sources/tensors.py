@@ -189,14 +189,31 @@ def zip_data_start(head: bytes, info: Any, size: int, where: str) -> int:
     return start
 
 
-def file_data_start(path: str, info: Any, size: int, where: str) -> int:
-    """``zip_data_start`` of a member of the zip file ``path``."""
-    with open(path, "rb") as f:
-        f.seek(info.header_offset)
-        head = f.read(_LOCAL.size)
-        if len(head) == _LOCAL.size:
-            head += f.read(_LOCAL.unpack(head)[1])  # its name
-        return zip_data_start(head, info, size, where)
+def file_data_start(path: str, info: Any, size: int, where: str, f: Any = None) -> int:
+    """``zip_data_start`` of a member of the zip file ``path`` (``f``: the file, opened
+    already)."""
+    if f is None:
+        with open(path, "rb") as f:
+            return file_data_start(path, info, size, where, f)
+    f.seek(info.header_offset)
+    head = f.read(_LOCAL.size)
+    if len(head) == _LOCAL.size:
+        head += f.read(_LOCAL.unpack(head)[1])  # its name
+    return zip_data_start(head, info, size, where)
+
+
+def inflated(view: memoryview, info: Any) -> bytes:
+    """The bytes of the deflated member ``info`` of a zip held in ``view`` (a map of the
+    file), inflated to its ``file_size`` at most (never further: a zip bomb) and checked
+    against its size and CRC; ``SourceError`` or zlib's error when they do not match."""
+    import zlib
+
+    start = zip_data_start(view[info.header_offset :][: _LOCAL.size + 0xFFFF], info, len(view), "")
+    stream = zlib.decompressobj(-15)
+    data = stream.decompress(view[start : start + info.compress_size], info.file_size + 1)
+    if not stream.eof or len(data) != info.file_size or zlib.crc32(data) != info.CRC:
+        raise SourceError(f"{info.filename}: its inflated bytes are not the ones it names")
+    return data
 
 
 def member_bytes(view: memoryview, zf: Any, info: Any, where: str, options: Any):
