@@ -169,11 +169,12 @@ def strided_view(base: np.ndarray, shape: tuple[int, ...], strides: tuple[int, .
 _LOCAL = struct.Struct("<4s22xHH")  # a zip local header: signature ... name and extra lengths
 
 
-def zip_data_start(head: bytes, info: Any, size: int, where: str) -> int:
+def zip_data_start(head: bytes, info: Any, size: int, where: str, length: int | None = None) -> int:
     """Where the bytes of the zip member ``info`` start, from ``head`` (the bytes at its
     local header's offset, its name included), in a zip of ``size`` bytes; a
     ``SourceError`` naming ``where`` when the header is not there, names another member
-    (as ``zipfile`` refuses it) or the bytes run past the end."""
+    (as ``zipfile`` refuses it) or its ``length`` bytes (default: its ``file_size``, a
+    stored member's) run past the end."""
     if len(head) < _LOCAL.size or bytes(head[:4]) != b"PK\x03\x04":
         raise SourceError(f"cannot read {where}: the local zip header of {info.filename} is "
                           f"not at offset {info.header_offset}")  # fmt: skip
@@ -183,8 +184,9 @@ def zip_data_start(head: bytes, info: Any, size: int, where: str) -> int:
         raise SourceError(f"cannot read {where}: the local zip header at offset "
                           f"{info.header_offset} names {name!r}, not {info.filename}")  # fmt: skip
     start = info.header_offset + _LOCAL.size + n + m
-    if start + info.file_size > size:
-        raise SourceError(f"cannot read {where}: {info.filename}'s {info.file_size} bytes at "
+    length = info.file_size if length is None else length
+    if start + length > size:
+        raise SourceError(f"cannot read {where}: {info.filename}'s {length} bytes at "
                           f"offset {start} run past the end of the file ({size} bytes)")  # fmt: skip
     return start
 
@@ -208,7 +210,8 @@ def inflated(view: memoryview, info: Any) -> bytes:
     against its size and CRC; ``SourceError`` or zlib's error when they do not match."""
     import zlib
 
-    start = zip_data_start(view[info.header_offset :][: _LOCAL.size + 0xFFFF], info, len(view), "")
+    head = view[info.header_offset :][: _LOCAL.size + 0xFFFF]
+    start = zip_data_start(head, info, len(view), info.filename, info.compress_size)
     stream = zlib.decompressobj(-15)
     data = stream.decompress(view[start : start + info.compress_size], info.file_size + 1)
     if not stream.eof or len(data) != info.file_size or zlib.crc32(data) != info.CRC:
