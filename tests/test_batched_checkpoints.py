@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import struct
 import tempfile
 import zipfile
@@ -26,6 +27,7 @@ from fastfinite.sources.open import open_source
 from fastfinite.sources.shards import ShardSet
 from fastfinite.sources.small import SMALL_NPY
 
+from .helpers import calls_of
 from .test_batched_sets import PLANTS, _npy, _one_by_one, _same, _tar, _together, _values
 
 ST_DTYPES = ["<f2", "<f4", "<f8", "|i1", "<i2", "<i4", "<i8", "|u1", "<u2", "<u4", "<u8", "|b1"]
@@ -295,3 +297,39 @@ def test_a_corrupt_compressed_member_goes_alone_and_says_so(tmp_path, monkeypatc
         fastfinite.scan(str(path))
     got = _check(monkeypatch, str(path), least=4, on_error="report")
     assert list(got.arrays) == ["m0", "m1", "m3", "m4"] and "m2" in got.skipped
+
+
+# tensors scanned one by one (bfloat16, ``by``, ``fail_fast``...): small ones share one map
+
+
+def test_small_tensors_scanned_one_by_one_share_one_map_of_the_file(tmp_path):
+    rng = np.random.default_rng(7)
+    tensors = {f"t{i}": (rng.standard_normal((3, 5)) * 100).astype(ml_dtypes.bfloat16)
+               for i in range(20)}  # fmt: skip
+    tensors["t4"][1, 2] = np.nan
+    tensors["big"] = rng.standard_normal(SMALL_NPY // 4 + 1).astype(np.float32)  # its own map
+    path = _st(tmp_path / "m.safetensors", tensors)
+    with calls_of("__new__", "memmap.py") as maps:
+        got = fastfinite.scan(path, by=0)
+    assert maps[0] == 2  # the file's small tensors' one map, and the large one's
+    assert got.arrays["t4"].nan == 1 and got.arrays["t4"].locations[0].index == (1, 2)
+    for key, x in tensors.items():
+        r, want = got.arrays[key], x.astype(np.float64)
+        assert r.count == x.size - r.nan and r.nan == int(np.isnan(want).sum()), key
+        if key != "t4":
+            assert r.mean == pytest.approx(float(want.mean()), rel=1e-9), key
+    source = dict(open_source(path))["t7"]()  # pickled for a Dask worker: mapped there alone
+    again = pickle.loads(pickle.dumps(source))
+    assert again._shared is None and np.array_equal(again.array, tensors["t7"])
+
+
+def test_a_file_cut_after_it_was_listed(tmp_path):
+    tensors = {f"t{i}": np.full(4, i, np.float32) for i in range(6)}
+    path = _st(tmp_path / "m.safetensors", tensors)
+    members = open_source(path)
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) - 20)
+    with pytest.raises(SourceError, match="m.safetensors, member t5: the file is now shorter"):
+        dict(members)["t5"]()
+    got = fastfinite.scan(path, on_error="report")  # listed again: its header lies now
+    assert list(got.arrays) == [f"t{i}" for i in range(4)] and "t5" in got.skipped

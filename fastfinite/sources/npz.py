@@ -110,7 +110,9 @@ def open_npz(path: str, name: str, options: Any = None) -> Members:
                 problems[key] = f"cannot read {where}: it is encrypted"
             elif info.compress_type == zipfile.ZIP_STORED:
                 try:
-                    factory, start = _stored(path, info, size, member, where, options, f, known)
+                    factory, start = _stored(
+                        path, info, size, member, where, options, f, known, mapped
+                    )
                 except UnsupportedDtypeError as e:
                     members.append((key, failing(e)))
                 except SourceError as e:
@@ -161,11 +163,12 @@ def _stored(
     options: Any,
     f,
     known: dict,
+    mapped,
 ):
     """``(the factory of a stored member, where its bytes start)``, its headers checked
     now (read from ``f``, the file opened; ``known``: the ``.npy`` headers parsed so far):
     the local header's offset and the ``.npy`` header inside, the array within the member
-    and the file."""
+    and the file; a small member is read through ``mapped``, the file's one map."""
     start = file_data_start(path, info, size, where, f)
     f.seek(start)
     dtype, shape, fortran, head = _header_once(f, where, known)
@@ -176,7 +179,13 @@ def _stored(
     name = _named(where)
     dtype = _raw(dtype, options, name)
     order = "F" if fortran else "C"
-    return lambda: MappedTensor(path, start + head, dtype, shape, name, order, "npz", member), start
+    shared = mapped if info.file_size <= SMALL_NPY else None  # one map of the file
+
+    def opened():
+        return MappedTensor(path, start + head, dtype, shape, name, order, "npz", member,
+                            shared=shared)  # fmt: skip
+
+    return opened, start
 
 
 def _inflated(path: str, info: zipfile.ZipInfo, member: str, name: str, options: Any):

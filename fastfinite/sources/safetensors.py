@@ -24,7 +24,7 @@ from ..compute.pools import collector_paused
 from ..errors import SkippedMemberError, SourceError, UnsupportedDtypeError
 from .base import regular_file
 from .ndarray import ArraySource
-from .small import tensor_raw
+from .small import SMALL_NPY, tensor_raw
 from .tensors import MappedTensor, Members, checked_group, failing, format_dtype, shared_map
 
 MAX_HEADER = 100 << 20  # safetensors' own limit on the JSON header
@@ -175,7 +175,9 @@ def _members(found: list, path: str, start: int, name: str, problems: dict) -> M
 
         def opened(code=code, shape=shape, begin=begin, where=where, key=key):
             dtype = numpy_dtype(code, where)
-            return MappedTensor(path, start + begin, dtype, shape, where, "C", "safetensors", key)
+            small = math.prod(shape) * dtype.itemsize <= SMALL_NPY  # one map of the file
+            return MappedTensor(path, start + begin, dtype, shape, where, "C", "safetensors",
+                                key, shared=mapped if small else None)  # fmt: skip
 
         _small(opened, code, shape, where, lambda a, b: memoryview(mapped())[a:b], start + begin)
         out.append((key, opened))

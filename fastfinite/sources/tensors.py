@@ -39,8 +39,10 @@ def format_dtype(name: str, where: str, code: str | None = None) -> np.dtype:
 class MappedTensor(ArraySource):
     """One array stored raw (C or Fortran order, or by ``strides`` in elements: a view of a
     PyTorch storage) at byte ``offset`` of the file ``path``, read in place through a
-    read-only memory map of its bytes alone; it pickles as where it is and maps them again
-    where it is unpickled (a Dask task)."""
+    read-only memory map of its bytes alone, or (``shared``: ``shared_map``'s ``mapped``,
+    for a small tensor) a view of one map of the whole file that the file's small tensors
+    share, rather than a map each; it pickles as where it is and maps its bytes again where
+    it is unpickled (a Dask task)."""
 
     def __init__(
         self,
@@ -53,20 +55,32 @@ class MappedTensor(ArraySource):
         kind: str = "tensor",
         member: str = "",
         strides: tuple[int, ...] | None = None,
+        shared: Callable[[], np.ndarray] | None = None,
     ):
         self.offset, self.order, self.kind, self.strides = int(offset), order, kind, strides
         self.member = member or str(self.offset)  # its name in the file
         self._planned = (np.dtype(dtype), tuple(int(n) for n in shape))
-        array = _mapped(path, offset, dtype, shape, order, strides)
-        super().__init__(array, name=name, path=path)
+        self._shared = shared if strides is None else None
+        super().__init__(self._map(path), name=name, path=path)
 
     def __reduce__(self):  # mapped again where it is unpickled
-        return (_remapped, (self.__dict__ | {"_array": None},))
+        return (_remapped, (self.__dict__ | {"_array": None, "_shared": None},))
+
+    def _map(self, path: str) -> np.ndarray:
+        dtype, shape = self._planned
+        if self._shared is not None and _span(shape, None) and dtype.itemsize:
+            n = _span(shape, None) * dtype.itemsize
+            flat = self._shared()[self.offset : self.offset + n]
+            if len(flat) != n:  # the file is shorter than when it was listed
+                raise SourceError(f"cannot read {path}, member {self.member}: the file is now "
+                                  "shorter than its header says")  # fmt: skip
+            return flat.view(dtype).reshape(shape, order=self.order)
+        return _mapped(path, self.offset, dtype, shape, self.order, self.strides)
 
     @property
     def array(self) -> np.ndarray:
         if self._array is None:
-            self._array = _mapped(self.path, self.offset, *self._planned, self.order, self.strides)
+            self._array = self._map(self.path)
         return self._array
 
     def verify(self) -> None:
