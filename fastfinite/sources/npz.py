@@ -125,7 +125,11 @@ def open_npz(path: str, name: str, options: Any = None) -> Members:
                         factory.raw_npy = RawNpy(_named(where), view=view, raw_dtype=raw_dtype)
                     members.append((key, factory))
             else:
-                factory = lambda i=info, m=member: _inflated(path, i, m, name, options)  # noqa: E731
+                small = mapped if info.file_size <= SMALL_NPY else None
+
+                def factory(i=info, m=member, small=small):
+                    return _inflated(path, i, m, name, options, small)
+
                 if info.compress_type == zipfile.ZIP_DEFLATED and info.file_size <= SMALL_NPY:
                     view = lambda i=info: inflated(memoryview(mapped()), i)  # noqa: E731
                     factory.raw_npy = RawNpy(_named(where), view=view, raw_dtype=raw_dtype)
@@ -188,12 +192,22 @@ def _stored(
     return opened, start
 
 
-def _inflated(path: str, info: zipfile.ZipInfo, member: str, name: str, options: Any):
-    """A compressed member, read whole (it is the one member in memory)."""
+def _inflated(path: str, info: zipfile.ZipInfo, member: str, name: str, options: Any, mapped=None):
+    """A compressed member, read whole (it is the one member in memory): a small deflated
+    one from ``mapped``, the file's one map (no zip opened again, its whole directory read,
+    for each of thousands of members), else (or when that fails) through ``zipfile``,
+    which says what is wrong."""
     where = f"{name}, member {member}"
+    data = None
+    if mapped is not None and info.compress_type == zipfile.ZIP_DEFLATED:
+        try:
+            data = inflated(memoryview(mapped()), info)
+        except Exception:  # noqa: BLE001 - zipfile reads it again, and names the problem
+            data = None
     try:
-        with zipfile.ZipFile(path) as zf, zf.open(info) as f:
-            data = f.read()
+        if data is None:
+            with zipfile.ZipFile(path) as zf, zf.open(info) as f:
+                data = f.read()
     except Exception as e:  # a corrupt stream, a bad CRC, a file cut short
         raise member_error(options, f"cannot read {where}: {type(e).__name__}: {e}") from None
     source = npy_bytes(data, where.replace(", member ", ":"), options)
