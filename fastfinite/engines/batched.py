@@ -1,4 +1,5 @@
-"""A set's small ``.npy`` members (files of a directory or glob, members of tar shards)
+"""A set's small ``.npy`` members (files of a directory or glob, members of tar shards,
+the small tensors of ``.npz`` and safetensors checkpoints: ``sources.small.RawNpy``)
 scanned together on the local engine: about 1 ms of Python a member (a map, a source, a
 twin's call, a summary's merge, a report's build) made a set of 10,000 files of 1 KB a
 hundred times slower than reading them; every microsecond a member counts against the 5
@@ -53,8 +54,8 @@ STACK_VALUES = 1 << 20  # values of members stacked in one block
 
 
 def applies(plan: ScanPlan) -> bool:
-    """Whether a plan's members may be scanned together: a set of files (or tar shards)
-    scanned without ``by``, ``fail_fast``, a cache or a region size (each of those scans
+    """Whether a plan's members may be scanned together: a set of files (or tar shards,
+    or a checkpoint with small tensors: ``sources.open``'s ``ShardSet``s) scanned without ``by``, ``fail_fast``, a cache or a region size (each of those scans
     its members one by one, as before)."""
     from ..sources.shards import ShardSet
 

@@ -1,7 +1,8 @@
 """Small ``.npy`` members of a set (a file, a tar shard's member) as bytes read whole: what
 ``engines.batched`` scans many of together. Each member's factory, which opens it as a
 source, stays what scans it alone; ``RawNpy`` says how to read its bytes whole (a tar
-member's rides beside its factory, ``factory.raw_npy``; a file's is made by
+member's, an ``.npz`` member's, a small safetensors tensor's with a header made for it
+(``tensor_raw``) ride beside its factory, ``factory.raw_npy``; a file's is made by
 ``engines.batched`` from its path, ``ShardSet.files``), and ``read_rows`` reads files of one
 kind each into its row of one array."""
 
