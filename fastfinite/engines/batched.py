@@ -55,8 +55,9 @@ STACK_VALUES = 1 << 20  # values of members stacked in one block
 
 def applies(plan: ScanPlan) -> bool:
     """Whether a plan's members may be scanned together: a set of files (or tar shards,
-    or a checkpoint with small tensors: ``sources.open``'s ``ShardSet``s) scanned without ``by``, ``fail_fast``, a cache or a region size (each of those scans
-    its members one by one, as before)."""
+    or a checkpoint with small tensors: ``sources.open``'s ``ShardSet``s) scanned without
+    ``by``, ``fail_fast``, a cache or a region size (each of those scans its members one
+    by one, as before)."""
     from ..sources.shards import ShardSet
 
     opts = plan.options

@@ -77,7 +77,10 @@ def npy_head(dtype: np.dtype, shape: tuple) -> bytes | None:
     except (TypeError, ValueError):
         return None
     f = io.BytesIO()
-    fmt.write_array_header_1_0(f, {"descr": descr, "fortran_order": False, "shape": shape})
+    try:
+        fmt.write_array_header_1_0(f, {"descr": descr, "fortran_order": False, "shape": shape})
+    except ValueError:  # a header past 64 kB (thousands of axes): scanned alone
+        return None
     return f.getvalue()
 
 
