@@ -333,3 +333,24 @@ def test_a_file_cut_after_it_was_listed(tmp_path):
         dict(members)["t5"]()
     got = fastfinite.scan(path, on_error="report")  # listed again: its header lies now
     assert list(got.arrays) == [f"t{i}" for i in range(4)] and "t5" in got.skipped
+
+
+def test_a_header_of_more_axes_than_numpy_holds(tmp_path, monkeypatch):
+    """A tensor (or a ``.npy`` file of a folder) whose header names 70 axes is an error
+    naming it, as one by one, never NumPy's ``ValueError`` out of the batched path."""
+    header = {"a": {"dtype": "F32", "shape": [1] * 70, "data_offsets": [0, 4]},
+              "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}  # fmt: skip
+    path = _header_file(tmp_path / "d.safetensors", header, np.zeros(3, np.float32).tobytes())
+    for scan in (fastfinite.scan, lambda p: _one_by_one(monkeypatch, p)):
+        with pytest.raises(SourceError, match="d.safetensors, member a: ValueError: maximum"):
+            scan(path)
+    folder = tmp_path / "set"
+    folder.mkdir()
+    with open(folder / "a.npy", "wb") as f:
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": "<f4", "fortran_order": False, "shape": (1,) * 70}
+        )
+        f.write(np.float32(1).tobytes())
+    np.save(folder / "b.npy", np.arange(3.0))
+    got = _check(monkeypatch, str(folder), least=1, on_error="report")
+    assert list(got.arrays) == ["b.npy"] and "found 70" in got.skipped["a.npy"]

@@ -26,6 +26,7 @@ order.
 
 from __future__ import annotations
 
+import functools
 import gc
 import io
 import math
@@ -482,8 +483,8 @@ def _read_header(header: bytes, raw_dtype: str | None) -> tuple | None:
             return None
     except Exception:  # noqa: BLE001 - its factory says what is wrong with it
         return None
-    if (fortran and len(shape) > 1) or dtype.hasobject:
-        return None
+    if (fortran and len(shape) > 1) or dtype.hasobject or len(shape) > _max_dims():
+        return None  # (more axes than NumPy's arrays hold: its factory says so)
     if raw_dtype:
         from ..model.casts import cast_dtype
 
@@ -499,6 +500,20 @@ def _read_header(header: bytes, raw_dtype: str | None) -> tuple | None:
     if k == 0:
         return None
     return dtype, tuple(int(n) for n in shape), k * dtype.itemsize
+
+
+@functools.cache
+def _max_dims() -> int:
+    """The most axes a NumPy array may have (32 before NumPy 2, 64 since)."""
+    return next(n for n in (64, 32) if _holds(n))
+
+
+def _holds(n: int) -> bool:
+    try:
+        np.empty((0,) * n)
+    except ValueError:
+        return False
+    return True
 
 
 def _first_report(spec: ScanSpec, row: np.ndarray, name: str, stats: tuple) -> ScanReport:
