@@ -1,4 +1,5 @@
-"""A set's small ``.npy`` members (files of a directory or glob, members of tar shards)
+"""A set's small ``.npy`` members (files of a directory or glob, members of tar shards,
+the small tensors of ``.npz`` and safetensors checkpoints: ``sources.small.RawNpy``)
 scanned together on the local engine: about 1 ms of Python a member (a map, a source, a
 twin's call, a summary's merge, a report's build) made a set of 10,000 files of 1 KB a
 hundred times slower than reading them; every microsecond a member counts against the 5
@@ -25,6 +26,7 @@ order.
 
 from __future__ import annotations
 
+import functools
 import gc
 import io
 import math
@@ -53,9 +55,10 @@ STACK_VALUES = 1 << 20  # values of members stacked in one block
 
 
 def applies(plan: ScanPlan) -> bool:
-    """Whether a plan's members may be scanned together: a set of files (or tar shards)
-    scanned without ``by``, ``fail_fast``, a cache or a region size (each of those scans
-    its members one by one, as before)."""
+    """Whether a plan's members may be scanned together: a set of files (or tar shards,
+    or a checkpoint with small tensors: ``sources.open``'s ``ShardSet``s) scanned without
+    ``by``, ``fail_fast``, a cache or a region size (each of those scans its members one
+    by one, as before)."""
     from ..sources.shards import ShardSet
 
     opts = plan.options
@@ -480,8 +483,8 @@ def _read_header(header: bytes, raw_dtype: str | None) -> tuple | None:
             return None
     except Exception:  # noqa: BLE001 - its factory says what is wrong with it
         return None
-    if (fortran and len(shape) > 1) or dtype.hasobject:
-        return None
+    if (fortran and len(shape) > 1) or dtype.hasobject or len(shape) > _max_dims():
+        return None  # (more axes than NumPy's arrays hold: its factory says so)
     if raw_dtype:
         from ..model.casts import cast_dtype
 
@@ -497,6 +500,20 @@ def _read_header(header: bytes, raw_dtype: str | None) -> tuple | None:
     if k == 0:
         return None
     return dtype, tuple(int(n) for n in shape), k * dtype.itemsize
+
+
+@functools.cache
+def _max_dims() -> int:
+    """The most axes a NumPy array may have (32 before NumPy 2, 64 since)."""
+    return next(n for n in (64, 32) if _holds(n))
+
+
+def _holds(n: int) -> bool:
+    try:
+        np.empty((0,) * n)
+    except ValueError:
+        return False
+    return True
 
 
 def _first_report(spec: ScanSpec, row: np.ndarray, name: str, stats: tuple) -> ScanReport:

@@ -248,6 +248,19 @@ def _could_be_array_file(path: str) -> bool:
     return suffix_of(path) in OPENERS or os.path.isdir(path)
 
 
+def _array_file(path: str, options: ScanOptions) -> Target:
+    """``files.open_file``; a checkpoint whose small tensors can be read whole (``.npz``,
+    safetensors: ``factory.raw_npy``) as a ``ShardSet``, as a tar is, so that
+    ``engines.batched`` scans them together."""
+    target = open_file(path, options)
+    if not isinstance(target, list):
+        return target
+    from .shards import ShardSet
+
+    raws = {k: f.raw_npy for k, f in target if getattr(f, "raw_npy", None)}  # read whole
+    return ShardSet(target, [os.path.abspath(path)], raws) if raws else target
+
+
 def _tar(path: str, options: ScanOptions) -> Target:
     from .shards import open_tar_set
 
@@ -301,7 +314,7 @@ def _open_directory(path: str, options: ScanOptions) -> Target:
 # takes, and every URL, is a Zarr store, group or array (``zarr.open_path``).
 PATH_OPENERS: tuple[Opener, ...] = (
     Opener("a glob: a shard set", _is_glob, _glob),
-    Opener("an array or checkpoint file (files.OPENERS)", _could_be_array_file, open_file),
+    Opener("an array or checkpoint file (files.OPENERS)", _could_be_array_file, _array_file),
     Opener("a tar: a shard set", _has_suffix(*TAR_SUFFIXES), _tar),
     Opener("an Arrow file", _has_suffix(*ARROW_SUFFIXES), _arrow),
     Opener("a directory", _is_directory, _open_directory),

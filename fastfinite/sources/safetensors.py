@@ -13,16 +13,19 @@ or a directory holding one index.
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 from typing import Any
 
 import numpy as np
 
+from ..compute.pools import collector_paused
 from ..errors import SkippedMemberError, SourceError, UnsupportedDtypeError
 from .base import regular_file
 from .ndarray import ArraySource
-from .tensors import MappedTensor, Members, checked_group, failing, format_dtype
+from .small import SMALL_NPY, tensor_raw
+from .tensors import MappedTensor, Members, checked_group, failing, format_dtype, shared_map
 
 MAX_HEADER = 100 << 20  # safetensors' own limit on the JSON header
 DTYPES = {  # the format's dtype names -> NumPy's (bfloat16 and float8: ml_dtypes)
@@ -156,12 +159,14 @@ def open_safetensors(path: str, name: str, options: Any = None) -> Members:
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         header, start = read_header(f.read(1 << 16), size, name, f.read)
-    found, problems = entries(header, size - start, name)
-    return checked_group(_members(found, path, start, name, problems), problems, options)
+    with collector_paused():  # tens of thousands of tensors: as many factories, no cycle
+        found, problems = entries(header, size - start, name)
+        return checked_group(_members(found, path, start, name, problems), problems, options)
 
 
 def _members(found: list, path: str, start: int, name: str, problems: dict) -> Members:
     out = []
+    mapped = shared_map(path)
     for key, code, shape, begin in found:
         if key in problems:
             out.append((key, None))
@@ -170,10 +175,26 @@ def _members(found: list, path: str, start: int, name: str, problems: dict) -> M
 
         def opened(code=code, shape=shape, begin=begin, where=where, key=key):
             dtype = numpy_dtype(code, where)
-            return MappedTensor(path, start + begin, dtype, shape, where, "C", "safetensors", key)
+            small = math.prod(shape) * dtype.itemsize <= SMALL_NPY  # one map of the file
+            return MappedTensor(path, start + begin, dtype, shape, where, "C", "safetensors",
+                                key, shared=mapped if small else None)  # fmt: skip
 
+        _small(opened, code, shape, where, lambda a, b: memoryview(mapped())[a:b], start + begin)
         out.append((key, opened))
     return out
+
+
+def _small(factory, code: str, shape: tuple, where: str, view, at: int) -> None:
+    """``factory.raw_npy`` (``small.tensor_raw``) of a small tensor whose bytes start at
+    ``at`` of a buffer (``view(begin, end)``): what ``engines.batched`` scans many of
+    together; a dtype a ``.npy`` header does not name (bfloat16, float8) goes alone."""
+    if code not in DTYPES or code in _ITEMSIZE:
+        return
+    dtype = np.dtype(DTYPES[code])
+    end = at + math.prod(shape) * dtype.itemsize
+    raw = tensor_raw(where, dtype, shape, lambda: view(at, end))
+    if raw is not None:
+        factory.raw_npy = raw
 
 
 def safetensors_bytes(data: bytes | memoryview, name: str, options: Any = None) -> Members:
@@ -194,6 +215,7 @@ def safetensors_bytes(data: bytes | memoryview, name: str, options: Any = None) 
             arr = np.frombuffer(view, dtype, n, start + begin).reshape(shape)
             return ArraySource(arr, name=where)
 
+        _small(opened, code, shape, f"{name}:{key}", lambda a, b: view[a:b], start + begin)
         out.append((key, opened))
     return checked_group(out, problems, options)
 

@@ -1,12 +1,16 @@
 """Small ``.npy`` members of a set (a file, a tar shard's member) as bytes read whole: what
 ``engines.batched`` scans many of together. Each member's factory, which opens it as a
 source, stays what scans it alone; ``RawNpy`` says how to read its bytes whole (a tar
-member's rides beside its factory, ``factory.raw_npy``; a file's is made by
+member's, an ``.npz`` member's, a small safetensors tensor's with a header made for it
+(``tensor_raw``) ride beside its factory, ``factory.raw_npy``; a file's is made by
 ``engines.batched`` from its path, ``ShardSet.files``), and ``read_rows`` reads files of one
 kind each into its row of one array."""
 
 from __future__ import annotations
 
+import functools
+import io
+import math
 import os
 import stat
 from collections.abc import Callable
@@ -48,6 +52,36 @@ class RawNpy(NamedTuple):
 
 
 HEAD = 4096  # bytes of a file read for its .npy header alone (the header is ~128 bytes)
+
+
+def tensor_raw(name: str, dtype: np.dtype, shape: tuple, view: Callable[[], Any]) -> RawNpy | None:
+    """The ``RawNpy`` of a small tensor stored raw in C order without a ``.npy`` header (a
+    safetensors tensor): ``view()``, its bytes, joined to a header made for them
+    (``npy_head``); None when it is not small or its dtype is none that a ``.npy`` header
+    names as it is (bfloat16, float8: ml_dtypes', scanned alone)."""
+    head = npy_head(np.dtype(dtype), tuple(shape))
+    if head is None or math.prod(shape) * dtype.itemsize > SMALL_NPY:
+        return None
+    return RawNpy(name, view=lambda: head + view())
+
+
+@functools.lru_cache(maxsize=1024)
+def npy_head(dtype: np.dtype, shape: tuple) -> bytes | None:
+    """The ``.npy`` header (version 1.0, C order) of an array of ``dtype`` and ``shape``,
+    or None when ``dtype`` would not read back from it as it is."""
+    fmt = np.lib.format
+    descr = fmt.dtype_to_descr(dtype)
+    try:
+        if fmt.descr_to_dtype(descr) != dtype or dtype.hasobject:
+            return None
+    except (TypeError, ValueError):
+        return None
+    f = io.BytesIO()
+    try:
+        fmt.write_array_header_1_0(f, {"descr": descr, "fortran_order": False, "shape": shape})
+    except ValueError:  # a header past 64 kB (thousands of axes): scanned alone
+        return None
+    return f.getvalue()
 
 
 def read_small_file(path: str, head: int | None = None) -> Any:

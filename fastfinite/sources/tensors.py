@@ -44,8 +44,10 @@ def format_dtype(name: str, where: str, code: str | None = None) -> np.dtype:
 class MappedTensor(ArraySource):
     """One array stored raw (C or Fortran order, or by ``strides`` in elements: a view of a
     PyTorch storage) at byte ``offset`` of the file ``path``, read in place through a
-    read-only memory map of its bytes alone; it pickles as where it is and maps them again
-    where it is unpickled (a Dask task)."""
+    read-only memory map of its bytes alone, or (``shared``: ``shared_map``'s ``mapped``,
+    for a small tensor) a view of one map of the whole file that the file's small tensors
+    share, rather than a map each; it pickles as where it is and maps its bytes again where
+    it is unpickled (a Dask task)."""
 
     def __init__(
         self,
@@ -59,21 +61,33 @@ class MappedTensor(ArraySource):
         member: str = "",
         strides: tuple[int, ...] | None = None,
         crc: tuple | None = None,
+        shared: Callable[[], np.ndarray] | None = None,
     ):
         self.offset, self.order, self.kind, self.strides = int(offset), order, kind, strides
         self.crc = crc  # ``stored_check``'s, when the member's CRC-32 is checked at its first read
         self.member = member or str(self.offset)  # its name in the file
         self._planned = (np.dtype(dtype), tuple(int(n) for n in shape))
-        array = _mapped(path, offset, dtype, shape, order, strides)
-        super().__init__(array, name=name, path=path)
+        self._shared = shared if strides is None else None
+        super().__init__(self._map(path), name=name, path=path)
 
     def __reduce__(self):  # mapped again where it is unpickled
-        return (_remapped, (self.__dict__ | {"_array": None},))
+        return (_remapped, (self.__dict__ | {"_array": None, "_shared": None},))
+
+    def _map(self, path: str) -> np.ndarray:
+        dtype, shape = self._planned
+        if self._shared is not None and _span(shape, None) and dtype.itemsize:
+            n = _span(shape, None) * dtype.itemsize
+            flat = self._shared()[self.offset : self.offset + n]
+            if len(flat) != n:  # the file is shorter than when it was listed
+                raise SourceError(f"cannot read {path}, member {self.member}: the file is now "
+                                  "shorter than its header says")  # fmt: skip
+            return flat.view(dtype).reshape(shape, order=self.order)
+        return _mapped(path, self.offset, dtype, shape, self.order, self.strides)
 
     @property
     def array(self) -> np.ndarray:
         if self._array is None:
-            self._array = _mapped(self.path, self.offset, *self._planned, self.order, self.strides)
+            self._array = self._map(self.path)
         return self._array
 
     def read(self, region):
@@ -142,6 +156,20 @@ class HeldMember(ArraySource):
 _CRC_LOCK = threading.Lock()
 
 
+def shared_map(path: str) -> Callable[[], np.ndarray]:
+    """``mapped()``: the whole file ``path`` mapped read-only as bytes, on first use, one
+    map shared by the small members read from it (``small.RawNpy``) rather than a map
+    each."""
+    base: list[np.ndarray] = []
+
+    def mapped() -> np.ndarray:
+        if not base:
+            base.append(np.memmap(path, dtype=np.uint8, mode="r"))
+        return base[0]
+
+    return mapped
+
+
 def _remapped(state: dict) -> MappedTensor:
     source = MappedTensor.__new__(MappedTensor)
     source.__dict__.update(state)
@@ -179,11 +207,12 @@ def strided_view(base: np.ndarray, shape: tuple[int, ...], strides: tuple[int, .
 _LOCAL = struct.Struct("<4s22xHH")  # a zip local header: signature ... name and extra lengths
 
 
-def zip_data_start(head: bytes, info: Any, size: int, where: str) -> int:
+def zip_data_start(head: bytes, info: Any, size: int, where: str, length: int | None = None) -> int:
     """Where the bytes of the zip member ``info`` start, from ``head`` (the bytes at its
     local header's offset, its name included), in a zip of ``size`` bytes; a
     ``SourceError`` naming ``where`` when the header is not there, names another member
-    (as ``zipfile`` refuses it) or the bytes run past the end."""
+    (as ``zipfile`` refuses it) or its ``length`` bytes (default: its ``file_size``, a
+    stored member's) run past the end."""
     if len(head) < _LOCAL.size or bytes(head[:4]) != b"PK\x03\x04":
         raise SourceError(f"cannot read {where}: the local zip header of {info.filename} is "
                           f"not at offset {info.header_offset}")  # fmt: skip
@@ -193,20 +222,47 @@ def zip_data_start(head: bytes, info: Any, size: int, where: str) -> int:
         raise SourceError(f"cannot read {where}: the local zip header at offset "
                           f"{info.header_offset} names {name!r}, not {info.filename}")  # fmt: skip
     start = info.header_offset + _LOCAL.size + n + m
-    if start + info.file_size > size:
-        raise SourceError(f"cannot read {where}: {info.filename}'s {info.file_size} bytes at "
+    length = info.file_size if length is None else length
+    if start + length > size:
+        raise SourceError(f"cannot read {where}: {info.filename}'s {length} bytes at "
                           f"offset {start} run past the end of the file ({size} bytes)")  # fmt: skip
     return start
 
 
-def file_data_start(path: str, info: Any, size: int, where: str) -> int:
-    """``zip_data_start`` of a member of the zip file ``path``."""
-    with open(path, "rb") as f:
-        f.seek(info.header_offset)
-        head = f.read(_LOCAL.size)
-        if len(head) == _LOCAL.size:
-            head += f.read(_LOCAL.unpack(head)[1])  # its name
-        return zip_data_start(head, info, size, where)
+def file_data_start(path: str, info: Any, size: int, where: str, f: Any = None) -> int:
+    """``zip_data_start`` of a member of the zip file ``path`` (``f``: the file, opened
+    already)."""
+    if f is None:
+        with open(path, "rb") as f:
+            return file_data_start(path, info, size, where, f)
+    f.seek(info.header_offset)
+    head = f.read(_LOCAL.size)
+    if len(head) == _LOCAL.size:
+        head += f.read(_LOCAL.unpack(head)[1])  # its name
+    return zip_data_start(head, info, size, where)
+
+
+def inflated(view: memoryview, info: Any) -> bytes:
+    """The bytes of the deflated member ``info`` of a zip held in ``view`` (a map of the
+    file), inflated to its ``file_size`` at most (never further: a zip bomb) and checked
+    against its size and CRC; ``SourceError`` or zlib's error when they do not match."""
+    import zlib
+
+    head = view[info.header_offset :][: _LOCAL.size + 0xFFFF]
+    start = zip_data_start(head, info, len(view), info.filename, info.compress_size)
+    stream = zlib.decompressobj(-15)
+    data = stream.decompress(view[start : start + info.compress_size], info.file_size + 1)
+    if not stream.eof or len(data) != info.file_size or zlib.crc32(data) != info.CRC:
+        raise SourceError(f"{info.filename}: its inflated bytes are not the ones it names")
+    return data
+
+
+def crc_checked(mapped: Callable[[], np.ndarray], start: int, info: Any) -> memoryview | None:
+    """The bytes of a small stored member at ``start`` of ``mapped()`` (the file's one
+    map, ``shared_map``) when their CRC-32 is the zip's, else None: the member is then
+    scanned alone, and its factory says what is wrong (``stored_check``)."""
+    view = memoryview(mapped())[start : start + info.file_size]
+    return view if len(view) == info.file_size and zlib.crc32(view) == info.CRC else None
 
 
 CRC_CHUNK = 1 << 22  # a stored member's CRC-32 is taken in chunks of this many bytes
