@@ -354,3 +354,33 @@ def test_a_header_of_more_axes_than_numpy_holds(tmp_path, monkeypatch):
     np.save(folder / "b.npy", np.arange(3.0))
     got = _check(monkeypatch, str(folder), least=1, on_error="report")
     assert list(got.arrays) == ["b.npy"] and "found 70" in got.skipped["a.npy"]
+
+
+@pytest.mark.parametrize("kind", ["safetensors", "npz", "npz_compressed", "folder"])
+def test_checkpoints_on_dask_go_many_tensors_to_a_task(tmp_path, monkeypatch, kind, dask_client):
+    """A checkpoint on the Dask engine (alone, or in a folder beside a .npy file): its
+    small tensors ``SET_PART`` to a task, the file listed again where the task runs, its
+    large ones each their own graph; the local engine's report, in a few tasks."""
+    from fastfinite.engines import dask as dask_engine
+
+    rng = np.random.default_rng(3)
+    tensors = _tensors(rng, ["<f4", "<f2", "<i8"], [(4, 3), (), (0,)], 60, 5, big=(3, 40))
+    tensors["layers.9.bf"] = np.ones(4, ml_dtypes.bfloat16)  # alone: its own graph
+    if kind in ("safetensors", "folder"):
+        path = _st(tmp_path / "m.safetensors", tensors)
+    else:
+        path = str(tmp_path / "m.npz")
+        (np.savez if kind == "npz" else np.savez_compressed)(path, **tensors)
+    if kind == "folder":
+        np.save(tmp_path / "x.npy", np.array([np.nan, 1.0]))
+        path = str(tmp_path)
+    monkeypatch.setattr(dask_engine, "SET_PART", 16)
+    kw = {"cast": ("float16",), "on_error": "report"}
+    local = fastfinite.scan(path, **kw)
+    _same(fastfinite.scan(path, scheduler="synchronous", **kw), local)
+    remote = fastfinite.scan(path, scheduler=dask_client, **kw)  # NaN extrema: not ``is``
+    assert json.dumps(remote.to_dict(), default=str) == json.dumps(local.to_dict(), default=str)
+    assert list(remote.skipped.items()) == list(local.skipped.items())
+    assert list(remote.bad_samples()) == list(local.bad_samples())
+    tasks = len(dict(fastfinite.scan(path, compute=False, **kw).dask))
+    assert tasks <= 61 // 16 + 1 + 3 * 6 + 12, tasks  # parts, and 3 large members' graphs

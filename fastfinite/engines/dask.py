@@ -157,15 +157,16 @@ SET_PART = 1024  # small members of a set a task scans together
 
 def _delayed_set(plan: ScanPlan):
     """A set of files as a graph: its small ``.npy`` files (``SMALL_NPY`` bytes at most, by
-    their size here) and its tars' members in tasks of ``SET_PART``, each part scanned
-    together where it runs as the local engine scans it (``engines.batched``: a task a
-    member cost a hundred times their scan, 100 s for 10,000 files of 1 KB on two
-    workers); any other member its own graph; a last task puts their reports in the set's
-    order."""
+    their size here) and the small members of its tars and checkpoints (those read whole,
+    and labels) in tasks of ``SET_PART``, each part scanned together where it runs as the
+    local engine scans it (``engines.batched``: a task a member cost a hundred times their
+    scan, 100 s for 10,000 files of 1 KB on two workers); any other member its own graph;
+    a last task puts their reports in the set's order."""
     from dask import delayed
 
     entries, target = plan.entries, plan.target
     files, reopen = target.files, {first: span for first, *span in target.reopen}
+    together = target.raw.keys() | target.skips.keys()  # a file's members read whole, labels
     opts, twin = plan.options, plan.twin_max
     parts: list = []
     run: list[int] = []  # consecutive small .npy files
@@ -177,16 +178,32 @@ def _delayed_set(plan: ScanPlan):
             parts.append(("together", task))
             run.clear()
 
+    def alone(i: int) -> None:
+        for m in plan.members([entries[i]]):  # one that cannot be opened: skipped here
+            parts.append(("alone", m.path, _member_graph(m, plan)))
+            plan.groups += [g for g in kernel_groups(m.spec) if g not in plan.groups]
+            if m.source.reads_in_tasks:
+                m.source.unmap()
+
     i = 0
     while i < len(entries):
         key = entries[i][0]
-        if i in reopen:  # a file's members (a tar's), a part at a time
+        if i in reopen:  # a file's members (a tar's, a checkpoint's): runs of small ones
             flush()
             stop, opener = reopen[i]
-            for a in range(i, stop, SET_PART):
-                keys = [k for k, _ in entries[a : min(a + SET_PART, stop)]]
-                task = delayed(_scan_reopened, pure=True)(plan.layout, opener, a - i, keys, opts, twin)  # fmt: skip
+            j = i
+            while j < stop:
+                k = j
+                while k < stop and k - j < SET_PART and entries[k][0] in together:
+                    k += 1
+                if k == j:
+                    alone(j)
+                    j += 1
+                    continue
+                keys = [name for name, _ in entries[j:k]]
+                task = delayed(_scan_reopened, pure=True)(plan.layout, opener, j - i, keys, opts, twin)  # fmt: skip
                 parts.append(("together", task))
+                j = k
             i = stop
             continue
         if key in files and _small_file(files[key]):
@@ -195,11 +212,7 @@ def _delayed_set(plan: ScanPlan):
                 flush()
         else:
             flush()
-            for m in plan.members([entries[i]]):  # one that cannot be opened: skipped here
-                parts.append(("alone", m.path, _member_graph(m, plan)))
-                plan.groups += [g for g in kernel_groups(m.spec) if g not in plan.groups]
-                if m.source.reads_in_tasks:
-                    m.source.unmap()
+            alone(i)
         i += 1
     flush()
     keys = [k for k, _ in entries]
@@ -231,6 +244,7 @@ def _scan_reopened(layout, opener, first: int, keys: list[str], options, twin_ma
     """The members ``first:first + len(keys)`` of a file of a set, opened again here
     (``opener``: ``ShardSet.reopen``'s), scanned together (``_scan_part``); an error when
     they are no longer those keys."""
+    from ..sources.open import named_members
     from ..sources.shards import ShardSet
 
     part = opener()[first : first + len(keys)]
@@ -238,6 +252,7 @@ def _scan_reopened(layout, opener, first: int, keys: list[str], options, twin_ma
         path = opener.args[0]
         raise SourceError(f"{path} changed while it was scanned: its members are not those listed")  # fmt: skip
     raws = {k: f.raw_npy for k, f in part if getattr(f, "raw_npy", None)}
+    part = named_members(part, layout.name)  # as ``open_source`` names them
     return _scan_part(layout, ShardSet(part, [opener.args[0]], raws), options, twin_max)
 
 

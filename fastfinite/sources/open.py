@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -49,11 +50,14 @@ def open_source(data: Any, options: ScanOptions | None = None, name: str | None 
         own = getattr(target, "files", {})  # a set's .npy files: their factories name them
         if len(own) < len(target):
             with collector_paused():  # a set of 100,000 files: as many factories, no cycle
-                target[:] = [
-                    (path, factory if path in own else _named(factory, name, path))
-                    for path, factory in target
-                ]
+                target[:] = named_members(target, name, own)
     return target
+
+
+def named_members(members: list, name: str, own=()) -> list:
+    """``(path, factory)`` of ``members``, each factory's errors naming the input ``name``
+    and the member (``reader_errors``), but those of ``own`` (which name themselves)."""
+    return [(path, factory if path in own else _named(factory, name, path)) for path, factory in members]  # fmt: skip
 
 
 def _named(factory: Callable[[], Any], name: str, member: str) -> Callable[[], Any]:
@@ -258,7 +262,10 @@ def _array_file(path: str, options: ScanOptions) -> Target:
     from .shards import ShardSet
 
     raws = {k: f.raw_npy for k, f in target if getattr(f, "raw_npy", None)}  # read whole
-    return ShardSet(target, [os.path.abspath(path)], raws) if raws else target
+    if not raws:
+        return target
+    opener = partial(open_file, path, options)  # its tensors listed again where they are scanned
+    return ShardSet(target, [os.path.abspath(path)], raws, reopen=[(0, len(target), opener)])
 
 
 def _tar(path: str, options: ScanOptions) -> Target:

@@ -235,7 +235,7 @@ def tar_members(path: str, options) -> Members:
 
 # the kinds of file whose members a set may open again where a part is scanned (their
 # small members are read whole: many to a task)
-REOPENED = frozenset({".tar file"})
+REOPENED = frozenset({".tar file", ".npz file", "checkpoint file"})
 
 
 def _npy_set(root: str, rels: list[str], options) -> ShardSet:
