@@ -384,3 +384,30 @@ def test_checkpoints_on_dask_go_many_tensors_to_a_task(tmp_path, monkeypatch, ki
     assert list(remote.bad_samples()) == list(local.bad_samples())
     tasks = len(dict(fastfinite.scan(path, compute=False, **kw).dask))
     assert tasks <= 61 // 16 + 1 + 3 * 6 + 12, tasks  # parts, and 3 large members' graphs
+
+
+def test_a_sharded_checkpoint_rewritten_between_scans_on_dask(tmp_path, monkeypatch):
+    """A process keeps a file's listing for the parts of one file; a sharded checkpoint's
+    shards may change under an unchanged index: a shard rewritten (a tensor grown, a NaN
+    planted) is read as it is now, on Dask as here."""
+    import time
+
+    st = pytest.importorskip("safetensors.numpy")
+    a, b = np.ones(4, np.float32), np.ones(8, np.float32)
+    st.save_file({"a": a, "b": b}, str(tmp_path / "s1.safetensors"))
+    st.save_file({"c": np.ones(4, np.float32)}, str(tmp_path / "s2.safetensors"))
+    index = tmp_path / "m.safetensors.index.json"
+    weights = {"a": "s1.safetensors", "b": "s1.safetensors", "c": "s2.safetensors"}
+    index.write_text(json.dumps({"metadata": {}, "weight_map": weights}))
+    later = time.time_ns() + 10**10
+    monkeypatch.setattr(time, "time_ns", lambda: later)  # the files look settled
+    for data in (index, tmp_path):
+        assert fastfinite.scan(data, scheduler="synchronous").ok
+        b[5] = np.nan
+        st.save_file({"a": np.ones(100, np.float32), "b": b}, str(tmp_path / "s1.safetensors"))
+        here = fastfinite.scan(data)
+        there = fastfinite.scan(data, scheduler="synchronous")
+        assert here.nan == 1 and here.arrays["a"].shape == (100,)
+        assert there.to_dict() == here.to_dict()
+        b[5] = 1.0
+        st.save_file({"a": a, "b": b}, str(tmp_path / "s1.safetensors"))

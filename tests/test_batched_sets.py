@@ -459,3 +459,36 @@ def test_a_tar_changed_between_its_graph_and_its_scan_is_an_error(tmp_path):
     _tar(tmp_path / "s.tar", {f"{i}.y.npy": _npy(np.arange(3.0) + i) for i in range(4)})
     with pytest.raises(SourceError, match="s.tar changed while it was scanned"):
         lazy.compute(scheduler="synchronous")
+
+
+def test_a_file_gone_between_its_graph_and_its_scan(tmp_path):
+    """A checkpoint or tar gone before its parts are scanned: an error naming it, or with
+    ``on_error="report"`` each of its members listed as unreadable; never a bare OSError."""
+    _tar(tmp_path / "s.tar", {f"{i}.x.npy": _npy(np.arange(3.0) + i) for i in range(4)})
+    np.save(tmp_path / "a.npy", np.arange(3.0))
+    lazy = fastfinite.scan(tmp_path, compute=False)
+    reported = fastfinite.scan(tmp_path, compute=False, on_error="report")
+    (tmp_path / "s.tar").rename(tmp_path / "gone")
+    with pytest.raises(SourceError, match="s.tar"):
+        lazy.compute(scheduler="synchronous")
+    r = reported.compute(scheduler="synchronous")
+    assert list(r.arrays) == ["a.npy"]
+    assert list(r.skipped) == [f"s.tar/{i}.x.npy" for i in range(4)]
+    assert all("s.tar" in why for why in r.skipped.values())
+    assert [f.kind for f in r.findings].count("unreadable_member") == 4
+
+
+def test_the_first_bad_member_of_a_set_is_the_error_on_dask_as_here(tmp_path):
+    """Without ``on_error="report"``, the error of a set on Dask is its first bad member's
+    in the set's order, as the local engine's, whichever task fails first."""
+    (tmp_path / "a-fake.npy").write_bytes(b"not an array at all")
+    _tar(tmp_path / "b.tar", {"bad.npy": b"\x93NUMPY\x01\x00garbage", "ok.npy": _npy(np.ones(3))})
+    np.save(tmp_path / "c-big.npy", np.zeros(200_000))  # its own graph
+    (tmp_path / "d-fake.npy").write_bytes(b"\x93NUMPY no")
+    with pytest.raises(SourceError) as here:
+        fastfinite.scan(tmp_path)
+    for scheduler in ("synchronous", "threads"):
+        with pytest.raises(SourceError) as there:
+            fastfinite.scan(tmp_path, scheduler=scheduler)
+        assert str(there.value) == str(here.value)
+    assert "a-fake.npy" in str(here.value)

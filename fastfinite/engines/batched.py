@@ -331,7 +331,8 @@ def _scan_window(
         done[where - first] = True
         nbytes += m * k * dtype.itemsize
         per = max(1, STACK_VALUES // (k * (2 if dtype.kind == "c" else 1)))
-        for rows_of, values in _stacks(view, takes_twin(spec, m, k)):
+        real = dtype.kind == "f" and dtype.itemsize >= 4  # what ``_stacks`` splits
+        for rows_of, values in _stacks(view, real and takes_twin(spec, m, k)):
             values.flags.writeable = False  # read-only, as a map is
             at = where[rows_of] if rows_of is not None else where
             for b in range(0, len(values), per):

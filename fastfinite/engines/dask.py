@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import socket
+import stat
 import sys
 import threading
 import time
@@ -32,9 +33,11 @@ import numpy as np
 from ..compute.blocks import memory_view
 from ..compute.summarize import kernel_groups, scan_region_or_units, summarize
 from ..compute.summary import ScanSpec, Summary, merge_all
-from ..errors import InvalidArgumentError, SourceError
+from ..errors import FastFiniteError, InvalidArgumentError, SkippedMemberError, SourceError
 from ..options import LOCAL_SCHEDULERS, parse_address
 from ..report.build import build_report, finish, report_meta
+from ..report.members import MemberReports
+from ..sources.base import reader_errors
 from ..sources.dask import dask_block
 from . import batched
 from .local import scan_member
@@ -178,26 +181,33 @@ def _delayed_set(plan: ScanPlan):
             parts.append(("together", task))
             run.clear()
 
-    def alone(i: int) -> None:
-        for m in plan.members([entries[i]]):  # one that cannot be opened: skipped here
-            parts.append(("alone", m.path, _member_graph(m, plan)))
-            plan.groups += [g for g in kernel_groups(m.spec) if g not in plan.groups]
-            if m.source.reads_in_tasks:
-                m.source.unmap()
+    def alone(i: int) -> bool:
+        """A member's own graph; False when it cannot be opened (the error kept in
+        ``parts``: a part before it may hold the set's first error)."""
+        try:
+            for m in plan.members([entries[i]]):  # one with a skip reason: skipped here
+                parts.append(("alone", m.path, _member_graph(m, plan)))
+                plan.groups += [g for g in kernel_groups(m.spec) if g not in plan.groups]
+                if m.source.reads_in_tasks:
+                    m.source.unmap()
+        except FastFiniteError as e:
+            parts.append(("error", e))
+            return False
+        return True
 
-    i = 0
-    while i < len(entries):
+    i, opened = 0, True
+    while i < len(entries) and opened:
         key = entries[i][0]
         if i in reopen:  # a file's members (a tar's, a checkpoint's): runs of small ones
             flush()
             stop, opener = reopen[i]
             j = i
-            while j < stop:
+            while j < stop and opened:
                 k = j
                 while k < stop and k - j < SET_PART and entries[k][0] in together:
                     k += 1
                 if k == j:
-                    alone(j)
+                    opened = alone(j)
                     j += 1
                     continue
                 keys = [name for name, _ in entries[j:k]]
@@ -212,7 +222,7 @@ def _delayed_set(plan: ScanPlan):
                 flush()
         else:
             flush()
-            alone(i)
+            opened = alone(i)
         i += 1
     flush()
     keys = [k for k, _ in entries]
@@ -247,30 +257,44 @@ def _scan_reopened(layout, opener, first: int, keys: list[str], options, twin_ma
     from ..sources.open import named_members
     from ..sources.shards import ShardSet
 
-    part = _listing(opener)[first : first + len(keys)]
-    if [k for k, _ in part] != keys:
-        path = opener.args[0]
-        raise SourceError(f"{path} changed while it was scanned: its members are not those listed")  # fmt: skip
+    path = opener.args[0]
+    try:
+        with reader_errors(path):
+            part = _listing(opener)[first : first + len(keys)]
+        if [k for k, _ in part] != keys:
+            raise SourceError(f"{path} changed while it was scanned: its members are not those listed")  # fmt: skip
+    except FastFiniteError as e:
+        if options.on_error != "report":
+            return e  # raised by ``_finish_files`` if no member before it failed
+        lost = ScanPlan(layout, [], options, [])
+        for key in keys:  # each member listed as unreadable, as a file that cannot be
+            lost.skip(key, SkippedMemberError(f"cannot be read: {e}", "unreadable_member"))
+        return MemberReports.joined([]), lost.skipped, lost.findings
     raws = {k: f.raw_npy for k, f in part if getattr(f, "raw_npy", None)}
     part = named_members(part, layout.name)  # as ``open_source`` names them
-    return _scan_part(layout, ShardSet(part, [opener.args[0]], raws), options, twin_max)
+    return _scan_part(layout, ShardSet(part, [path], raws), options, twin_max)
 
 
 def _listing(opener) -> list:
     """``opener()``, the members of a file, listed once per process while the file is
     unchanged (by its stat): the tasks of the parts of one file that land on one worker
-    list it once (a checkpoint of 60,000 tensors: a second each)."""
+    list it once (a checkpoint of 60,000 tensors: a second each). Only a file that holds
+    its members' bytes itself (not a sharded checkpoint's index or folder, whose shards
+    may change under it), not written within a tick of the clock."""
     import pickle
 
-    st = os.stat(opener.args[0])
+    path = opener.args[0]
+    st = os.stat(path)
     key = (pickle.dumps(opener), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     with _LISTED_LOCK:
         got = _LISTED.get(key)
     if got is None:
         got = opener()
-        with _LISTED_LOCK:
-            _LISTED.clear()  # one file's members kept, the last one's
-            _LISTED[key] = got
+        settled = time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > 2e9
+        if stat.S_ISREG(st.st_mode) and not path.endswith(".json") and settled:
+            with _LISTED_LOCK:
+                _LISTED.clear()  # one file's members kept, the last one's
+                _LISTED[key] = got
     return got
 
 
@@ -289,18 +313,22 @@ def _scan_part(layout, target, options, twin_max: int) -> tuple:
         for m in part.members(entries):
             yield m, scan_member(m, part)
 
-    reports = batched.scan_set(part, alone)
+    try:
+        reports = batched.scan_set(part, alone)
+    except FastFiniteError as e:  # raised by ``_finish_files`` if no member before it failed
+        return e
     return reports, part.skipped, part.findings
 
 
 @_task
 def _finish_files(layout, parts: list, keys: list[str], skipped: dict, findings: dict):
     """The report of a set of files from its parts, in the set's order (``_delayed_set``):
-    the skipped entries and findings in its order too, as the local engine gives them."""
-    from ..report.members import MemberReports
-
+    the skipped entries and findings in its order too, as the local engine gives them;
+    the first error of a part, in the set's order, raised."""
     members: list = []
     for how, *got in parts:
+        if how == "error" or isinstance(got[0], FastFiniteError):  # the set's first, in order
+            raise got[0]
         if how == "together":  # (its members' reports, skipped, findings)
             reports, part_skipped, part_findings = got[0]
             members.append(reports)
