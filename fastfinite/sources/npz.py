@@ -185,12 +185,11 @@ def _stored(
     name = _named(where)
     dtype = _raw(dtype, options, name)
     order = "F" if fortran else "C"
-    shared = mapped if info.file_size <= SMALL_NPY else None  # one map of the file
 
     def opened():
         crc = stored_check(path, start, info, where, options)
         return MappedTensor(path, start + head, dtype, shape, name, order, "npz", member,
-                            None, crc, shared=shared)  # fmt: skip
+                            None, crc, shared=mapped)  # fmt: skip
 
     return opened, start
 

@@ -24,7 +24,7 @@ from ..compute.pools import collector_paused
 from ..errors import SkippedMemberError, SourceError, UnsupportedDtypeError
 from .base import regular_file
 from .ndarray import ArraySource
-from .small import SMALL_NPY, tensor_raw
+from .small import tensor_raw
 from .tensors import MappedTensor, Members, checked_group, failing, format_dtype, shared_map
 
 MAX_HEADER = 100 << 20  # safetensors' own limit on the JSON header
@@ -174,10 +174,9 @@ def _members(found: list, path: str, start: int, name: str, problems: dict) -> M
         where = f"{name}:{key}"
 
         def opened(code=code, shape=shape, begin=begin, where=where, key=key):
-            dtype = numpy_dtype(code, where)
-            small = math.prod(shape) * dtype.itemsize <= SMALL_NPY  # one map of the file
+            dtype = numpy_dtype(code, where)  # a view of the file's one map
             return MappedTensor(path, start + begin, dtype, shape, where, "C", "safetensors",
-                                key, shared=mapped if small else None)  # fmt: skip
+                                key, shared=mapped)  # fmt: skip
 
         _small(opened, code, shape, where, lambda a, b: memoryview(mapped())[a:b], start + begin)
         out.append((key, opened))

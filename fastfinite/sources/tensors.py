@@ -44,10 +44,11 @@ def format_dtype(name: str, where: str, code: str | None = None) -> np.dtype:
 class MappedTensor(ArraySource):
     """One array stored raw (C or Fortran order, or by ``strides`` in elements: a view of a
     PyTorch storage) at byte ``offset`` of the file ``path``, read in place through a
-    read-only memory map of its bytes alone, or (``shared``: ``shared_map``'s ``mapped``,
-    for a small tensor) a view of one map of the whole file that the file's small tensors
-    share, rather than a map each; it pickles as where it is and maps its bytes again where
-    it is unpickled (a Dask task)."""
+    read-only memory map of its bytes alone, or (``shared``: ``shared_map``'s ``mapped``)
+    a view of one map of the whole file that the file's tensors share, rather than a map
+    each (300 tensors of a 2 GB checkpoint: a tenth of its scan; each region's pages are
+    given back after it is scanned, ``release``, as with a map of its own); it pickles as
+    where it is and maps its bytes again where it is unpickled (a Dask task)."""
 
     def __init__(
         self,
@@ -158,8 +159,8 @@ _CRC_LOCK = threading.Lock()
 
 def shared_map(path: str) -> Callable[[], np.ndarray]:
     """``mapped()``: the whole file ``path`` mapped read-only as bytes, on first use, one
-    map shared by the small members read from it (``small.RawNpy``) rather than a map
-    each."""
+    map shared by the members read from it (``small.RawNpy``, ``MappedTensor``) rather
+    than a map each."""
     base: list[np.ndarray] = []
 
     def mapped() -> np.ndarray:
