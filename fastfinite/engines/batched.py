@@ -176,13 +176,19 @@ def _scan_set(plan: ScanPlan, alone, bar) -> MemberReports:
             where = {path: p for p, path, _ in rest}
             for m, r in alone([(path, factory) for _, path, factory in rest]):
                 rows.built[where[m.path]] = r
-    said_any = plan.skipped or plan.findings
-    order = {path: i for i, (path, _) in enumerate(entries)} if said_any else {}  # as one by one
-    for said in (plan.skipped, plan.findings) if said_any else ():
-        items = sorted(said.items(), key=lambda kv: order.get(kv[0], len(order)))
-        said.clear()
-        said.update(items)
+    if plan.skipped or plan.findings:  # as one by one
+        in_set_order([path for path, _ in entries], plan.skipped, plan.findings)
     return rows.reports(entries, plan.target.files if only_files(plan) else None)
+
+
+def in_set_order(keys: list, *said: dict) -> None:
+    """Each dict of ``said`` (skipped entries, findings: by member) put in the order of
+    the set's ``keys`` in place, any other key after them, as a scan one by one says them."""
+    order = {k: i for i, k in enumerate(keys)}
+    for d in said:
+        items = sorted(d.items(), key=lambda kv: order.get(kv[0], len(order)))
+        d.clear()
+        d.update(items)
 
 
 def only_files(plan: ScanPlan) -> bool:
@@ -331,8 +337,7 @@ def _scan_window(
         done[where - first] = True
         nbytes += m * k * dtype.itemsize
         per = max(1, STACK_VALUES // (k * (2 if dtype.kind == "c" else 1)))
-        real = dtype.kind == "f" and dtype.itemsize >= 4  # what ``_stacks`` splits
-        for rows_of, values in _stacks(view, real and takes_twin(spec, m, k)):
+        for rows_of, values in _stacks(view, functools.partial(takes_twin, spec, m, k)):
             values.flags.writeable = False  # read-only, as a map is
             at = where[rows_of] if rows_of is not None else where
             for b in range(0, len(values), per):
@@ -340,13 +345,16 @@ def _scan_window(
     return done, nbytes
 
 
-def _stacks(view: np.ndarray, twin: bool) -> list[tuple[np.ndarray | None, np.ndarray]]:
+def _stacks(
+    view: np.ndarray, twin: Callable[[], bool]
+) -> list[tuple[np.ndarray | None, np.ndarray]]:
     """The rows of ``view`` copied into stacks to scan: ``(which rows, their values)``
-    (None: all, in order). For the twin (``twin``), of float values of 4 bytes or more,
-    the rows that may hold a NaN or an inf (their sum is not finite) apart from the
-    others: a stack of finite rows takes the twin's quick way, whatever a few rows hold.
+    (None: all, in order). Of float values of 4 bytes or more, for the twin (``twin()``,
+    asked only then), the rows that may hold a NaN or an inf (their sum is not finite)
+    apart from the others: a stack of finite rows takes the twin's quick way, whatever a
+    few rows hold.
     Each row's results are its own, whichever rows it is stacked with."""
-    if twin and view.dtype.kind == "f" and view.dtype.itemsize >= 4:
+    if view.dtype.kind == "f" and view.dtype.itemsize >= 4 and twin():
         with np.errstate(all="ignore"):
             finite = np.isfinite(view.sum(axis=1))
         if not finite.all():

@@ -270,9 +270,9 @@ def _scan_reopened(layout, opener, first: int, keys: list[str], options, twin_ma
         for key in keys:  # each member listed as unreadable, as a file that cannot be
             lost.skip(key, SkippedMemberError(f"cannot be read: {e}", "unreadable_member"))
         return MemberReports.joined([]), lost.skipped, lost.findings
-    raws = {k: f.raw_npy for k, f in part if getattr(f, "raw_npy", None)}
-    part = named_members(part, layout.name)  # as ``open_source`` names them
-    return _scan_part(layout, ShardSet(part, [path], raws), options, twin_max)
+    target = ShardSet(part, [path])  # its raw and skips, from the factories
+    target[:] = named_members(part, layout.name)  # as ``open_source`` names them
+    return _scan_part(layout, target, options, twin_max)
 
 
 def _listing(opener) -> list:
@@ -336,13 +336,9 @@ def _finish_files(layout, parts: list, keys: list[str], skipped: dict, findings:
             findings.update(part_findings)
         else:  # (key, report)
             members.append(tuple(got))
-    order = {k: i for i, k in enumerate(keys)}
-    ordered = [
-        dict(sorted(said.items(), key=lambda kv: order.get(kv[0], len(order))))
-        for said in (skipped, findings)
-    ]
+    batched.in_set_order(keys, skipped, findings)
     reports = MemberReports.joined(members)
-    return finish(layout, reports, ordered[0], True, list(ordered[1].values()))
+    return finish(layout, reports, skipped, True, list(findings.values()))
 
 
 def _member_graph(member: Member, plan: ScanPlan):

@@ -261,11 +261,10 @@ def _array_file(path: str, options: ScanOptions) -> Target:
         return target
     from .shards import ShardSet
 
-    raws = {k: f.raw_npy for k, f in target if getattr(f, "raw_npy", None)}  # read whole
-    if not raws:
+    if not any(getattr(f, "raw_npy", None) for _, f in target):  # none read whole
         return target
     opener = partial(open_file, path, options)  # its tensors listed again where they are scanned
-    return ShardSet(target, [os.path.abspath(path)], raws, reopen=[(0, len(target), opener)])
+    return ShardSet(target, [os.path.abspath(path)], reopen=[(0, len(target), opener)])
 
 
 def _tar(path: str, options: ScanOptions) -> Target:

@@ -44,9 +44,11 @@ Members = list[tuple[str, Any]]  # [(key, factory), ...]
 class ShardSet(list):
     """The ``(key, factory)`` members of a shard set (its type tells the local engine to
     count progress over the whole set), ``paths``, the local array files it reads,
-    ``raw``, how to read its tar members whole, by key (``small.RawNpy``), ``files``, the
-    path of each ``.npy`` file member, by key (read whole when small), and ``skips``, the
-    error of each entry that is not scanned (a label, a link...)."""
+    ``raw``, how to read its small members whole (a tar's, a checkpoint's tensors), by key
+    (``small.RawNpy``), ``files``, the path of each ``.npy`` file member, by key (read
+    whole when small), and ``skips``, the error of each entry that is not scanned (a
+    label, a link...); ``raw`` and ``skips`` default to what the factories tell
+    (``factory.raw_npy``, ``factory.skip``)."""
 
     def __init__(
         self,
@@ -60,10 +62,12 @@ class ShardSet(list):
     ):
         super().__init__(members)
         self.paths = paths
-        self.raw = raw if raw is not None else {}
+        if raw is None:  # what the factories tell: how to read their members whole
+            raw = {k: f.raw_npy for k, f in self if getattr(f, "raw_npy", None)}
+        self.raw = raw
         # the entries that are not scanned, by key: the error their factory raises
         if skips is None:
-            skips = {k: f.skip for k, f in members if getattr(f, "skip", None) is not None}
+            skips = {k: f.skip for k, f in self if getattr(f, "skip", None) is not None}
         self.skips = skips
         # the plain ``.npy`` files of the set, by key: their paths (read whole when small,
         # ``raw_dtype`` the scan's; their name in a report is their path)
@@ -187,7 +191,7 @@ def _set(root: str, items: list[tuple[str, str]], options, within: str | None = 
 def _members_of(root: str, items: list[tuple[str, str]], options, within=None) -> ShardSet:
     if items and set(map(itemgetter(1), items)) == {".npy file"}:
         return _npy_set(root, [rel for rel, _ in items], options)
-    out, paths, raws, skips, files, reopen = [], [], {}, {}, {}, []
+    out, paths, files, reopen = [], [], {}, []
     posix = os.sep == "/"
     prefix = os.path.join(root, "")  # root and its separator: ``os.path.join(root, rel)``
     for rel, kind in items:
@@ -203,26 +207,21 @@ def _members_of(root: str, items: list[tuple[str, str]], options, within=None) -
                 opener = partial(file_members, path, rel, kind, options, within)
                 reopen.append((len(out), len(out) + len(members), opener))
             out += members
-            raws.update((k, f.raw_npy) for k, f in members if getattr(f, "raw_npy", None))
-            skips.update((k, f.skip) for k, f in members if getattr(f, "skip", None) is not None)
         else:
-            skipped = _skip(_WHY.get(kind, f"{_article(kind)}"), _kind_of(kind))
-            out.append((rel, skipped))
-            skips[rel] = skipped.skip
+            out.append((rel, _skip(_WHY.get(kind, f"{_article(kind)}"), _kind_of(kind))))
     keys = [k for k, _ in out]
     if len(set(keys)) < len(keys):  # one member's report would replace the other's
         seen: set = set()
         twice = next(k for k in keys if k in seen or seen.add(k))
         raise SourceError(f"{root}: two members are both keyed {twice!r}: one would hide the other")
-    return ShardSet(out, paths, raws, skips, files, reopen=reopen)
+    return ShardSet(out, paths, files=files, reopen=reopen)  # raw and skips: the factories'
 
 
 def open_tar_set(path: str, options) -> ShardSet:
     """A tar scanned alone: its members keyed below its name, a set."""
     members = tar_members(path, options)
-    raws = {k: f.raw_npy for k, f in members if getattr(f, "raw_npy", None)}  # read whole
     opener = partial(tar_members, path, options)
-    return ShardSet(members, [os.path.abspath(path)], raws, reopen=[(0, len(members), opener)])
+    return ShardSet(members, [os.path.abspath(path)], reopen=[(0, len(members), opener)])
 
 
 def tar_members(path: str, options) -> Members:

@@ -30,7 +30,7 @@ from ..model.tar_keys import ARRAY_SUFFIXES, BUFFER_SUFFIXES, REST_OF_TAR
 from .base import regular_file
 from .ndarray import ArraySource
 from .small import SMALL_NPY, RawNpy
-from .tensors import unique_keys
+from .tensors import shared_map, unique_keys
 
 _COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
 
@@ -59,12 +59,7 @@ def open_tar(path: str, options=None, key: str | None = None) -> list[tuple[str,
     if infos and infos[-1].offset_data + infos[-1].size > size:
         problem = None  # cut inside the last member's data: its member says so
     out: list[tuple[str, Any]] = []
-    base: list[np.ndarray] = []  # mapped on first use
-
-    def mapped() -> np.ndarray:
-        if not base:
-            base.append(_base_map(path))
-        return base[0]
+    mapped = shared_map(path)  # one map of the tar, on first use, shared by its members
 
     for key, info in zip(member_keys(infos), infos):
         lower = info.name.lower()
