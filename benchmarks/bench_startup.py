@@ -45,6 +45,13 @@ CHILD = {
 }
 
 
+def _scratch() -> tempfile.TemporaryDirectory:
+    """A temporary folder (an empty Numba cache, a store) whose removal never fails the run:
+    a compile helper a finished child started may still be writing its kernels there
+    (it finishes what it was sent after that process ends, for the next one)."""
+    return tempfile.TemporaryDirectory(ignore_cleanup_errors=True)
+
+
 def child(code: str, env: dict, timeout: float = 900) -> dict:
     """Run ``code`` in a fresh process; it prints one JSON line, which is returned."""
     run = subprocess.run(
@@ -66,7 +73,7 @@ def compile_times(dtypes_per_mode: list[str], modes: list[str] = MODES, every: b
     cases = [(m, d) for m in modes for d in dtypes_per_mode]
     cases += [("all modes", "float32,float64")] if every else []
     for mode, dtypes in cases:
-        with tempfile.TemporaryDirectory() as cache:
+        with _scratch() as cache:
             args = ["--dtype", dtypes] + ([] if mode == "all modes" else ["--mode", mode])
             code = textwrap.dedent(
                 f"""
@@ -95,7 +102,7 @@ def report_times(sizes: list[int]) -> list[str]:
     ]
     for n in sizes:
         got = {}
-        with tempfile.TemporaryDirectory() as cache:
+        with _scratch() as cache:
             env = cold_env(cache)
             for name in ("numpy", "fastfinite", "numbagg"):
                 code = "import json, time, numpy as np\n" + MAKE.format(n=n) + CHILD[name].format(kw="")  # fmt: skip
@@ -133,7 +140,7 @@ WARM_START = textwrap.dedent(
 def warm_start() -> list[str]:
     """A process with a filled cache: ``import fastfinite`` and its first scan."""
     rows = ["| warm process, (2000, 100) float32 | import (s) | first scan (s) | import + scan (s) |", "| --- | ---: | ---: | ---: |"]  # fmt: skip
-    with tempfile.TemporaryDirectory() as cache:
+    with _scratch() as cache:
         env = cold_env(cache)
         subprocess.run([sys.executable, "-m", "fastfinite", "compile", "--no-progress"], env=env, capture_output=True)  # fmt: skip
         for kw in ("", ", by=0", ", by=-1"):
@@ -170,7 +177,7 @@ CLUSTER = textwrap.dedent(
 def cluster(rows: int) -> list[str]:
     """Two fresh worker processes, an empty cache: a store's first scan, then another
     store's of the same size (nothing of the first's tasks to reuse: the warm scan)."""
-    with tempfile.TemporaryDirectory() as d:
+    with _scratch() as d:
         with open(os.path.join(d, "c.py"), "w") as f:
             f.write(CLUSTER.format(rows=rows))
         run = subprocess.run([sys.executable, os.path.join(d, "c.py"), os.path.join(d, "x.zarr")], env=cold_env(os.path.join(d, "numba")), capture_output=True, text=True, timeout=900)  # fmt: skip
